@@ -1,0 +1,96 @@
+//! One error type for every native route: a status per kind, a JSON body in the
+//! shape of a failed invoke, details logged rather than leaked.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::tool::{CallError, ErrorKind};
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub kind: &'static str,
+    pub message: String,
+    pub details: Vec<String>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            kind,
+            message: message.into(),
+            details: Vec::new(),
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_input", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    /// The JSON body: `{"status":"error","result":null,"error":{...}}`.
+    pub fn body(&self) -> serde_json::Value {
+        let mut error = json!({"kind": self.kind, "message": self.message});
+        if !self.details.is_empty() {
+            error["details"] = json!(self.details);
+        }
+        json!({"status": "error", "result": null, "error": error})
+    }
+}
+
+/// The HTTP status of each call error kind.
+pub fn status_of(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::InvalidInput => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
+        ErrorKind::Overloaded => StatusCode::TOO_MANY_REQUESTS,
+        ErrorKind::ToolError
+        | ErrorKind::OutOfFuel
+        | ErrorKind::OutOfMemory
+        | ErrorKind::Trap
+        | ErrorKind::OutputTooLarge
+        | ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl From<CallError> for ApiError {
+    fn from(e: CallError) -> Self {
+        let kind = e.kind();
+        let message = match &e {
+            CallError::Internal(detail) => {
+                tracing::error!(error = %detail, "internal error");
+                "internal error; see the server log".to_owned()
+            }
+            other => other.to_string(),
+        };
+        let details = match e {
+            CallError::InvalidInput { details, .. } => details,
+            _ => Vec::new(),
+        };
+        ApiError {
+            status: status_of(kind),
+            kind: kind.as_str(),
+            message,
+            details,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, Json(self.body())).into_response();
+        if self.status == StatusCode::TOO_MANY_REQUESTS {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}

@@ -1,0 +1,259 @@
+//! The native REST API: health, tool discovery, schemas, invoke (JSON or SSE).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router, routing};
+use base64::Engine as _;
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::AppState;
+use super::body::JsonBody;
+use super::error::ApiError;
+use crate::catalog::ToolEntry;
+use crate::dispatch::{CallOptions, CallOutput};
+use crate::sessions::{Session, SessionError};
+use crate::tool::{CallError, Content, LimitOverrides};
+
+/// Header carrying the session id, both ways.
+pub const SESSION_HEADER: &str = "x-toolhost-session";
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/health", routing::get(health))
+        .route("/tools", routing::get(list_tools))
+        .route("/tools/{id}", routing::get(describe_tool))
+        .route("/tools/{id}/schema", routing::get(tool_schema))
+        .route("/tools/{id}/invoke", routing::post(invoke))
+}
+
+async fn health() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+async fn list_tools(State(state): State<AppState>) -> Json<Value> {
+    let tools: Vec<Value> = state
+        .dispatcher
+        .catalog()
+        .tools()
+        .iter()
+        .map(|t| {
+            json!({
+                "tool_id": t.id,
+                "name": t.descriptor.name,
+                "category": t.toolkit.name,
+                "description": t.descriptor.description,
+                "status": "available",
+            })
+        })
+        .collect();
+    Json(json!({ "tools": tools }))
+}
+
+fn find(state: &AppState, id: &str) -> Result<Arc<ToolEntry>, ApiError> {
+    state
+        .dispatcher
+        .catalog()
+        .get(id)
+        .ok_or_else(|| ApiError::not_found(format!("unknown tool `{id}`")))
+}
+
+async fn describe_tool(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let t = find(&state, &id)?;
+    Ok(Json(json!({
+        "tool_id": t.id,
+        "name": t.descriptor.name,
+        "category": t.toolkit.name,
+        "description": t.descriptor.description,
+        "backend": t.toolkit.toolkit.backend(),
+        "version": t.toolkit.version,
+        "input_schema": t.descriptor.input_schema,
+        "output_schema": t.descriptor.output_schema,
+        "limits": t.toolkit.limits,
+        "stats": t.stats.view(),
+        "status": "available",
+    })))
+}
+
+async fn tool_schema(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let t = find(&state, &id)?;
+    Ok(Json(json!({
+        "tool_id": t.id,
+        "input_schema": t.descriptor.input_schema,
+        "output_schema": t.descriptor.output_schema,
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InvokeRequest {
+    #[serde(default)]
+    params: Option<Value>,
+    #[serde(default)]
+    stream: bool,
+    /// Lower this call's limits (never raise them).
+    #[serde(default)]
+    limits: LimitOverrides,
+}
+
+#[derive(Deserialize, Default)]
+pub struct SessionQuery {
+    pub session: Option<String>,
+}
+
+/// The caller's session: header, else `?session=`, else a new one.
+pub fn open_session(
+    state: &AppState,
+    headers: &HeaderMap,
+    query: &SessionQuery,
+) -> Result<Arc<Session>, ApiError> {
+    let from_header = headers
+        .get(SESSION_HEADER)
+        .map(|v| v.to_str().unwrap_or("\u{0}"));
+    let id = from_header.or(query.session.as_deref());
+    let (session, _) = state.dispatcher.sessions().open(id).map_err(|e| match e {
+        SessionError::InvalidId => ApiError::bad_request(e.to_string()),
+        SessionError::Workspace(_) => ApiError::from(CallError::Internal(e.to_string())),
+    })?;
+    Ok(session)
+}
+
+fn wants_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"))
+}
+
+async fn invoke(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(query): Query<SessionQuery>,
+    headers: HeaderMap,
+    JsonBody(req): JsonBody<InvokeRequest>,
+) -> Response {
+    let session = match open_session(&state, &headers, &query) {
+        Ok(s) => s,
+        Err(e) => return e.into_response(),
+    };
+    let session_header = HeaderValue::from_str(session.id()).expect("session ids are header-safe");
+    let params = req.params.unwrap_or_else(|| json!({}));
+    let mut response = if req.stream || wants_sse(&headers) {
+        invoke_sse(state, session, id, params, req.limits).into_response()
+    } else {
+        let options = CallOptions {
+            limits: req.limits,
+            progress: None,
+        };
+        match state
+            .dispatcher
+            .dispatch(&session, &id, params, options)
+            .await
+        {
+            Ok(out) => Json(success_body(&out)).into_response(),
+            Err(e) => ApiError::from(e).into_response(),
+        }
+    };
+    response
+        .headers_mut()
+        .insert(SESSION_HEADER, session_header);
+    response
+}
+
+/// Stream `progress` events while the call runs, then one `result` (or
+/// `error`) event with the same body a JSON invoke returns.
+fn invoke_sse(
+    state: AppState,
+    session: Arc<Session>,
+    id: String,
+    params: Value,
+    limits: LimitOverrides,
+) -> Sse<impl futures::Stream<Item = Result<Event, Infallible>>> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let call = tokio::spawn(async move {
+        let options = CallOptions {
+            limits,
+            progress: Some(tx),
+        };
+        state
+            .dispatcher
+            .dispatch(&session, &id, params, options)
+            .await
+    });
+    let progress = tokio_stream(rx).map(|p| {
+        Ok(Event::default()
+            .event("progress")
+            .json_data(p)
+            .unwrap_or_default())
+    });
+    let last = futures::stream::once(async move {
+        let event = match call.await {
+            Ok(Ok(out)) => Event::default()
+                .event("result")
+                .json_data(success_body(&out)),
+            Ok(Err(e)) => Event::default()
+                .event("error")
+                .json_data(ApiError::from(e).body()),
+            Err(e) => Event::default()
+                .event("error")
+                .json_data(ApiError::from(CallError::Internal(e.to_string())).body()),
+        };
+        Ok(event.unwrap_or_default())
+    });
+    Sse::new(progress.chain(last)).keep_alive(KeepAlive::default())
+}
+
+fn tokio_stream<T>(mut rx: mpsc::UnboundedReceiver<T>) -> impl futures::Stream<Item = T> {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// `{"status":"success","result":...,"content":[...],"error":null}`.
+pub fn success_body(out: &CallOutput) -> Value {
+    json!({
+        "status": "success",
+        "result": simple_result(&out.content),
+        "content": out.content.iter().map(content_json).collect::<Vec<_>>(),
+        "error": null,
+        "elapsed_ms": out.elapsed.as_secs_f64() * 1000.0,
+    })
+}
+
+/// The convenient form: one text or JSON item as itself, else the item list.
+fn simple_result(content: &[Content]) -> Value {
+    match content {
+        [Content::Text(t)] => Value::String(t.clone()),
+        [Content::Json(v)] => v.clone(),
+        items => Value::Array(items.iter().map(content_json).collect()),
+    }
+}
+
+/// A content item on the wire; binary data is base64.
+pub fn content_json(c: &Content) -> Value {
+    match c {
+        Content::Text(t) => json!({"type": "text", "text": t}),
+        Content::Json(v) => json!({"type": "json", "json": v}),
+        Content::Binary {
+            media_type,
+            data,
+            name,
+        } => json!({
+            "type": "binary",
+            "media_type": media_type,
+            "name": name,
+            "data": base64::engine::general_purpose::STANDARD.encode(data),
+        }),
+    }
+}

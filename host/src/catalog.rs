@@ -1,0 +1,430 @@
+//! The one registry of tools, whatever backend runs them.
+//!
+//! A backend loads a toolkit (a wasm plugin, later a Docker toolkit) and registers
+//! it here with its tool descriptors. The catalog validates ids, compiles each
+//! input schema once, and publishes an immutable snapshot that readers get
+//! without locking; registering or removing a toolkit swaps the snapshot
+//! atomically, so a call in flight keeps the version it started with.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwap;
+use serde::Serialize;
+use tokio::sync::{Semaphore, mpsc, watch};
+
+use crate::sessions::Session;
+use crate::tool::{self, CallError, Content, Limits, Progress, ToolDescriptor};
+
+/// A future returned by a backend.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// One call as a backend receives it, input already validated.
+pub struct Invocation {
+    /// Tool name within the toolkit (not the id).
+    pub tool: String,
+    /// The input object as JSON text.
+    pub input: String,
+    pub session: Arc<Session>,
+    pub limits: Limits,
+    /// Where progress reports go, when the caller streams.
+    pub progress: Option<mpsc::UnboundedSender<Progress>>,
+}
+
+/// A loaded toolkit, as a backend implements it. Backends are peers behind this
+/// trait: the wasm backend's plugins and the Docker backend's toolkits.
+pub trait Toolkit: Send + Sync + 'static {
+    /// `wasm` or `docker`.
+    fn backend(&self) -> &'static str;
+
+    /// Run one tool of this toolkit.
+    fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>>;
+}
+
+/// A toolkit as registered: the backend's handle plus what the host needs to
+/// schedule calls to it.
+pub struct ToolkitEntry {
+    pub name: String,
+    pub description: String,
+    /// Content hash or other version label.
+    pub version: String,
+    pub limits: Limits,
+    pub toolkit: Arc<dyn Toolkit>,
+    /// Admission control: at most `max_concurrency` calls run, at most
+    /// `max_queue` wait.
+    pub slots: Semaphore,
+    pub waiting: AtomicU64,
+}
+
+impl ToolkitEntry {
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        version: impl Into<String>,
+        limits: Limits,
+        toolkit: Arc<dyn Toolkit>,
+    ) -> Self {
+        ToolkitEntry {
+            name: name.into(),
+            description: description.into(),
+            version: version.into(),
+            slots: Semaphore::new(limits.max_concurrency as usize),
+            waiting: AtomicU64::new(0),
+            limits,
+            toolkit,
+        }
+    }
+}
+
+/// A tool in the catalog.
+pub struct ToolEntry {
+    pub id: String,
+    pub toolkit: Arc<ToolkitEntry>,
+    pub descriptor: ToolDescriptor,
+    pub validator: jsonschema::Validator,
+    pub stats: Arc<ToolStats>,
+}
+
+/// Call statistics of a tool id; kept across reloads of its toolkit.
+#[derive(Default)]
+pub struct ToolStats {
+    calls: AtomicU64,
+    errors: AtomicU64,
+    total_latency_us: AtomicU64,
+    last_used_ms: AtomicU64,
+}
+
+/// A snapshot of [`ToolStats`] for the API.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StatsView {
+    pub call_count: u64,
+    pub error_count: u64,
+    pub avg_latency_ms: f64,
+    pub error_rate: f64,
+    /// Unix time in milliseconds, none before the first call.
+    pub last_used_time: Option<u64>,
+}
+
+impl ToolStats {
+    pub fn record(&self, latency: Duration, ok: bool) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        if !ok {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        self.total_latency_us.fetch_add(
+            latency.as_micros().min(u64::MAX as u128) as u64,
+            Ordering::Relaxed,
+        );
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        self.last_used_ms
+            .store(now.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    pub fn view(&self) -> StatsView {
+        let calls = self.calls.load(Ordering::Relaxed);
+        let errors = self.errors.load(Ordering::Relaxed);
+        let total_us = self.total_latency_us.load(Ordering::Relaxed);
+        let last = self.last_used_ms.load(Ordering::Relaxed);
+        let ratio = |n: f64| if calls == 0 { 0.0 } else { n / calls as f64 };
+        StatsView {
+            call_count: calls,
+            error_count: errors,
+            avg_latency_ms: ratio(total_us as f64 / 1000.0),
+            error_rate: ratio(errors as f64),
+            last_used_time: (last != 0).then_some(last),
+        }
+    }
+}
+
+/// Why a toolkit could not be registered.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error(
+        "invalid plugin name `{0}`: use lowercase letters, digits and `-`, starting with a letter"
+    )]
+    InvalidPluginName(String),
+    #[error("invalid tool id `{0}`: tool ids must match ^[a-zA-Z0-9_-]{{1,64}}$")]
+    InvalidToolId(String),
+    #[error("plugin `{plugin}` lists tool `{tool}` twice")]
+    DuplicateTool { plugin: String, tool: String },
+    /// Tool ids are `<plugin>_<tool>` and plugin names hold no `_`, so ids of
+    /// different toolkits never clash; a name taken by another backend does.
+    #[error("the name `{name}` is already used by a {other} toolkit")]
+    NameTaken { name: String, other: &'static str },
+    #[error("the input schema of tool `{tool}` is not a valid JSON Schema: {message}")]
+    BadSchema { tool: String, message: String },
+    #[error("plugin `{0}` has no tools")]
+    NoTools(String),
+}
+
+#[derive(Default)]
+struct Snapshot {
+    tools: BTreeMap<String, Arc<ToolEntry>>,
+    toolkits: BTreeMap<String, Arc<ToolkitEntry>>,
+}
+
+/// The registry.
+pub struct Catalog {
+    snapshot: ArcSwap<Snapshot>,
+    /// Serialises writers; readers never take it.
+    write: Mutex<()>,
+    stats: Mutex<HashMap<String, Arc<ToolStats>>>,
+    changes: watch::Sender<u64>,
+}
+
+impl Default for Catalog {
+    fn default() -> Self {
+        Catalog {
+            snapshot: ArcSwap::from_pointee(Snapshot::default()),
+            write: Mutex::new(()),
+            stats: Mutex::new(HashMap::new()),
+            changes: watch::channel(0).0,
+        }
+    }
+}
+
+impl Catalog {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add `toolkit` with `tools`, replacing a toolkit of the same name in one
+    /// atomic step. On error nothing changes.
+    pub fn register(
+        &self,
+        toolkit: ToolkitEntry,
+        tools: Vec<ToolDescriptor>,
+    ) -> Result<(), CatalogError> {
+        if !tool::is_valid_plugin_name(&toolkit.name) {
+            return Err(CatalogError::InvalidPluginName(toolkit.name));
+        }
+        if tools.is_empty() {
+            return Err(CatalogError::NoTools(toolkit.name));
+        }
+        let toolkit = Arc::new(toolkit);
+        let mut entries = BTreeMap::new();
+        for descriptor in tools {
+            let id = tool::tool_id(&toolkit.name, &descriptor.name);
+            if !tool::is_valid_tool_id(&id) || descriptor.name.is_empty() {
+                return Err(CatalogError::InvalidToolId(id));
+            }
+            let validator = jsonschema::validator_for(&descriptor.input_schema).map_err(|e| {
+                CatalogError::BadSchema {
+                    tool: descriptor.name.clone(),
+                    message: e.to_string(),
+                }
+            })?;
+            let name = descriptor.name.clone();
+            let entry = ToolEntry {
+                id: id.clone(),
+                toolkit: toolkit.clone(),
+                descriptor,
+                validator,
+                stats: self.stats_for(&id),
+            };
+            if entries.insert(id, Arc::new(entry)).is_some() {
+                return Err(CatalogError::DuplicateTool {
+                    plugin: toolkit.name.clone(),
+                    tool: name,
+                });
+            }
+        }
+
+        let _guard = self.write.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.snapshot.load();
+        if let Some(other) = current.toolkits.get(&toolkit.name)
+            && other.toolkit.backend() != toolkit.toolkit.backend()
+        {
+            return Err(CatalogError::NameTaken {
+                name: toolkit.name.clone(),
+                other: other.toolkit.backend(),
+            });
+        }
+        let mut next = Snapshot {
+            tools: current
+                .tools
+                .iter()
+                .filter(|(_, t)| t.toolkit.name != toolkit.name)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            toolkits: current.toolkits.clone(),
+        };
+        next.tools.extend(entries);
+        next.toolkits.insert(toolkit.name.clone(), toolkit);
+        self.snapshot.store(Arc::new(next));
+        self.changes.send_modify(|g| *g += 1);
+        Ok(())
+    }
+
+    /// Remove toolkit `name` and its tools. Returns whether it was there.
+    pub fn remove(&self, name: &str) -> bool {
+        let _guard = self.write.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.snapshot.load();
+        if !current.toolkits.contains_key(name) {
+            return false;
+        }
+        let mut next = Snapshot {
+            tools: current.tools.clone(),
+            toolkits: current.toolkits.clone(),
+        };
+        next.tools.retain(|_, t| t.toolkit.name != name);
+        next.toolkits.remove(name);
+        self.snapshot.store(Arc::new(next));
+        self.changes.send_modify(|g| *g += 1);
+        true
+    }
+
+    /// The tool with id `id`.
+    pub fn get(&self, id: &str) -> Option<Arc<ToolEntry>> {
+        self.snapshot.load().tools.get(id).cloned()
+    }
+
+    /// Every tool, sorted by id.
+    pub fn tools(&self) -> Vec<Arc<ToolEntry>> {
+        self.snapshot.load().tools.values().cloned().collect()
+    }
+
+    /// Every toolkit, sorted by name.
+    pub fn toolkits(&self) -> Vec<Arc<ToolkitEntry>> {
+        self.snapshot.load().toolkits.values().cloned().collect()
+    }
+
+    /// A receiver that changes whenever the tool list does (for MCP
+    /// `notifications/tools/list_changed` and similar).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn stats_for(&self, id: &str) -> Arc<ToolStats> {
+        let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        stats.entry(id.to_owned()).or_default().clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    struct Echo;
+    impl Toolkit for Echo {
+        fn backend(&self) -> &'static str {
+            "test"
+        }
+        fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
+            Box::pin(async move { Ok(vec![Content::Text(call.input)]) })
+        }
+    }
+
+    fn kit(name: &str) -> ToolkitEntry {
+        ToolkitEntry::new(name, "", "v1", Limits::default(), Arc::new(Echo))
+    }
+
+    fn tool(name: &str) -> ToolDescriptor {
+        ToolDescriptor {
+            name: name.into(),
+            description: format!("{name} tool"),
+            input_schema: json!({"type": "object"}),
+            output_schema: None,
+        }
+    }
+
+    #[test]
+    fn register_replace_remove() {
+        let c = Catalog::new();
+        let rx = c.subscribe();
+        c.register(kit("a"), vec![tool("x"), tool("y")]).unwrap();
+        assert_eq!(
+            c.tools().iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+            ["a_x", "a_y"]
+        );
+        c.register(kit("a"), vec![tool("z")]).unwrap();
+        assert!(c.get("a_x").is_none());
+        assert!(c.get("a_z").is_some());
+        assert!(c.remove("a"));
+        assert!(!c.remove("a"));
+        assert!(c.tools().is_empty());
+        assert_eq!(*rx.borrow(), 3);
+    }
+
+    #[test]
+    fn refuses_bad_names_duplicates_and_bad_schemas() {
+        let c = Catalog::new();
+        assert!(matches!(
+            c.register(kit("Bad"), vec![tool("x")]),
+            Err(CatalogError::InvalidPluginName(_))
+        ));
+        assert!(matches!(
+            c.register(kit("a"), vec![tool("x.y")]),
+            Err(CatalogError::InvalidToolId(_))
+        ));
+        assert!(matches!(
+            c.register(kit("a"), vec![tool(&"x".repeat(70))]),
+            Err(CatalogError::InvalidToolId(_))
+        ));
+        assert!(matches!(
+            c.register(kit("a"), vec![tool("x"), tool("x")]),
+            Err(CatalogError::DuplicateTool { .. })
+        ));
+        assert!(matches!(
+            c.register(kit("a"), vec![]),
+            Err(CatalogError::NoTools(_))
+        ));
+        c.register(kit("s"), vec![tool("t_u")]).unwrap();
+        let mut bad = tool("t_u");
+        bad.input_schema = json!({"type": 12});
+        assert!(matches!(
+            c.register(kit("s"), vec![bad]),
+            Err(CatalogError::BadSchema { .. })
+        ));
+        assert!(
+            c.get("s_t_u").is_some(),
+            "a failed registration changes nothing"
+        );
+    }
+
+    #[test]
+    fn a_name_held_by_another_backend_is_refused() {
+        struct Other;
+        impl Toolkit for Other {
+            fn backend(&self) -> &'static str {
+                "other"
+            }
+            fn invoke(
+                self: Arc<Self>,
+                _: Invocation,
+            ) -> BoxFuture<Result<Vec<Content>, CallError>> {
+                Box::pin(async { Ok(vec![]) })
+            }
+        }
+        let c = Catalog::new();
+        c.register(kit("shell"), vec![tool("run")]).unwrap();
+        let other = ToolkitEntry::new("shell", "", "v1", Limits::default(), Arc::new(Other));
+        assert!(matches!(
+            c.register(other, vec![tool("run")]),
+            Err(CatalogError::NameTaken { .. })
+        ));
+    }
+
+    #[test]
+    fn stats_survive_replacement() {
+        let c = Catalog::new();
+        c.register(kit("a"), vec![tool("x")]).unwrap();
+        c.get("a_x")
+            .unwrap()
+            .stats
+            .record(Duration::from_millis(4), false);
+        c.register(kit("a"), vec![tool("x")]).unwrap();
+        let v = c.get("a_x").unwrap().stats.view();
+        assert_eq!(v.call_count, 1);
+        assert_eq!(v.error_rate, 1.0);
+        assert_eq!(v.avg_latency_ms, 4.0);
+        assert!(v.last_used_time.is_some());
+    }
+}

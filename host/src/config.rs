@@ -1,0 +1,169 @@
+//! The server's configuration file (TOML). Every key has a default, so no file
+//! is needed; `toolhost serve --config FILE` reads one, and command-line flags
+//! override it. See `toolhost.example.toml` at the repository root.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::tool::Limits;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub sessions: SessionsConfig,
+    /// Limits of plugins whose manifest does not set them.
+    pub limits: Limits,
+    pub engine: EngineConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address to listen on. Loopback by default.
+    pub bind: SocketAddr,
+    /// Largest request body, KiB.
+    pub max_body_kb: u32,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            bind: SocketAddr::from(([127, 0, 0, 1], 8001)),
+            max_body_kb: 4096,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionsConfig {
+    /// A session unused for this long is closed and its workspace deleted.
+    pub idle_timeout_s: u64,
+    /// How often idle sessions are looked for.
+    pub reap_interval_s: u64,
+}
+
+impl Default for SessionsConfig {
+    fn default() -> Self {
+        SessionsConfig {
+            idle_timeout_s: 3600,
+            reap_interval_s: 60,
+        }
+    }
+}
+
+/// The wasm engine: one per server, shared by every plugin.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EngineConfig {
+    /// Ceiling for any plugin's `memory_mb`; also the pool's slot size.
+    pub max_memory_mb: u32,
+    /// Component instances alive at once across all plugins (pool size).
+    /// Each reserves one linear-memory slot of virtual address space.
+    pub pool_instances: u32,
+    /// Core instances (and memories) per component instance, on average; the
+    /// pool holds `pool_instances * core_instances_per_component` of them.
+    pub core_instances_per_component: u32,
+    /// Virtual reservation per linear memory, MiB. 4096 (the default) lets
+    /// wasmtime elide bounds checks using guard pages; lower it to shrink the
+    /// pool's address-space reservation at some speed cost.
+    pub memory_reservation_mb: u64,
+    /// Pool slots decommitted together (batching madvise calls).
+    pub decommit_batch_size: u32,
+    /// Warm pool slots kept for reuse.
+    pub max_unused_warm_slots: u32,
+    /// Epoch tick: the granularity of timeouts, and how often a long call
+    /// yields to other tasks.
+    pub epoch_tick_ms: u64,
+    /// Wasm stack per call, KiB.
+    pub max_wasm_stack_kb: u32,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            max_memory_mb: 512,
+            pool_instances: 256,
+            core_instances_per_component: 8,
+            memory_reservation_mb: 4096,
+            decommit_batch_size: 16,
+            max_unused_warm_slots: 100,
+            epoch_tick_ms: 5,
+            max_wasm_stack_kb: 1024,
+        }
+    }
+}
+
+impl Config {
+    /// Read `path`; unknown keys are errors.
+    pub fn from_file(path: &Path) -> anyhow::Result<Config> {
+        use anyhow::Context;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("failed to read {}", path.display()))?;
+        let config: Config = toml::from_str(&text)
+            .with_context(|| format!("invalid config file {}", path.display()))?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Reject impossible values.
+    pub fn check(&self) -> anyhow::Result<()> {
+        let e = &self.engine;
+        anyhow::ensure!(
+            e.pool_instances >= 1,
+            "engine.pool_instances must be at least 1"
+        );
+        anyhow::ensure!(
+            e.core_instances_per_component >= 1,
+            "engine.core_instances_per_component must be at least 1"
+        );
+        anyhow::ensure!(
+            e.epoch_tick_ms >= 1,
+            "engine.epoch_tick_ms must be at least 1"
+        );
+        anyhow::ensure!(
+            e.max_memory_mb >= 1,
+            "engine.max_memory_mb must be at least 1"
+        );
+        anyhow::ensure!(
+            u64::from(e.max_memory_mb) <= e.memory_reservation_mb,
+            "engine.max_memory_mb ({}) cannot exceed engine.memory_reservation_mb ({})",
+            e.max_memory_mb,
+            e.memory_reservation_mb
+        );
+        crate::wasm::manifest::check_limits(&self.limits, e.max_memory_mb)
+            .map_err(|m| anyhow::anyhow!("[limits]: {m}"))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_need_no_file_and_unknown_keys_are_refused() {
+        let c: Config = toml::from_str("").unwrap();
+        c.check().unwrap();
+        assert_eq!(c.server.bind.to_string(), "127.0.0.1:8001");
+        assert!(toml::from_str::<Config>("[server]\nbnd = \"x\"").is_err());
+        let c: Config = toml::from_str("[limits]\nfuel = 5\nmemory_mb = 8\ntimeout_ms = 10\nmax_concurrency = 1\nmax_queue = 0\nmax_output_kb = 1").unwrap();
+        assert_eq!(c.limits.fuel, 5);
+        let c: Config = toml::from_str("[engine]\nmax_memory_mb = 8192").unwrap();
+        assert!(c.check().is_err());
+    }
+
+    #[test]
+    fn the_example_file_is_the_defaults() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../toolhost.example.toml");
+        let example = Config::from_file(std::path::Path::new(path)).unwrap();
+        let defaults = Config::default();
+        assert_eq!(
+            toml::to_string(&example).unwrap(),
+            toml::to_string(&defaults).unwrap()
+        );
+    }
+}

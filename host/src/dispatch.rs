@@ -1,0 +1,326 @@
+//! The one dispatch layer: (session, tool id, input) -> result.
+//!
+//! Every API surface calls [`Dispatcher::dispatch`]. It finds the tool, checks
+//! the input against the tool's JSON Schema before any sandbox runs, applies
+//! the toolkit's admission control (concurrency + bounded queue), lowers limits
+//! as the caller asked, runs the call on the tool's backend, enforces the output
+//! size, and records statistics.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::catalog::{Catalog, Invocation, ToolEntry};
+use crate::sessions::{Session, Sessions};
+use crate::tool::{CallError, Content, LimitOverrides, Progress};
+
+/// Most schema violations listed in one error.
+const MAX_SCHEMA_ERRORS: usize = 8;
+
+/// Options of one call.
+#[derive(Default)]
+pub struct CallOptions {
+    pub limits: LimitOverrides,
+    pub progress: Option<mpsc::UnboundedSender<Progress>>,
+}
+
+/// The successful result of a call.
+#[derive(Debug)]
+pub struct CallOutput {
+    pub content: Vec<Content>,
+    pub elapsed: Duration,
+}
+
+pub struct Dispatcher {
+    catalog: Arc<Catalog>,
+    sessions: Arc<Sessions>,
+}
+
+impl Dispatcher {
+    pub fn new(catalog: Arc<Catalog>, sessions: Arc<Sessions>) -> Self {
+        Dispatcher { catalog, sessions }
+    }
+
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
+    pub fn sessions(&self) -> &Arc<Sessions> {
+        &self.sessions
+    }
+
+    /// Run tool `tool_id` on `input` for `session`.
+    pub async fn dispatch(
+        &self,
+        session: &Arc<Session>,
+        tool_id: &str,
+        input: Value,
+        options: CallOptions,
+    ) -> Result<CallOutput, CallError> {
+        let tool = self
+            .catalog
+            .get(tool_id)
+            .ok_or_else(|| CallError::NotFound(tool_id.to_owned()))?;
+        let started = Instant::now();
+        let result = run(&tool, session, input, options).await;
+        let elapsed = started.elapsed();
+        tool.stats.record(elapsed, result.is_ok());
+        match &result {
+            Ok(_) => tracing::debug!(tool = tool_id, session = session.id(), ?elapsed, "call ok"),
+            Err(e) => {
+                tracing::info!(tool = tool_id, session = session.id(), ?elapsed, kind = %e.kind(), error = %e, "call failed")
+            }
+        }
+        result.map(|content| CallOutput { content, elapsed })
+    }
+}
+
+async fn run(
+    tool: &ToolEntry,
+    session: &Arc<Session>,
+    input: Value,
+    options: CallOptions,
+) -> Result<Vec<Content>, CallError> {
+    validate(tool, &input)?;
+    let toolkit = &tool.toolkit;
+    let limits = toolkit.limits.lowered_by(&options.limits);
+
+    // Admission: a free slot now, or a place in the bounded queue.
+    let _permit = match toolkit.slots.try_acquire() {
+        Ok(permit) => permit,
+        Err(_) => {
+            let waiting = toolkit.waiting.fetch_add(1, Ordering::AcqRel);
+            let _unqueue = scopeguard(|| {
+                toolkit.waiting.fetch_sub(1, Ordering::AcqRel);
+            });
+            if waiting >= u64::from(toolkit.limits.max_queue) {
+                return Err(CallError::Overloaded(format!(
+                    "plugin `{}` is busy: {} calls running and {} waiting; retry later",
+                    toolkit.name, toolkit.limits.max_concurrency, waiting
+                )));
+            }
+            let wait = Duration::from_millis(limits.timeout_ms);
+            match tokio::time::timeout(wait, toolkit.slots.acquire()).await {
+                Ok(Ok(permit)) => permit,
+                Ok(Err(_)) => {
+                    return Err(CallError::Overloaded("the plugin is shutting down".into()));
+                }
+                Err(_) => {
+                    return Err(CallError::Overloaded(format!(
+                        "plugin `{}` had no free slot within {} ms; retry later",
+                        toolkit.name, limits.timeout_ms
+                    )));
+                }
+            }
+        }
+    };
+
+    let input = serde_json::to_string(&input).map_err(|e| CallError::Internal(e.to_string()))?;
+    let content = toolkit
+        .toolkit
+        .clone()
+        .invoke(Invocation {
+            tool: tool.descriptor.name.clone(),
+            input,
+            session: session.clone(),
+            limits,
+            progress: options.progress,
+        })
+        .await?;
+    let size: usize = content.iter().map(Content::size).sum();
+    if size > limits.max_output_bytes() {
+        return Err(CallError::OutputTooLarge {
+            size,
+            limit: limits.max_output_bytes(),
+        });
+    }
+    Ok(content)
+}
+
+/// Check `input` against the tool's input schema.
+pub fn validate(tool: &ToolEntry, input: &Value) -> Result<(), CallError> {
+    if tool.validator.is_valid(input) {
+        return Ok(());
+    }
+    let details: Vec<String> = tool
+        .validator
+        .iter_errors(input)
+        .take(MAX_SCHEMA_ERRORS)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            if path.is_empty() {
+                e.to_string()
+            } else {
+                format!("{path}: {e}")
+            }
+        })
+        .collect();
+    Err(CallError::InvalidInput {
+        message: format!(
+            "input does not match the schema of `{}`: {}",
+            tool.id,
+            details.first().map(String::as_str).unwrap_or("invalid")
+        ),
+        details,
+    })
+}
+
+/// Run `f` when the guard drops.
+fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{BoxFuture, Toolkit, ToolkitEntry};
+    use crate::tool::{Limits, ToolDescriptor};
+    use serde_json::json;
+
+    /// A toolkit that sleeps for `input.ms` and echoes the input.
+    struct Sleepy;
+    impl Toolkit for Sleepy {
+        fn backend(&self) -> &'static str {
+            "test"
+        }
+        fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
+            Box::pin(async move {
+                let v: Value = serde_json::from_str(&call.input).unwrap();
+                tokio::time::sleep(Duration::from_millis(v["ms"].as_u64().unwrap_or(0))).await;
+                Ok(vec![Content::Json(v)])
+            })
+        }
+    }
+
+    fn setup(limits: Limits) -> (Dispatcher, Arc<Session>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = Arc::new(Catalog::new());
+        let tool = ToolDescriptor {
+            name: "wait".into(),
+            description: "Wait.".into(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {"ms": {"type": "integer", "minimum": 0}, "pad": {"type": "string"}},
+                "required": ["ms"],
+                "additionalProperties": false
+            }),
+            output_schema: None,
+        };
+        catalog
+            .register(
+                ToolkitEntry::new("sleepy", "", "v1", limits, Arc::new(Sleepy)),
+                vec![tool],
+            )
+            .unwrap();
+        let sessions = Arc::new(Sessions::new(dir.path(), Duration::from_secs(60)).unwrap());
+        let (session, _) = sessions.open(None).unwrap();
+        (Dispatcher::new(catalog, sessions), session, dir)
+    }
+
+    #[tokio::test]
+    async fn validates_before_running_and_records_stats() {
+        let (d, s, _dir) = setup(Limits::default());
+        let out = d
+            .dispatch(&s, "sleepy_wait", json!({"ms": 0}), CallOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(out.content, vec![Content::Json(json!({"ms": 0}))]);
+
+        let err = d
+            .dispatch(
+                &s,
+                "sleepy_wait",
+                json!({"ms": "x"}),
+                CallOptions::default(),
+            )
+            .await
+            .unwrap_err();
+        let CallError::InvalidInput { message, details } = err else {
+            panic!("{err:?}")
+        };
+        assert!(message.contains("/ms"), "{message}");
+        assert_eq!(details.len(), 1);
+
+        let err = d
+            .dispatch(&s, "sleepy_nope", json!({}), CallOptions::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err, CallError::NotFound("sleepy_nope".into()));
+
+        let stats = d.catalog().get("sleepy_wait").unwrap().stats.view();
+        assert_eq!((stats.call_count, stats.error_count), (2, 1));
+    }
+
+    #[tokio::test]
+    async fn output_over_the_limit_is_refused() {
+        let limits = Limits {
+            max_output_kb: 1,
+            ..Limits::default()
+        };
+        let (d, s, _dir) = setup(limits);
+        let input = json!({"ms": 0, "pad": "x".repeat(2000)});
+        let err = d
+            .dispatch(&s, "sleepy_wait", input, CallOptions::default())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, CallError::OutputTooLarge { limit: 1024, .. }),
+            "{err:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_refuses_and_a_slot_frees_up() {
+        let limits = Limits {
+            max_concurrency: 1,
+            max_queue: 1,
+            ..Limits::default()
+        };
+        let (d, s, _dir) = setup(limits);
+        let d = Arc::new(d);
+        let slow = {
+            let (d, s) = (d.clone(), s.clone());
+            tokio::spawn(async move {
+                d.dispatch(
+                    &s,
+                    "sleepy_wait",
+                    json!({"ms": 300}),
+                    CallOptions::default(),
+                )
+                .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let queued = {
+            let (d, s) = (d.clone(), s.clone());
+            tokio::spawn(async move {
+                d.dispatch(&s, "sleepy_wait", json!({"ms": 0}), CallOptions::default())
+                    .await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let refused = d
+            .dispatch(&s, "sleepy_wait", json!({"ms": 0}), CallOptions::default())
+            .await;
+        assert!(
+            matches!(refused, Err(CallError::Overloaded(_))),
+            "{refused:?}"
+        );
+        assert!(slow.await.unwrap().is_ok());
+        assert!(
+            queued.await.unwrap().is_ok(),
+            "the queued call runs once the slot frees"
+        );
+    }
+}

@@ -1,0 +1,20 @@
+//! toolhost: a tool server for LLM agents.
+//!
+//! Layers, each depending only on those below it:
+//!
+//! - [`api`]: axum routers (native REST now; XAgent and MCP adapters later),
+//!   thin adapters over dispatch.
+//! - [`dispatch`]: the one entry point `(session, tool id, input) -> result`.
+//! - backends: [`wasm`] (components in-process); Docker nodes plug in as a peer
+//!   through [`catalog::Toolkit`].
+//! - [`catalog`] and [`sessions`]: the registry of tools and the per-session
+//!   workspaces; [`tool`]: the shared core types.
+
+pub mod api;
+pub mod catalog;
+pub mod config;
+pub mod dispatch;
+pub mod server;
+pub mod sessions;
+pub mod tool;
+pub mod wasm;

@@ -1,0 +1,192 @@
+//! The `toolhost` command: serve plugins over HTTP, or run one call locally.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use serde_json::{Value, json};
+
+use toolhost::config::Config;
+use toolhost::server::{self, Server};
+use toolhost::wasm::WasmBackend;
+
+#[derive(Parser)]
+#[command(name = "toolhost", version, about = "A tool server for LLM agents")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the plugins of a directory over HTTP.
+    Serve {
+        /// Address to listen on [default: 127.0.0.1:8001, or the config file's].
+        #[arg(long, env = "TOOLHOST_BIND")]
+        bind: Option<std::net::SocketAddr>,
+        /// Directory of `<name>.wasm` components with `<name>.toml` manifests.
+        #[arg(long, env = "TOOLHOST_PLUGINS", default_value = "plugins")]
+        plugins: PathBuf,
+        /// Directory for session workspaces.
+        #[arg(long, env = "TOOLHOST_DATA", default_value = "data")]
+        data: PathBuf,
+        /// Server configuration file (TOML); every key has a default.
+        #[arg(long, env = "TOOLHOST_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Run one tool of a component locally, without a server.
+    Call {
+        component: PathBuf,
+        /// Tool name within the component (not the `<plugin>_` id).
+        tool: String,
+        /// Input as JSON.
+        #[arg(default_value = "{}")]
+        input: String,
+        /// Directory to use as the session workspace [default: a temporary one].
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+    },
+    /// Print a component's tools and their schemas.
+    Inspect { component: PathBuf },
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
+                .unwrap_or_else(|_| "info,wasmtime=warn,cranelift=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Serve {
+                bind,
+                plugins,
+                data,
+                config,
+            } => serve(bind, &plugins, &data, config.as_deref()).await,
+            Command::Call {
+                component,
+                tool,
+                input,
+                workspace,
+            } => call(&component, &tool, &input, workspace).await,
+            Command::Inspect { component } => inspect(&component).await,
+        }
+    })
+}
+
+async fn serve(
+    bind: Option<std::net::SocketAddr>,
+    plugins: &Path,
+    data: &Path,
+    config: Option<&Path>,
+) -> anyhow::Result<()> {
+    let mut config = match config {
+        Some(path) => Config::from_file(path)?,
+        None => Config::default(),
+    };
+    if let Some(bind) = bind {
+        config.server.bind = bind;
+    }
+    let server = Server::start(&config, plugins, data).await?;
+    let listener = tokio::net::TcpListener::bind(config.server.bind)
+        .await
+        .with_context(|| format!("failed to listen on {}", config.server.bind))?;
+    tracing::info!(addr = %listener.local_addr()?, "toolhost listening");
+    server::serve(listener, server.router(&config)).await
+}
+
+/// Load `component` as a plugin named after its file, with its manifest if any.
+async fn load_one(
+    component: &Path,
+) -> anyhow::Result<(Arc<WasmBackend>, toolhost::wasm::LoadedPlugin)> {
+    let config = Config::default();
+    let backend = WasmBackend::new(&config.engine, config.limits)?;
+    let name = component
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .context("the component path has no file name")?
+        .replace('_', "-");
+    let file = toolhost::wasm::loader::PluginFile {
+        name,
+        wasm: component.to_owned(),
+        manifest: Some(component.with_extension("toml")).filter(|p| p.is_file()),
+    };
+    let plugin = toolhost::wasm::loader::load_file(&backend, &file).await?;
+    Ok((backend, plugin))
+}
+
+async fn call(
+    component: &Path,
+    tool: &str,
+    input: &str,
+    workspace: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let input: Value = serde_json::from_str(input).context("the input is not valid JSON")?;
+    let (_backend, plugin) = load_one(component).await?;
+    let plugin_name = plugin.name.clone();
+    let data = tempfile_dir()?;
+    let catalog = Arc::new(toolhost::catalog::Catalog::new());
+    let (entry, tools) = plugin.into_catalog_entry();
+    catalog.register(entry, tools)?;
+    let sessions = Arc::new(toolhost::sessions::Sessions::new(
+        &data,
+        std::time::Duration::from_secs(3600),
+    )?);
+    let (session, _) = sessions.open(Some("local"))?;
+    if let Some(dir) = workspace {
+        // Point the session's workspace at the given directory.
+        let ws = session.workspace_path().to_owned();
+        std::fs::create_dir_all(ws.parent().unwrap_or(Path::new(".")))?;
+        let dir = std::fs::canonicalize(&dir)
+            .with_context(|| format!("no directory {}", dir.display()))?;
+        std::os::unix::fs::symlink(&dir, &ws).context("failed to link the workspace")?;
+    }
+    let dispatcher = toolhost::dispatch::Dispatcher::new(catalog, sessions);
+    let id = toolhost::tool::tool_id(&plugin_name, tool);
+    let result = dispatcher
+        .dispatch(&session, &id, input, Default::default())
+        .await;
+    let _ = std::fs::remove_dir_all(&data);
+    match result {
+        Ok(out) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&toolhost::api::native::success_body(&out))?
+            );
+            Ok(())
+        }
+        Err(e) => bail!("{} ({})", e, e.kind()),
+    }
+}
+
+async fn inspect(component: &Path) -> anyhow::Result<()> {
+    let (_backend, plugin) = load_one(component).await?;
+    let out = json!({
+        "plugin": plugin.name,
+        "version": plugin.version,
+        "description": plugin.description,
+        "compile_ms": plugin.compile_time.as_millis() as u64,
+        "limits": plugin.limits,
+        "tools": plugin.tools.iter().map(|t| json!({
+            "tool_id": toolhost::tool::tool_id(&plugin.name, &t.name),
+            "name": t.name,
+            "description": t.description,
+            "input_schema": t.input_schema,
+            "output_schema": t.output_schema,
+        })).collect::<Vec<_>>(),
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+fn tempfile_dir() -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("toolhost-call-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}

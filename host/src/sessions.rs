@@ -1,0 +1,273 @@
+//! Sessions: an id, a workspace directory, and idle reaping.
+//!
+//! A session is named by its client (header `x-toolhost-session`, later the
+//! XAgent cookie or `Mcp-Session-Id`) or created on its first call. Its
+//! workspace, `<data>/workspaces/<id>`, is created on first use; wasm file tools
+//! see it as a preopened directory and Docker nodes will mount it at /workspace.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Longest session id accepted from a client.
+pub const MAX_SESSION_ID_LEN: usize = 64;
+
+/// True for a session id a client may send: `^[A-Za-z0-9_-]{1,64}$`. The id is a
+/// directory name, so nothing else (no `.`, no `/`) is allowed.
+pub fn is_valid_session_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_SESSION_ID_LEN
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("invalid session id: use 1 to 64 letters, digits, `_` or `-`")]
+    InvalidId,
+    #[error("cannot create the session workspace: {0}")]
+    Workspace(#[from] io::Error),
+}
+
+/// One session.
+pub struct Session {
+    id: String,
+    workspace: PathBuf,
+    created: OnceLock<Result<(), String>>,
+    /// Milliseconds since the manager's epoch at the last call.
+    last_used: AtomicU64,
+}
+
+impl Session {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The workspace directory, created on first use.
+    pub fn workspace(&self) -> Result<&Path, SessionError> {
+        let created = self
+            .created
+            .get_or_init(|| std::fs::create_dir_all(&self.workspace).map_err(|e| e.to_string()));
+        match created {
+            Ok(()) => Ok(&self.workspace),
+            Err(e) => Err(SessionError::Workspace(io::Error::other(e.clone()))),
+        }
+    }
+
+    /// The workspace path, whether or not it exists yet.
+    pub fn workspace_path(&self) -> &Path {
+        &self.workspace
+    }
+}
+
+/// All sessions of a server.
+pub struct Sessions {
+    root: PathBuf,
+    epoch: Instant,
+    idle: Duration,
+    map: Mutex<HashMap<String, Arc<Session>>>,
+}
+
+impl Sessions {
+    /// Sessions whose workspaces live under `<data>/workspaces`. Workspaces left
+    /// by a previous run are adopted as idle sessions, so they are reaped in turn.
+    pub fn new(data: &Path, idle: Duration) -> io::Result<Self> {
+        let root = data.join("workspaces");
+        std::fs::create_dir_all(&root)?;
+        let sessions = Sessions {
+            root,
+            epoch: Instant::now(),
+            idle,
+            map: Mutex::new(HashMap::new()),
+        };
+        for entry in std::fs::read_dir(&sessions.root)? {
+            let entry = entry?;
+            if let Some(id) = entry
+                .file_name()
+                .to_str()
+                .filter(|id| is_valid_session_id(id))
+            {
+                let session = sessions.make(id);
+                let _ = session.created.set(Ok(()));
+                sessions.lock().insert(id.to_owned(), session);
+            }
+        }
+        Ok(sessions)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn make(&self, id: &str) -> Arc<Session> {
+        Arc::new(Session {
+            id: id.to_owned(),
+            workspace: self.root.join(id),
+            created: OnceLock::new(),
+            last_used: AtomicU64::new(self.now_ms()),
+        })
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// The session `id` (created if new), or a new session when `id` is none.
+    /// Marks it used. Returns whether it was created.
+    pub fn open(&self, id: Option<&str>) -> Result<(Arc<Session>, bool), SessionError> {
+        let id = match id {
+            Some(id) if is_valid_session_id(id) => id.to_owned(),
+            Some(_) => return Err(SessionError::InvalidId),
+            None => uuid::Uuid::new_v4().simple().to_string(),
+        };
+        let mut map = self.lock();
+        let mut created = false;
+        let session = map
+            .entry(id)
+            .or_insert_with_key(|id| {
+                created = true;
+                self.make(id)
+            })
+            .clone();
+        drop(map);
+        session.last_used.store(self.now_ms(), Ordering::Relaxed);
+        Ok((session, created))
+    }
+
+    /// The session `id` if it exists.
+    pub fn get(&self, id: &str) -> Option<Arc<Session>> {
+        self.lock().get(id).cloned()
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Close session `id` and delete its workspace.
+    pub fn close(&self, id: &str) -> io::Result<bool> {
+        let Some(session) = self.lock().remove(id) else {
+            return Ok(false);
+        };
+        remove_dir_if_exists(&session.workspace)?;
+        Ok(true)
+    }
+
+    /// Close every session idle for longer than the idle timeout; returns their ids.
+    pub fn reap_idle(&self) -> Vec<String> {
+        let now = self.now_ms();
+        let idle_ms = self.idle.as_millis() as u64;
+        let reaped: Vec<Arc<Session>> = {
+            let mut map = self.lock();
+            let ids: Vec<String> = map
+                .iter()
+                // A session in use by a call has more than the map's reference.
+                .filter(|(_, s)| now.saturating_sub(s.last_used.load(Ordering::Relaxed)) > idle_ms)
+                .filter(|(_, s)| Arc::strong_count(s) == 1)
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.iter().filter_map(|id| map.remove(id)).collect()
+        };
+        for s in &reaped {
+            if let Err(e) = remove_dir_if_exists(&s.workspace) {
+                tracing::warn!(session = %s.id, error = %e, "could not delete the workspace of a reaped session");
+            }
+        }
+        reaped.iter().map(|s| s.id.clone()).collect()
+    }
+
+    /// Reap idle sessions every `every` until the returned task is aborted.
+    pub fn spawn_reaper(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
+        let sessions = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let Some(sessions) = sessions.upgrade() else {
+                    return;
+                };
+                let reaped = sessions.reap_idle();
+                if !reaped.is_empty() {
+                    tracing::info!(count = reaped.len(), sessions = ?reaped, "reaped idle sessions");
+                }
+            }
+        })
+    }
+}
+
+fn remove_dir_if_exists(path: &Path) -> io::Result<()> {
+    match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_directory_safe() {
+        assert!(is_valid_session_id("abc-DEF_123"));
+        for bad in ["", ".", "..", "a/b", "a\\b", "a.b", &"x".repeat(65)] {
+            assert!(!is_valid_session_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn open_creates_lazily_and_reuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Sessions::new(dir.path(), Duration::from_secs(60)).unwrap();
+        let (a, created) = s.open(None).unwrap();
+        assert!(created);
+        assert!(
+            !a.workspace_path().exists(),
+            "workspace is created on first use"
+        );
+        let ws = a.workspace().unwrap().to_owned();
+        assert!(ws.is_dir());
+        let (b, created) = s.open(Some(a.id())).unwrap();
+        assert!(!created);
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(matches!(
+            s.open(Some("../etc")),
+            Err(SessionError::InvalidId)
+        ));
+        assert!(s.close(a.id()).unwrap());
+        assert!(!ws.exists());
+    }
+
+    #[test]
+    fn idle_sessions_are_reaped_but_busy_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Sessions::new(dir.path(), Duration::from_millis(0)).unwrap();
+        let (busy, _) = s.open(Some("busy")).unwrap();
+        let (idle, _) = s.open(Some("idle")).unwrap();
+        idle.workspace().unwrap();
+        let idle_ws = idle.workspace_path().to_owned();
+        drop(idle);
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(s.reap_idle(), vec!["idle".to_owned()]);
+        assert!(!idle_ws.exists());
+        assert!(s.get("busy").is_some());
+        drop(busy);
+    }
+
+    #[test]
+    fn workspaces_of_a_previous_run_are_adopted() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("workspaces/old-one")).unwrap();
+        std::fs::create_dir_all(dir.path().join("workspaces/not.valid")).unwrap();
+        let s = Sessions::new(dir.path(), Duration::from_secs(60)).unwrap();
+        assert!(s.get("old-one").is_some());
+        assert_eq!(s.len(), 1);
+    }
+}

@@ -1,0 +1,296 @@
+//! The small core every layer shares: tool descriptors, content, limits and the
+//! error of a call. Backends produce these; the API surfaces render them.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Longest tool id: OpenAI function names allow 64 characters.
+pub const MAX_TOOL_ID_LEN: usize = 64;
+
+/// True for a valid tool id: `^[a-zA-Z0-9_-]{1,64}$` (an OpenAI function name).
+pub fn is_valid_tool_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_TOOL_ID_LEN
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// True for a valid plugin (toolkit) name: `^[a-z][a-z0-9-]*$`, at most 48 bytes.
+pub fn is_valid_plugin_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b'a'..=b'z'))
+        && name.len() <= 48
+        && bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// The id agents see for tool `tool` of plugin `plugin`.
+pub fn tool_id(plugin: &str, tool: &str) -> String {
+    format!("{plugin}_{tool}")
+}
+
+/// A tool as a backend describes it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolDescriptor {
+    /// Name within its toolkit.
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the input (an object).
+    pub input_schema: Value,
+    /// JSON Schema of a JSON result, when known.
+    pub output_schema: Option<Value>,
+}
+
+/// One item of a tool's result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    Text(String),
+    Json(Value),
+    Binary {
+        media_type: String,
+        data: Vec<u8>,
+        name: Option<String>,
+    },
+}
+
+impl Content {
+    /// Bytes this item occupies, for the output-size limit.
+    pub fn size(&self) -> usize {
+        match self {
+            Content::Text(t) => t.len(),
+            // Measured by the text the plugin returned, see the wasm backend.
+            Content::Json(v) => estimate_json_size(v),
+            Content::Binary {
+                data,
+                media_type,
+                name,
+            } => data.len() + media_type.len() + name.as_ref().map_or(0, String::len),
+        }
+    }
+}
+
+fn estimate_json_size(v: &Value) -> usize {
+    match v {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(a) => 2 + a.iter().map(estimate_json_size).sum::<usize>(),
+        Value::Object(o) => {
+            2 + o
+                .iter()
+                .map(|(k, v)| k.len() + 3 + estimate_json_size(v))
+                .sum::<usize>()
+        }
+    }
+}
+
+/// Limits of one call. Manifests set them per plugin; a call may lower them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Fuel per call (about one unit per wasm instruction).
+    pub fuel: u64,
+    /// Linear memory ceiling per instance, MiB.
+    pub memory_mb: u32,
+    /// Wall-clock limit per call, milliseconds.
+    pub timeout_ms: u64,
+    /// Calls of this plugin running at once; further calls wait in a queue.
+    pub max_concurrency: u32,
+    /// Calls waiting for a slot beyond which new calls are refused (`overloaded`).
+    pub max_queue: u32,
+    /// Largest result, KiB.
+    pub max_output_kb: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            fuel: 1_000_000_000,
+            memory_mb: 64,
+            timeout_ms: 10_000,
+            max_concurrency: 16,
+            max_queue: 64,
+            max_output_kb: 1024,
+        }
+    }
+}
+
+/// Per-call lowering of a plugin's limits (a call can never raise them).
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitOverrides {
+    pub fuel: Option<u64>,
+    pub memory_mb: Option<u32>,
+    pub timeout_ms: Option<u64>,
+    pub max_output_kb: Option<u32>,
+}
+
+impl Limits {
+    /// These limits lowered by `o` where it asks for less.
+    pub fn lowered_by(mut self, o: &LimitOverrides) -> Limits {
+        if let Some(f) = o.fuel {
+            self.fuel = self.fuel.min(f);
+        }
+        if let Some(m) = o.memory_mb {
+            self.memory_mb = self.memory_mb.min(m);
+        }
+        if let Some(t) = o.timeout_ms {
+            self.timeout_ms = self.timeout_ms.min(t);
+        }
+        if let Some(k) = o.max_output_kb {
+            self.max_output_kb = self.max_output_kb.min(k);
+        }
+        self
+    }
+
+    pub fn max_output_bytes(&self) -> usize {
+        self.max_output_kb as usize * 1024
+    }
+}
+
+/// A progress report of a running call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Progress {
+    pub message: String,
+    pub done: Option<f64>,
+    pub total: Option<f64>,
+}
+
+/// Why a call produced no result. Each variant is one `kind` on the wire.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    #[error("unknown tool `{0}`")]
+    NotFound(String),
+    /// Bad input: schema mismatch or the tool's own invalid-input error.
+    #[error("{message}")]
+    InvalidInput {
+        message: String,
+        details: Vec<String>,
+    },
+    /// The tool ran and failed.
+    #[error("{0}")]
+    ToolError(String),
+    #[error("the call ran out of fuel (limit {limit} units)")]
+    OutOfFuel { limit: u64 },
+    #[error("the call exceeded its memory limit of {limit_mb} MiB")]
+    OutOfMemory { limit_mb: u32 },
+    #[error("the call exceeded its time limit of {limit_ms} ms")]
+    Timeout { limit_ms: u64 },
+    /// The sandbox trapped (panic, stack overflow, out-of-bounds access ...).
+    #[error("the plugin trapped: {0}")]
+    Trap(String),
+    #[error("the result is {size} bytes, over the limit of {limit} bytes")]
+    OutputTooLarge { size: usize, limit: usize },
+    /// No capacity now; retry later.
+    #[error("{0}")]
+    Overloaded(String),
+    /// The host itself failed (not the tool, not the caller).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl CallError {
+    pub fn invalid_input(message: impl Into<String>) -> Self {
+        CallError::InvalidInput {
+            message: message.into(),
+            details: Vec::new(),
+        }
+    }
+
+    /// The stable name of this error on every API surface.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            CallError::NotFound(_) => ErrorKind::NotFound,
+            CallError::InvalidInput { .. } => ErrorKind::InvalidInput,
+            CallError::ToolError(_) => ErrorKind::ToolError,
+            CallError::OutOfFuel { .. } => ErrorKind::OutOfFuel,
+            CallError::OutOfMemory { .. } => ErrorKind::OutOfMemory,
+            CallError::Timeout { .. } => ErrorKind::Timeout,
+            CallError::Trap(_) => ErrorKind::Trap,
+            CallError::OutputTooLarge { .. } => ErrorKind::OutputTooLarge,
+            CallError::Overloaded(_) => ErrorKind::Overloaded,
+            CallError::Internal(_) => ErrorKind::Internal,
+        }
+    }
+}
+
+/// The `kind` of an error as clients see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    NotFound,
+    InvalidInput,
+    ToolError,
+    OutOfFuel,
+    OutOfMemory,
+    Timeout,
+    Trap,
+    OutputTooLarge,
+    Overloaded,
+    Internal,
+}
+
+impl ErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::InvalidInput => "invalid_input",
+            ErrorKind::ToolError => "tool_error",
+            ErrorKind::OutOfFuel => "out_of_fuel",
+            ErrorKind::OutOfMemory => "out_of_memory",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Trap => "trap",
+            ErrorKind::OutputTooLarge => "output_too_large",
+            ErrorKind::Overloaded => "overloaded",
+            ErrorKind::Internal => "internal",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_ids_are_openai_function_names() {
+        assert!(is_valid_tool_id("calc_evaluate"));
+        assert!(is_valid_tool_id("a-b_C9"));
+        assert!(!is_valid_tool_id(""));
+        assert!(!is_valid_tool_id("files.read"));
+        assert!(!is_valid_tool_id("../x"));
+        assert!(!is_valid_tool_id(&"a".repeat(65)));
+        assert!(is_valid_tool_id(&"a".repeat(64)));
+    }
+
+    #[test]
+    fn plugin_names() {
+        assert!(is_valid_plugin_name("files"));
+        assert!(is_valid_plugin_name("my-plugin2"));
+        assert!(!is_valid_plugin_name("2fast"));
+        assert!(!is_valid_plugin_name("Files"));
+        assert!(!is_valid_plugin_name("a_b"));
+        assert!(!is_valid_plugin_name("a/b"));
+        assert!(!is_valid_plugin_name(""));
+    }
+
+    #[test]
+    fn overrides_only_lower_limits() {
+        let base = Limits::default();
+        let o = LimitOverrides {
+            fuel: Some(10),
+            timeout_ms: Some(u64::MAX),
+            ..Default::default()
+        };
+        let l = base.lowered_by(&o);
+        assert_eq!(l.fuel, 10);
+        assert_eq!(l.timeout_ms, base.timeout_ms);
+        assert_eq!(l.memory_mb, base.memory_mb);
+    }
+}

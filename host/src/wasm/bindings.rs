@@ -1,0 +1,15 @@
+//! Host bindings of the WIT package `toolhost:plugin@0.1.0`.
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "plugin",
+    exports: { default: async },
+});
+
+/// The package version this host accepts.
+pub const WIT_VERSION: &str = "0.1.0";
+/// The export a plugin must provide, looked up by this exact name; other
+/// exports (componentize-py and jco add some) are ignored.
+pub const TOOLKIT_EXPORT: &str = "toolhost:plugin/toolkit@0.1.0";
+/// Prefix of the toolkit export in any version, to name a wrong one.
+pub const TOOLKIT_EXPORT_PREFIX: &str = "toolhost:plugin/toolkit@";

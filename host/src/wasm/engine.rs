@@ -1,0 +1,94 @@
+//! The wasmtime engine, configured in one place: pooling allocator, fuel, epoch
+//! interruption with one ticker thread per engine, stack sizes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
+
+use crate::config::EngineConfig;
+
+/// Default guard region after each linear memory (wasmtime's default on 64-bit).
+const GUARD_BYTES: u64 = 32 << 20;
+
+/// Build the engine. Also returns the pool's virtual address reservation in
+/// bytes, which is logged at start-up.
+pub fn build(cfg: &EngineConfig) -> wasmtime::Result<(Engine, u64)> {
+    let instances = cfg.pool_instances;
+    let core_instances = instances.saturating_mul(cfg.core_instances_per_component);
+    // Components built by Rust, componentize-py and jco define one linear memory
+    // each; leave room for one more.
+    let memories = instances.saturating_mul(2);
+    let reservation = cfg.memory_reservation_mb << 20;
+
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(instances)
+        .total_core_instances(core_instances)
+        .total_memories(memories)
+        .total_tables(core_instances)
+        .total_stacks(instances)
+        .max_memory_size((cfg.max_memory_mb as usize) << 20)
+        .max_tables_per_module(4)
+        .decommit_batch_size(cfg.decommit_batch_size as usize)
+        .max_unused_warm_slots(cfg.max_unused_warm_slots);
+
+    let stack = (cfg.max_wasm_stack_kb as usize) << 10;
+    let mut config = Config::new();
+    config
+        .wasm_component_model(true)
+        .consume_fuel(true)
+        .epoch_interruption(true)
+        .cranelift_opt_level(OptLevel::Speed)
+        .memory_reservation(reservation)
+        .memory_guard_size(GUARD_BYTES)
+        .max_wasm_stack(stack)
+        // The fiber a call runs on holds the wasm stack plus host frames.
+        .async_stack_size(stack + (1 << 20))
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    let engine = Engine::new(&config)?;
+    Ok((engine, u64::from(memories) * (reservation + GUARD_BYTES)))
+}
+
+/// The one thread that advances an engine's epoch every tick. Timeouts are
+/// counted in ticks; a call also yields to other tasks at every tick.
+pub struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    pub fn start(engine: &Engine, tick: Duration) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let weak = engine.weak();
+        let thread = std::thread::Builder::new()
+            .name("toolhost-epoch".into())
+            .spawn({
+                let stop = stop.clone();
+                move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(tick);
+                        match weak.upgrade() {
+                            Some(engine) => engine.increment_epoch(),
+                            None => return,
+                        }
+                    }
+                }
+            })
+            .expect("failed to spawn the epoch ticker thread");
+        EpochTicker {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

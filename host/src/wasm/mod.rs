@@ -1,0 +1,282 @@
+//! The wasm backend: one engine for every plugin, components compiled off the
+//! request path, an `InstancePre` cached per plugin and a fresh Store +
+//! instance per call (see [`toolkit`]).
+
+mod bindings;
+mod engine;
+pub mod loader;
+pub mod manifest;
+mod state;
+mod toolkit;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use wasmtime::Engine;
+use wasmtime::component::{Component, HasSelf, Linker};
+
+pub use bindings::WIT_VERSION;
+use bindings::{Plugin, PluginPre, TOOLKIT_EXPORT, TOOLKIT_EXPORT_PREFIX};
+use manifest::Manifest;
+use state::{CallState, PluginContext};
+pub use toolkit::WasmToolkit;
+use toolkit::{Op, OpResult};
+
+use crate::catalog::ToolkitEntry;
+use crate::config::EngineConfig;
+use crate::tool::{self, Limits, ToolDescriptor};
+
+/// Why a component could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(
+        "invalid plugin name `{0}`: use lowercase letters, digits and `-`, starting with a letter"
+    )]
+    InvalidName(String),
+    #[error("not a WebAssembly file (no `\\0asm` header)")]
+    NotWasm,
+    #[error(
+        "a core WebAssembly module, not a component: build for wasm32-wasip2 (or wrap it with `wasm-tools component new`)"
+    )]
+    CoreModule,
+    #[error("the component does not compile: {0}")]
+    Compile(String),
+    #[error(
+        "the component targets toolhost:plugin@{found}; this host accepts toolhost:plugin@{accepted}"
+    )]
+    WrongVersion {
+        found: String,
+        accepted: &'static str,
+    },
+    #[error("the component does not export `{expected}` (its exports: {found})")]
+    MissingExport {
+        expected: &'static str,
+        found: String,
+    },
+    #[error("the component needs imports this host does not provide: {0}")]
+    Link(String),
+    #[error("list-tools failed: {0}")]
+    Describe(String),
+    #[error("invalid manifest: {0}")]
+    Manifest(String),
+}
+
+/// A component ready to register.
+pub struct LoadedPlugin {
+    pub name: String,
+    pub description: String,
+    /// Hex SHA-256 of the component's bytes.
+    pub version: String,
+    pub limits: Limits,
+    pub tools: Vec<ToolDescriptor>,
+    pub toolkit: Arc<WasmToolkit>,
+    pub compile_time: Duration,
+}
+
+impl LoadedPlugin {
+    /// The catalog entry and tool list of this plugin.
+    pub fn into_catalog_entry(self) -> (ToolkitEntry, Vec<ToolDescriptor>) {
+        (
+            ToolkitEntry::new(
+                self.name,
+                self.description,
+                self.version,
+                self.limits,
+                self.toolkit,
+            ),
+            self.tools,
+        )
+    }
+}
+
+pub struct WasmBackend {
+    engine: Engine,
+    linker: Linker<CallState>,
+    defaults: Limits,
+    max_memory_mb: u32,
+    reservation: u64,
+    _ticker: engine::EpochTicker,
+}
+
+impl WasmBackend {
+    /// The engine and linker, with `defaults` for plugins whose manifest sets no limits.
+    pub fn new(cfg: &EngineConfig, defaults: Limits) -> anyhow::Result<Arc<Self>> {
+        let (engine, reservation) = engine::build(cfg)
+            .map_err(|e| anyhow::anyhow!("failed to build the wasm engine: {e:#}"))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        Plugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s)
+            .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        let ticker = engine::EpochTicker::start(&engine, Duration::from_millis(cfg.epoch_tick_ms));
+        Ok(Arc::new(WasmBackend {
+            engine,
+            linker,
+            defaults,
+            max_memory_mb: cfg.max_memory_mb,
+            reservation,
+            _ticker: ticker,
+        }))
+    }
+
+    /// Virtual address space the instance pool reserves, bytes.
+    pub fn reservation_bytes(&self) -> u64 {
+        self.reservation
+    }
+
+    /// Compile, check and describe component `bytes` as plugin `name`.
+    /// Compilation runs on the blocking pool, never on a request thread.
+    pub async fn load(
+        &self,
+        name: &str,
+        bytes: Vec<u8>,
+        manifest: Option<&str>,
+    ) -> Result<LoadedPlugin, LoadError> {
+        if !tool::is_valid_plugin_name(name) {
+            return Err(LoadError::InvalidName(name.to_owned()));
+        }
+        let manifest = match manifest {
+            Some(text) => Manifest::parse(text).map_err(LoadError::Manifest)?,
+            None => Manifest::default(),
+        };
+        let limits = manifest
+            .limits(&self.defaults, self.max_memory_mb)
+            .map_err(LoadError::Manifest)?;
+        check_header(&bytes)?;
+        let version = loader::content_hash(&bytes);
+
+        let started = Instant::now();
+        let engine = self.engine.clone();
+        let component = tokio::task::spawn_blocking(move || Component::new(&engine, &bytes))
+            .await
+            .map_err(|e| LoadError::Compile(format!("the compile task failed: {e}")))?
+            .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+        let compile_time = started.elapsed();
+
+        self.check_exports(&component)?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| LoadError::Link(format!("{e:#}")))?;
+        let pre = PluginPre::new(pre).map_err(|e| LoadError::Link(format!("{e:#}")))?;
+        let ctx = Arc::new(PluginContext {
+            name: name.to_owned(),
+            config: manifest.config.clone(),
+        });
+        let toolkit = Arc::new(WasmToolkit::new(
+            self.engine.clone(),
+            pre,
+            ctx,
+            manifest.workspace.access,
+        ));
+        let tools = describe(&toolkit, &limits).await?;
+        Ok(LoadedPlugin {
+            name: name.to_owned(),
+            description: manifest.description.unwrap_or_default(),
+            version,
+            limits,
+            tools,
+            toolkit,
+            compile_time,
+        })
+    }
+
+    /// The toolkit export must be there, in the version this host speaks.
+    fn check_exports(&self, component: &Component) -> Result<(), LoadError> {
+        let ty = component.component_type();
+        let names: Vec<String> = ty
+            .exports(&self.engine)
+            .map(|(n, _)| n.to_owned())
+            .collect();
+        if names.iter().any(|n| n == TOOLKIT_EXPORT) {
+            return Ok(());
+        }
+        if let Some(other) = names.iter().find(|n| n.starts_with(TOOLKIT_EXPORT_PREFIX)) {
+            return Err(LoadError::WrongVersion {
+                found: other[TOOLKIT_EXPORT_PREFIX.len()..].to_owned(),
+                accepted: WIT_VERSION,
+            });
+        }
+        Err(LoadError::MissingExport {
+            expected: TOOLKIT_EXPORT,
+            found: if names.is_empty() {
+                "none".into()
+            } else {
+                names.join(", ")
+            },
+        })
+    }
+}
+
+/// Tell a component from a core module or junk by its header.
+fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(LoadError::NotWasm);
+    }
+    // Core modules have version 1 and layer 0; components a layer of 1.
+    if bytes[6..8] == [0, 0] {
+        return Err(LoadError::CoreModule);
+    }
+    Ok(())
+}
+
+/// Ask the plugin for its tools, under its own limits.
+async fn describe(
+    toolkit: &WasmToolkit,
+    limits: &Limits,
+) -> Result<Vec<ToolDescriptor>, LoadError> {
+    let result = toolkit
+        .run(Op::List, None, "-", limits, None)
+        .await
+        .map_err(|e| LoadError::Describe(format!("{} ({})", e, e.kind())))?;
+    let OpResult::Tools(infos) = result else {
+        return Err(LoadError::Describe("unexpected result".into()));
+    };
+    infos
+        .into_iter()
+        .map(|info| {
+            let parse = |what: &str, text: &str| -> Result<Value, LoadError> {
+                let v: Value = serde_json::from_str(text).map_err(|e| {
+                    LoadError::Describe(format!("tool `{}`: {what} is not JSON: {e}", info.name))
+                })?;
+                if !v.is_object() {
+                    return Err(LoadError::Describe(format!(
+                        "tool `{}`: {what} is not a JSON object",
+                        info.name
+                    )));
+                }
+                Ok(v)
+            };
+            Ok(ToolDescriptor {
+                input_schema: parse("the input schema", &info.input_schema)?,
+                output_schema: info
+                    .output_schema
+                    .as_deref()
+                    .map(|s| parse("the output schema", s))
+                    .transpose()?,
+                description: info.description.clone(),
+                name: info.name,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers() {
+        assert!(matches!(
+            check_header(b"hello world"),
+            Err(LoadError::NotWasm)
+        ));
+        assert!(matches!(check_header(b"\0asm"), Err(LoadError::NotWasm)));
+        assert!(matches!(
+            check_header(b"\0asm\x01\0\0\0"),
+            Err(LoadError::CoreModule)
+        ));
+        assert!(check_header(b"\0asm\x0d\0\x01\0").is_ok());
+    }
+}

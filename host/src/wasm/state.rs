@@ -1,0 +1,182 @@
+//! What a Store holds during one call: the WASI context, the memory limiter,
+//! and the host side of the plugin's imports (log, progress, config).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::toolhost::plugin::{host, types};
+use crate::tool::Progress;
+
+/// Log records a call may write before further ones are dropped.
+const LOG_BUDGET: u32 = 256;
+/// Longest log record kept, bytes.
+const MAX_LOG_LEN: usize = 4096;
+
+/// Per-plugin data shared by all its calls.
+pub struct PluginContext {
+    pub name: String,
+    pub config: BTreeMap<String, String>,
+}
+
+pub struct CallState {
+    pub wasi: WasiCtx,
+    pub table: ResourceTable,
+    pub limiter: MemoryLimiter,
+    pub plugin: Arc<PluginContext>,
+    pub tool: String,
+    pub session: String,
+    pub progress: Option<mpsc::UnboundedSender<Progress>>,
+    log_budget: u32,
+}
+
+impl CallState {
+    pub fn new(
+        wasi: WasiCtx,
+        memory_bytes: usize,
+        plugin: Arc<PluginContext>,
+        tool: String,
+        session: String,
+        progress: Option<mpsc::UnboundedSender<Progress>>,
+    ) -> Self {
+        CallState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryLimiter::new(memory_bytes),
+            plugin,
+            tool,
+            session,
+            progress,
+            log_budget: LOG_BUDGET,
+        }
+    }
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Caps the total linear memory of one instance and remembers a refusal, so a
+/// trap that follows is reported as `out_of_memory`.
+pub struct MemoryLimiter {
+    max_bytes: usize,
+    used: usize,
+    pub denied: bool,
+    pub peak: usize,
+}
+
+impl MemoryLimiter {
+    pub fn new(max_bytes: usize) -> Self {
+        MemoryLimiter {
+            max_bytes,
+            used: 0,
+            denied: false,
+            peak: 0,
+        }
+    }
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let next = self.used.saturating_add(desired.saturating_sub(current));
+        if next > self.max_bytes {
+            self.denied = true;
+            return Ok(false);
+        }
+        self.used = next;
+        self.peak = self.peak.max(next);
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+}
+
+impl types::Host for CallState {}
+
+impl host::Host for CallState {
+    fn log(&mut self, level: types::LogLevel, message: String) {
+        if self.log_budget == 0 {
+            return;
+        }
+        self.log_budget -= 1;
+        let message = truncate(&message, MAX_LOG_LEN);
+        let (plugin, tool, session) = (&self.plugin.name, &self.tool, &self.session);
+        use types::LogLevel as L;
+        match level {
+            L::Trace => tracing::trace!(target: "plugin", plugin, tool, session, "{message}"),
+            L::Debug => tracing::debug!(target: "plugin", plugin, tool, session, "{message}"),
+            L::Info => tracing::info!(target: "plugin", plugin, tool, session, "{message}"),
+            L::Warn => tracing::warn!(target: "plugin", plugin, tool, session, "{message}"),
+            L::Error => tracing::error!(target: "plugin", plugin, tool, session, "{message}"),
+        }
+    }
+
+    fn report_progress(&mut self, update: types::Progress) {
+        if let Some(tx) = &self.progress {
+            let _ = tx.send(Progress {
+                message: truncate(&update.message, MAX_LOG_LEN).to_owned(),
+                done: update.done,
+                total: update.total,
+            });
+        }
+    }
+
+    fn config(&mut self, key: String) -> Option<String> {
+        self.plugin.config.get(&key).cloned()
+    }
+}
+
+/// `s` cut to at most `max` bytes on a char boundary.
+pub fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limiter_counts_all_memories_and_remembers_refusal() {
+        let mut l = MemoryLimiter::new(100);
+        assert!(l.memory_growing(0, 60, None).unwrap());
+        assert!(l.memory_growing(0, 30, None).unwrap());
+        assert!(!l.denied);
+        assert!(!l.memory_growing(30, 50, None).unwrap());
+        assert!(l.denied);
+        assert_eq!(l.peak, 90);
+    }
+
+    #[test]
+    fn truncate_respects_char_boundaries() {
+        assert_eq!(truncate("héllo", 2), "h");
+        assert_eq!(truncate("abc", 10), "abc");
+    }
+}

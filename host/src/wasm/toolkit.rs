@@ -1,0 +1,258 @@
+//! A loaded wasm plugin and how one call runs: a fresh Store and instance from
+//! the cached `InstancePre`, fuel, a memory ceiling, an epoch deadline, and
+//! the output checked before it leaves the sandbox's terms.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::{Engine, PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+
+use super::bindings::{PluginPre, exports::toolhost::plugin::toolkit as wit};
+use super::manifest::{Access, GUEST_WORKSPACE};
+use super::state::{CallState, PluginContext, truncate};
+use crate::catalog::{BoxFuture, Invocation, Toolkit};
+use crate::tool::{CallError, Content, Limits};
+
+/// Captured stdout + stderr of one call (panic messages land here).
+const OUTPUT_CAPTURE: usize = 16 << 10;
+/// How much of it goes into a trap message.
+const OUTPUT_IN_ERROR: usize = 1024;
+/// Extra time the async backstop gives the epoch deadline before dropping a call.
+const BACKSTOP_GRACE: Duration = Duration::from_secs(1);
+
+pub struct WasmToolkit {
+    engine: Engine,
+    pre: PluginPre<CallState>,
+    ctx: Arc<PluginContext>,
+    access: Access,
+}
+
+/// What to run in the fresh instance.
+pub enum Op<'a> {
+    List,
+    Call { tool: &'a str, input: &'a str },
+}
+
+pub enum OpResult {
+    Tools(Vec<wit::ToolInfo>),
+    Call(Result<Vec<wit::Content>, wit::ToolError>),
+}
+
+impl WasmToolkit {
+    pub fn new(
+        engine: Engine,
+        pre: PluginPre<CallState>,
+        ctx: Arc<PluginContext>,
+        access: Access,
+    ) -> Self {
+        WasmToolkit {
+            engine,
+            pre,
+            ctx,
+            access,
+        }
+    }
+
+    /// Run `op` in a fresh sandbox under `limits`.
+    pub async fn run(
+        &self,
+        op: Op<'_>,
+        workspace: Option<&Path>,
+        session: &str,
+        limits: &Limits,
+        progress: Option<tokio::sync::mpsc::UnboundedSender<crate::tool::Progress>>,
+    ) -> Result<OpResult, CallError> {
+        let output = MemoryOutputPipe::new(OUTPUT_CAPTURE);
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(output.clone()).stderr(output.clone());
+        if let Some(dir) = workspace {
+            let perms = match self.access {
+                Access::None => None,
+                Access::ReadOnly => Some(FsPerms::ReadOnly),
+                Access::ReadWrite => Some(FsPerms::ReadWrite),
+            };
+            if let Some(perms) = perms {
+                wasi.preopened_dir(dir, GUEST_WORKSPACE, perms)
+                    .map_err(|e| {
+                        CallError::Internal(format!("cannot open the session workspace: {e}"))
+                    })?;
+            }
+        }
+        let tool = match op {
+            Op::List => "list-tools",
+            Op::Call { tool, .. } => tool,
+        };
+        let state = CallState::new(
+            wasi.build(),
+            (limits.memory_mb as usize) << 20,
+            self.ctx.clone(),
+            tool.to_owned(),
+            session.to_owned(),
+            progress,
+        );
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store
+            .set_fuel(limits.fuel)
+            .map_err(|e| CallError::Internal(e.to_string()))?;
+        let timeout = Duration::from_millis(limits.timeout_ms);
+        let deadline = Instant::now() + timeout;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            if Instant::now() >= deadline {
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                // Let other calls on this worker thread run, then go on.
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+
+        let work = async {
+            let plugin = self.pre.instantiate_async(&mut store).await?;
+            let kit = plugin.toolhost_plugin_toolkit();
+            match op {
+                Op::List => kit.call_list_tools(&mut store).await.map(OpResult::Tools),
+                Op::Call { tool, input } => kit
+                    .call_call(&mut store, tool, input)
+                    .await
+                    .map(OpResult::Call),
+            }
+        };
+        // The epoch deadline stops wasm code; this also bounds time spent in host calls.
+        let result = tokio::time::timeout(timeout + BACKSTOP_GRACE, work).await;
+        match result {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => Err(classify(e, store.data(), limits, &output)),
+            Err(_) => Err(CallError::Timeout {
+                limit_ms: limits.timeout_ms,
+            }),
+        }
+    }
+}
+
+impl Toolkit for WasmToolkit {
+    fn backend(&self) -> &'static str {
+        "wasm"
+    }
+
+    fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
+        let this = self;
+        Box::pin(async move {
+            let workspace = match this.access {
+                Access::None => None,
+                _ => Some(
+                    call.session
+                        .workspace()
+                        .map_err(|e| CallError::Internal(e.to_string()))?
+                        .to_owned(),
+                ),
+            };
+            let op = Op::Call {
+                tool: &call.tool,
+                input: &call.input,
+            };
+            let result = this
+                .run(
+                    op,
+                    workspace.as_deref(),
+                    call.session.id(),
+                    &call.limits,
+                    call.progress,
+                )
+                .await?;
+            match result {
+                OpResult::Call(Ok(items)) => convert(items, call.limits.max_output_bytes()),
+                OpResult::Call(Err(wit::ToolError::InvalidInput(m))) => {
+                    Err(CallError::invalid_input(m))
+                }
+                OpResult::Call(Err(wit::ToolError::Failed(m))) => Err(CallError::ToolError(m)),
+                OpResult::Tools(_) => Err(CallError::Internal("unexpected result".into())),
+            }
+        })
+    }
+}
+
+/// Turn a wasmtime error into the call's error kind.
+fn classify(
+    err: wasmtime::Error,
+    state: &CallState,
+    limits: &Limits,
+    output: &MemoryOutputPipe,
+) -> CallError {
+    if state.limiter.denied {
+        return CallError::OutOfMemory {
+            limit_mb: limits.memory_mb,
+        };
+    }
+    if let Some(trap) = err.downcast_ref::<Trap>() {
+        return match trap {
+            Trap::OutOfFuel => CallError::OutOfFuel { limit: limits.fuel },
+            Trap::Interrupt => CallError::Timeout {
+                limit_ms: limits.timeout_ms,
+            },
+            Trap::StackOverflow => {
+                CallError::Trap("stack overflow: the call stack is exhausted".into())
+            }
+            other => CallError::Trap(with_output(other.to_string(), output)),
+        };
+    }
+    if let Some(e) = err.downcast_ref::<PoolConcurrencyLimitError>() {
+        return CallError::Overloaded(format!("no sandbox slot free ({e}); retry later"));
+    }
+    CallError::Trap(with_output(format!("{err:#}"), output))
+}
+
+/// `message` plus the tail of what the guest printed (a panic message, say).
+fn with_output(message: String, output: &MemoryOutputPipe) -> String {
+    let bytes = output.contents();
+    let text = String::from_utf8_lossy(&bytes);
+    let text = text.trim();
+    if text.is_empty() {
+        return message;
+    }
+    let start = text.len().saturating_sub(OUTPUT_IN_ERROR);
+    let mut start_at = start;
+    while !text.is_char_boundary(start_at) {
+        start_at += 1;
+    }
+    format!(
+        "{message}; plugin output: {}",
+        truncate(&text[start_at..], OUTPUT_IN_ERROR)
+    )
+}
+
+/// Content items from the guest, size-checked before JSON items are parsed.
+fn convert(items: Vec<wit::Content>, max_bytes: usize) -> Result<Vec<Content>, CallError> {
+    let size: usize = items
+        .iter()
+        .map(|c| match c {
+            wit::Content::Text(t) | wit::Content::Json(t) => t.len(),
+            wit::Content::Binary(b) => b.data.len() + b.media_type.len(),
+        })
+        .sum();
+    if size > max_bytes {
+        return Err(CallError::OutputTooLarge {
+            size,
+            limit: max_bytes,
+        });
+    }
+    items
+        .into_iter()
+        .map(|c| {
+            Ok(match c {
+                wit::Content::Text(t) => Content::Text(t),
+                wit::Content::Json(j) => Content::Json(serde_json::from_str(&j).map_err(|e| {
+                    CallError::ToolError(format!("the plugin returned invalid JSON: {e}"))
+                })?),
+                wit::Content::Binary(b) => Content::Binary {
+                    media_type: b.media_type,
+                    data: b.data,
+                    name: b.name,
+                },
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,254 @@
+//! Benchmarks for toolhost. Run with `make bench` (release build).
+//!
+//! 1. In-process: the cost of one `dispatch` of `calc_evaluate` (schema check,
+//!    fresh Store + instance, fuel + epoch + memory limits, the call), no HTTP.
+//! 2. Over loopback HTTP against the real binary: latency of one invoke
+//!    (median, p99; one connection, sequential), then requests/s of invoke vs
+//!    a bare `GET /health` with the same connections and duration.
+//!
+//! Bounded: each load phase runs `BENCH_SECONDS` (default 10) and only targets
+//! 127.0.0.1. Settings: BENCH_SECONDS, BENCH_CONNECTIONS (50), BENCH_SAMPLES (5000).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+
+const INVOKE_BODY: &str = r#"{"params":{"expression":"2 * (3 + 4) - sqrt(16) / 2"}}"#;
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let seconds = env_num("BENCH_SECONDS", 10);
+    let connections = env_num("BENCH_CONNECTIONS", 50) as usize;
+    let samples = env_num("BENCH_SAMPLES", 5000) as usize;
+    let plugins = root().join("target/plugins");
+    anyhow::ensure!(
+        plugins.join("calc.wasm").is_file(),
+        "run `make plugins` first"
+    );
+
+    println!("== in-process dispatch of calc_evaluate (no HTTP) ==");
+    in_process(&plugins, samples).await?;
+
+    let server = ServerProcess::start(&plugins)?;
+    let addr = server.addr.clone();
+    println!("\n== HTTP latency, 1 connection, {samples} sequential invokes of calc_evaluate ==");
+    let lat = latency(&addr, samples).await?;
+    println!(
+        "invoke latency: median {:.1} us, p90 {:.1} us, p99 {:.1} us, max {:.1} us",
+        lat.0, lat.1, lat.2, lat.3
+    );
+
+    println!("\n== HTTP throughput, {connections} connections, {seconds} s each ==");
+    let health = load(&addr, connections, Duration::from_secs(seconds), false).await?;
+    println!("GET /health:               {health:>9.0} req/s");
+    let invoke = load(&addr, connections, Duration::from_secs(seconds), true).await?;
+    println!("POST calc_evaluate/invoke: {invoke:>9.0} req/s");
+    println!("ratio invoke / health:     {:>9.2}", invoke / health);
+    drop(server);
+    Ok(())
+}
+
+/// Per-call cost of dispatch through the real wasm backend, in-process.
+async fn in_process(plugins: &Path, samples: usize) -> anyhow::Result<()> {
+    use toolhost::config::Config;
+    let data = tempfile::tempdir()?;
+    let config = Config::default();
+    let server = toolhost::server::Server::start(&config, plugins, data.path()).await?;
+    let (session, _) = server.dispatcher.sessions().open(Some("bench"))?;
+    let input: serde_json::Value =
+        serde_json::from_str::<serde_json::Value>(INVOKE_BODY)?["params"].clone();
+    for _ in 0..500 {
+        server
+            .dispatcher
+            .dispatch(&session, "calc_evaluate", input.clone(), Default::default())
+            .await?;
+    }
+    let mut times = Vec::with_capacity(samples);
+    let started = Instant::now();
+    for _ in 0..samples {
+        let t = Instant::now();
+        server
+            .dispatcher
+            .dispatch(&session, "calc_evaluate", input.clone(), Default::default())
+            .await?;
+        times.push(t.elapsed());
+    }
+    let total = started.elapsed();
+    let (med, p90, p99, _) = percentiles(&mut times);
+    println!(
+        "dispatch: median {med:.1} us, p90 {p90:.1} us, p99 {p99:.1} us; {:.0} calls/s on one task",
+        samples as f64 / total.as_secs_f64()
+    );
+    Ok(())
+}
+
+fn percentiles(times: &mut [Duration]) -> (f64, f64, f64, f64) {
+    times.sort();
+    let at = |q: f64| {
+        times[((times.len() as f64 * q) as usize).min(times.len() - 1)].as_secs_f64() * 1e6
+    };
+    (at(0.5), at(0.9), at(0.99), at(1.0))
+}
+
+type Sender = http1::SendRequest<Full<Bytes>>;
+
+async fn connect(addr: &str) -> anyhow::Result<Sender> {
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (sender, conn) = http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
+async fn request(sender: &mut Sender, addr: &str, invoke: bool) -> anyhow::Result<()> {
+    let req = if invoke {
+        Request::post("/tools/calc_evaluate/invoke")
+            .header("host", addr)
+            .header("content-type", "application/json")
+            .header("x-toolhost-session", "bench")
+            .body(Full::new(Bytes::from_static(INVOKE_BODY.as_bytes())))?
+    } else {
+        Request::get("/health")
+            .header("host", addr)
+            .body(Full::new(Bytes::new()))?
+    };
+    sender.ready().await?;
+    let resp = sender.send_request(req).await?;
+    let status = resp.status();
+    let body = resp.into_body().collect().await?.to_bytes();
+    if !status.is_success() {
+        bail!("{status}: {}", String::from_utf8_lossy(&body));
+    }
+    Ok(())
+}
+
+async fn latency(addr: &str, samples: usize) -> anyhow::Result<(f64, f64, f64, f64)> {
+    let mut sender = connect(addr).await?;
+    for _ in 0..500 {
+        request(&mut sender, addr, true).await?;
+    }
+    let mut times = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let t = Instant::now();
+        request(&mut sender, addr, true).await?;
+        times.push(t.elapsed());
+    }
+    Ok(percentiles(&mut times))
+}
+
+/// Requests/s with `connections` keep-alive connections for `duration`.
+async fn load(
+    addr: &str,
+    connections: usize,
+    duration: Duration,
+    invoke: bool,
+) -> anyhow::Result<f64> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    // Warm-up, not counted.
+    let mut s = connect(addr).await?;
+    for _ in 0..200 {
+        request(&mut s, addr, invoke).await?;
+    }
+    let mut tasks = Vec::new();
+    for _ in 0..connections {
+        let (stop, done, errors, addr) =
+            (stop.clone(), done.clone(), errors.clone(), addr.to_owned());
+        let mut sender = connect(&addr).await?;
+        tasks.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                match request(&mut sender, &addr, invoke).await {
+                    Ok(()) => done.fetch_add(1, Ordering::Relaxed),
+                    Err(_) => errors.fetch_add(1, Ordering::Relaxed),
+                };
+            }
+        }));
+    }
+    let started = Instant::now();
+    tokio::time::sleep(duration).await;
+    let n = done.load(Ordering::Relaxed);
+    let elapsed = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        let _ = t.await;
+    }
+    let errors = errors.load(Ordering::Relaxed);
+    if errors > 0 {
+        println!("  ({errors} failed requests)");
+    }
+    Ok(n as f64 / elapsed.as_secs_f64())
+}
+
+struct ServerProcess {
+    child: Child,
+    addr: String,
+    _data: tempfile::TempDir,
+}
+
+impl ServerProcess {
+    fn start(plugins: &Path) -> anyhow::Result<Self> {
+        let bin = root().join("target/release/toolhost");
+        anyhow::ensure!(
+            bin.is_file(),
+            "run `cargo build --release -p toolhost` first"
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let data = tempfile::tempdir()?;
+        let child = Command::new(&bin)
+            .args(["serve", "--bind", &addr])
+            .arg("--plugins")
+            .arg(plugins)
+            .arg("--data")
+            .arg(data.path())
+            .env("TOOLHOST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .context("failed to start toolhost")?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(&addr).is_err() {
+            anyhow::ensure!(Instant::now() < deadline, "the server did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(ServerProcess {
+            child,
+            addr,
+            _data: data,
+        })
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,234 @@
+//! Harness for end-to-end tests: start the real `toolhost` binary on a free
+//! loopback port with a plugins directory made for the test, talk HTTP to it,
+//! and stop it when the test ends.
+//!
+//! The binary and components come from `make test` (which runs `cargo build -p
+//! toolhost` and `make plugins fixtures` first); `TOOLHOST_BIN` overrides the
+//! binary's path.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
+}
+
+/// The toolhost binary under test.
+pub fn binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("TOOLHOST_BIN") {
+        return p.into();
+    }
+    let p = repo_root().join("target/debug/toolhost");
+    assert!(
+        p.is_file(),
+        "{} is missing: run `make test` (or `cargo build -p toolhost`)",
+        p.display()
+    );
+    p
+}
+
+/// A built example plugin (`target/plugins/<name>.wasm`) or fixture
+/// (`target/fixtures/<name>.wasm`), with its manifest if it has one.
+pub fn component(name: &str) -> (PathBuf, Option<PathBuf>) {
+    for dir in ["target/plugins", "target/fixtures"] {
+        let wasm = repo_root().join(dir).join(format!("{name}.wasm"));
+        if wasm.is_file() {
+            let toml = wasm.with_extension("toml");
+            return (wasm, toml.is_file().then_some(toml));
+        }
+    }
+    panic!("component `{name}` is not built: run `make plugins fixtures`");
+}
+
+/// A plugins directory for one test.
+pub struct PluginsDir {
+    pub dir: tempfile::TempDir,
+}
+
+impl PluginsDir {
+    pub fn new() -> Self {
+        PluginsDir {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Copy built component `name` (and its manifest) in, as `as_name`.
+    pub fn add(self, name: &str, as_name: &str) -> Self {
+        let (wasm, toml) = component(name);
+        std::fs::copy(&wasm, self.path().join(format!("{as_name}.wasm"))).expect("copy wasm");
+        if let Some(toml) = toml {
+            std::fs::copy(&toml, self.path().join(format!("{as_name}.toml"))).expect("copy toml");
+        }
+        self
+    }
+
+    /// Write a file into the directory.
+    pub fn write(self, file: &str, bytes: impl AsRef<[u8]>) -> Self {
+        std::fs::write(self.path().join(file), bytes).expect("write");
+        self
+    }
+}
+
+impl Default for PluginsDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A running server.
+pub struct Server {
+    child: Child,
+    pub base: String,
+    pub data: tempfile::TempDir,
+    log: PathBuf,
+    _plugins: PluginsDir,
+    http: reqwest::blocking::Client,
+}
+
+impl Server {
+    /// Start the binary serving `plugins`; waits until /health answers.
+    pub fn start(plugins: PluginsDir) -> Server {
+        Self::start_with(plugins, None).expect("server starts")
+    }
+
+    /// Start with a config file's text.
+    pub fn start_with(plugins: PluginsDir, config: Option<&str>) -> anyhow::Result<Server> {
+        let data = tempfile::tempdir()?;
+        let port = free_port()?;
+        let log = data.path().join("server.log");
+        let mut cmd = Command::new(binary());
+        cmd.args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+            .arg("--plugins")
+            .arg(plugins.path())
+            .arg("--data")
+            .arg(data.path().join("data"))
+            .env("TOOLHOST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?);
+        if let Some(text) = config {
+            let path = data.path().join("toolhost.toml");
+            std::fs::write(&path, text)?;
+            cmd.arg("--config").arg(path);
+        }
+        let child = cmd.spawn().context("failed to start toolhost")?;
+        let mut server = Server {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            data,
+            log,
+            _plugins: plugins,
+            http: reqwest::blocking::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()?,
+        };
+        server.wait_ready()?;
+        Ok(server)
+    }
+
+    fn wait_ready(&mut self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait()? {
+                bail!(
+                    "toolhost exited with {status} before it was ready:\n{}",
+                    self.log()
+                );
+            }
+            if let Ok(r) = self.http.get(format!("{}/health", self.base)).send()
+                && r.status().is_success()
+            {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        bail!("toolhost was not ready within 60 s:\n{}", self.log())
+    }
+
+    /// What the server wrote to stderr so far.
+    pub fn log(&self) -> String {
+        let mut s = String::new();
+        if let Ok(mut f) = std::fs::File::open(&self.log) {
+            let _ = f.read_to_string(&mut s);
+        }
+        s
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub fn client(&self) -> &reqwest::blocking::Client {
+        &self.http
+    }
+
+    /// GET `path` -> (status, JSON body).
+    pub fn get(&self, path: &str) -> (u16, Value) {
+        let r = self.http.get(self.url(path)).send().expect("GET");
+        let status = r.status().as_u16();
+        (status, r.json().unwrap_or(Value::Null))
+    }
+
+    /// POST /tools/{tool}/invoke with `params` in `session` -> (status, body).
+    pub fn invoke_in(&self, session: &str, tool: &str, params: Value) -> (u16, Value) {
+        let r = self
+            .http
+            .post(self.url(&format!("/tools/{tool}/invoke")))
+            .header("x-toolhost-session", session)
+            .json(&json!({ "params": params }))
+            .send()
+            .expect("POST invoke");
+        let status = r.status().as_u16();
+        (status, r.json().unwrap_or(Value::Null))
+    }
+
+    /// Invoke in the session `test`.
+    pub fn invoke(&self, tool: &str, params: Value) -> (u16, Value) {
+        self.invoke_in("test", tool, params)
+    }
+
+    /// Whether the process is still running.
+    pub fn is_alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The server's resident set size in KiB (Linux).
+    pub fn rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- toolhost log ---\n{}", self.log());
+        }
+    }
+}
+
+/// A free loopback port.
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// The `kind` of an error body.
+pub fn kind(body: &Value) -> &str {
+    body["error"]["kind"].as_str().unwrap_or("<none>")
+}

@@ -1,0 +1,321 @@
+//! The native HTTP API against the real binary and the example plugins.
+
+use serde_json::{Value, json};
+use toolhost_e2e::{PluginsDir, Server, kind};
+
+fn examples() -> Server {
+    Server::start(PluginsDir::new().add("calc", "calc").add("files", "files"))
+}
+
+#[test]
+fn discovery_schema_and_invoke() {
+    let s = examples();
+    assert_eq!(s.get("/health"), (200, json!({"status": "ok"})));
+
+    let (status, body) = s.get("/tools");
+    assert_eq!(status, 200);
+    let ids: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["tool_id"].as_str().unwrap())
+        .collect();
+    for id in [
+        "calc_evaluate",
+        "files_list",
+        "files_modify",
+        "files_read",
+        "files_write",
+    ] {
+        assert!(ids.contains(&id), "{id} missing from {ids:?}");
+    }
+    let calc = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tool_id"] == "calc_evaluate")
+        .unwrap();
+    assert_eq!(calc["category"], "calc");
+    assert_eq!(calc["name"], "evaluate");
+    assert_eq!(calc["status"], "available");
+    assert!(!calc["description"].as_str().unwrap().is_empty());
+
+    let (status, schema) = s.get("/tools/calc_evaluate/schema");
+    assert_eq!(status, 200);
+    assert_eq!(schema["tool_id"], "calc_evaluate");
+    assert_eq!(
+        schema["input_schema"]["properties"]["expression"]["type"],
+        "string"
+    );
+    assert!(
+        schema["output_schema"].is_object(),
+        "calc returns typed JSON: {schema}"
+    );
+
+    let (status, out) = s.invoke("calc_evaluate", json!({"expression": "2 * (3 + 4) - 2^3"}));
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["status"], "success");
+    assert_eq!(out["error"], Value::Null);
+    assert_eq!(out["result"]["value"], 6.0);
+    assert_eq!(out["content"][0]["type"], "json");
+
+    let (status, tool) = s.get("/tools/calc_evaluate");
+    assert_eq!(status, 200);
+    assert_eq!(tool["backend"], "wasm");
+    assert_eq!(
+        tool["limits"]["memory_mb"], 16,
+        "limits come from calc.toml"
+    );
+    assert_eq!(tool["stats"]["call_count"], 1);
+    assert_eq!(tool["stats"]["error_rate"], 0.0);
+    assert!(tool["stats"]["last_used_time"].is_u64());
+    assert_eq!(tool["version"].as_str().unwrap().len(), 64);
+}
+
+#[test]
+fn bad_requests_get_clear_errors_and_the_server_carries_on() {
+    let mut s = Server::start_with(
+        PluginsDir::new().add("calc", "calc"),
+        Some("[server]\nmax_body_kb = 64\n"),
+    )
+    .unwrap();
+    let post = |path: &str, body: &str| {
+        let r = s
+            .client()
+            .post(s.url(path))
+            .header("content-type", "application/json")
+            .body(body.to_owned())
+            .send()
+            .unwrap();
+        (
+            r.status().as_u16(),
+            r.json::<Value>().unwrap_or(Value::Null),
+        )
+    };
+
+    let (status, body) = post("/tools/calc_evaluate/invoke", "{\"params\": {");
+    assert_eq!((status, kind(&body)), (400, "invalid_input"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON")
+    );
+
+    let (status, body) = post(
+        "/tools/calc_evaluate/invoke",
+        r#"{"params": {"expression": 12}}"#,
+    );
+    assert_eq!((status, kind(&body)), (422, "invalid_input"), "{body}");
+    assert!(
+        body["error"]["details"][0]
+            .as_str()
+            .unwrap()
+            .contains("/expression"),
+        "{body}"
+    );
+
+    let (status, body) = post("/tools/calc_evaluate/invoke", r#"{"params": {}}"#);
+    assert_eq!((status, kind(&body)), (422, "invalid_input"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("expression"),
+        "{body}"
+    );
+
+    let (status, body) = post("/tools/calc_evaluate/invoke", r#"{"parms": {}}"#);
+    assert_eq!(
+        (status, kind(&body)),
+        (422, "invalid_input"),
+        "unknown fields are refused: {body}"
+    );
+
+    let (status, body) = post("/tools/nope_nothing/invoke", r#"{"params": {}}"#);
+    assert_eq!((status, kind(&body)), (404, "not_found"), "{body}");
+
+    let big = format!(
+        r#"{{"params": {{"expression": "{}"}}}}"#,
+        "1+".repeat(50_000)
+    );
+    let (status, body) = post("/tools/calc_evaluate/invoke", &big);
+    assert_eq!((status, kind(&body)), (413, "invalid_input"), "{body}");
+
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let (status, _) = post(
+        "/tools/calc_evaluate/invoke",
+        &format!(r#"{{"params": {deep}}}"#),
+    );
+    assert!(
+        status == 400 || status == 413,
+        "deep nesting refused, got {status}"
+    );
+
+    // The plugin's own invalid-input error.
+    let (status, body) = s.invoke("calc_evaluate", json!({"expression": "1/0"}));
+    assert_eq!((status, kind(&body)), (422, "invalid_input"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("division by zero"),
+        "{body}"
+    );
+
+    let (status, body) = s.get("/no/such/route");
+    assert_eq!((status, kind(&body)), (404, "not_found"));
+    let (status, _) = s.get("/tools/nope_nothing/schema");
+    assert_eq!(status, 404);
+
+    let r = s
+        .client()
+        .post(s.url("/tools/calc_evaluate/invoke"))
+        .header("x-toolhost-session", "../../etc")
+        .body(r#"{"params": {"expression": "1"}}"#)
+        .send()
+        .unwrap();
+    assert_eq!(
+        r.status().as_u16(),
+        400,
+        "a session id is a directory name: no traversal"
+    );
+
+    assert!(s.is_alive());
+    let (status, out) = s.invoke("calc_evaluate", json!({"expression": "1+1"}));
+    assert_eq!((status, out["result"]["value"].as_f64()), (200, Some(2.0)));
+}
+
+#[test]
+fn sessions_own_their_workspace_and_files_stay_inside() {
+    let s = examples();
+    // A call without a session header gets a new session, returned in the header.
+    let r = s
+        .client()
+        .post(s.url("/tools/files_list/invoke"))
+        .body(r#"{"params": {}}"#)
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let new_id = r.headers()["x-toolhost-session"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(new_id.len() >= 16);
+
+    let (status, out) = s.invoke_in(
+        "alice",
+        "files_write",
+        json!({"path": "notes/todo.txt", "content": "one\ntwo\nthree\n"}),
+    );
+    assert_eq!(status, 200, "{out}");
+    let (status, out) = s.invoke_in("alice", "files_read", json!({"path": "notes/todo.txt"}));
+    assert_eq!(
+        (status, out["result"].as_str()),
+        (200, Some("one\ntwo\nthree\n")),
+        "{out}"
+    );
+    let (status, out) = s.invoke_in(
+        "alice",
+        "files_modify",
+        json!({"path": "notes/todo.txt", "start_line": 2, "end_line": 2, "new_text": "TWO"}),
+    );
+    assert_eq!(status, 200, "{out}");
+    let (_, out) = s.invoke_in("alice", "files_read", json!({"path": "notes/todo.txt"}));
+    assert_eq!(out["result"], "one\nTWO\nthree\n");
+    let (status, out) = s.invoke_in("alice", "files_list", json!({}));
+    assert_eq!(status, 200, "{out}");
+    assert!(out.to_string().contains("todo.txt"), "{out}");
+
+    // The file is really in alice's workspace on the host, and only there.
+    let host_file = s.data.path().join("data/workspaces/alice/notes/todo.txt");
+    assert_eq!(
+        std::fs::read_to_string(&host_file).unwrap(),
+        "one\nTWO\nthree\n"
+    );
+    let (status, out) = s.invoke_in("bob", "files_read", json!({"path": "notes/todo.txt"}));
+    assert_eq!(status, 422, "bob cannot see alice's files: {out}");
+
+    // Escapes are refused: `..`, absolute paths, and a symlink pointing out.
+    for path in [
+        "../bob/x.txt",
+        "/etc/passwd",
+        "notes/../../x",
+        "/workspace/../etc/passwd",
+    ] {
+        let (status, out) = s.invoke_in("alice", "files_read", json!({"path": path}));
+        assert_eq!(
+            (status, kind(&out)),
+            (422, "invalid_input"),
+            "{path}: {out}"
+        );
+        let (status, out) = s.invoke_in(
+            "alice",
+            "files_write",
+            json!({"path": path, "content": "x"}),
+        );
+        assert_eq!(
+            (status, kind(&out)),
+            (422, "invalid_input"),
+            "{path}: {out}"
+        );
+    }
+    std::os::unix::fs::symlink("/etc", s.data.path().join("data/workspaces/alice/etc-link"))
+        .unwrap();
+    let (status, out) = s.invoke_in("alice", "files_read", json!({"path": "etc-link/passwd"}));
+    assert_ne!(
+        status, 200,
+        "a symlink out of the workspace is not followed: {out}"
+    );
+    assert!(!out.to_string().contains("root:"), "{out}");
+    let (status, out) = s.invoke_in(
+        "alice",
+        "files_write",
+        json!({"path": "etc-link/evil", "content": "x"}),
+    );
+    assert_ne!(status, 200, "{out}");
+    assert!(!std::path::Path::new("/etc/evil").exists());
+}
+
+#[test]
+fn invoke_streams_progress_over_sse() {
+    let s = Server::start(PluginsDir::new().add("hostile", "hostile"));
+    let r = s
+        .client()
+        .post(s.url("/tools/hostile_host_calls/invoke"))
+        .header("accept", "text/event-stream")
+        .body(r#"{"params": {"key": "greeting"}}"#)
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(
+        r.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let text = r.text().unwrap();
+    let progress = text.find("event: progress").expect(&text);
+    let result = text.find("event: result").expect(&text);
+    assert!(progress < result, "{text}");
+    assert!(
+        text.contains(r#""done":1.0"#) && text.contains(r#""total":2.0"#),
+        "{text}"
+    );
+    assert!(
+        text.contains("hello from the manifest"),
+        "config import: {text}"
+    );
+    assert!(
+        s.log().contains("hello from hostile"),
+        "log import reaches the server log"
+    );
+
+    // The same call as plain JSON: config visible, unset keys are none.
+    let (status, out) = s.invoke("hostile_host_calls", json!({"key": "nope"}));
+    assert_eq!(
+        (status, out["result"].as_str()),
+        (200, Some("<unset>")),
+        "{out}"
+    );
+}
