@@ -73,6 +73,16 @@ pub struct EngineConfig {
     pub memory_reservation_mb: u64,
     /// Pool slots decommitted together (batching madvise calls).
     pub decommit_batch_size: u32,
+    /// Bytes of each linear memory (KiB) reset in place when an instance is
+    /// freed, instead of being returned to the kernel: no madvise, no page
+    /// faults on the next call. With `pagemap_scan` only pages actually touched
+    /// are reset.
+    pub memory_keep_resident_kb: u32,
+    /// Likewise for tables, KiB.
+    pub table_keep_resident_kb: u32,
+    /// Use Linux's PAGEMAP_SCAN (kernel 6.7+) to find the pages to reset;
+    /// ignored where unsupported.
+    pub pagemap_scan: bool,
     /// Warm pool slots kept for reuse.
     pub max_unused_warm_slots: u32,
     /// Epoch tick: the granularity of timeouts, and how often a long call
@@ -90,6 +100,9 @@ impl Default for EngineConfig {
             core_instances_per_component: 8,
             memory_reservation_mb: 4096,
             decommit_batch_size: 16,
+            memory_keep_resident_kb: 1024,
+            table_keep_resident_kb: 64,
+            pagemap_scan: true,
             max_unused_warm_slots: 100,
             epoch_tick_ms: 5,
             max_wasm_stack_kb: 1024,

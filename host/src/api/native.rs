@@ -44,17 +44,20 @@ async fn list_tools(State(state): State<AppState>) -> Json<Value> {
         .catalog()
         .tools()
         .iter()
-        .map(|t| {
-            json!({
-                "tool_id": t.id,
-                "name": t.descriptor.name,
-                "category": t.toolkit.name,
-                "description": t.descriptor.description,
-                "status": "available",
-            })
-        })
+        .map(|t| summary(t))
         .collect();
     Json(json!({ "tools": tools }))
+}
+
+/// What `GET /tools` lists of a tool.
+fn summary(t: &ToolEntry) -> Value {
+    json!({
+        "tool_id": t.id,
+        "name": t.descriptor.name,
+        "category": t.toolkit.name,
+        "description": t.descriptor.description,
+        "status": "available",
+    })
 }
 
 fn find(state: &AppState, id: &str) -> Result<Arc<ToolEntry>, ApiError> {
@@ -70,19 +73,14 @@ async fn describe_tool(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let t = find(&state, &id)?;
-    Ok(Json(json!({
-        "tool_id": t.id,
-        "name": t.descriptor.name,
-        "category": t.toolkit.name,
-        "description": t.descriptor.description,
-        "backend": t.toolkit.toolkit.backend(),
-        "version": t.toolkit.version,
-        "input_schema": t.descriptor.input_schema,
-        "output_schema": t.descriptor.output_schema,
-        "limits": t.toolkit.limits,
-        "stats": t.stats.view(),
-        "status": "available",
-    })))
+    let mut body = summary(&t);
+    body["backend"] = json!(t.toolkit.toolkit.backend());
+    body["version"] = json!(t.toolkit.version);
+    body["input_schema"] = t.descriptor.input_schema.clone();
+    body["output_schema"] = json!(t.descriptor.output_schema);
+    body["limits"] = json!(t.toolkit.limits);
+    body["stats"] = json!(t.stats.view());
+    Ok(Json(body))
 }
 
 async fn tool_schema(

@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig};
+use wasmtime::{
+    Config, Enabled, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig,
+};
 
 use crate::config::EngineConfig;
 
@@ -33,6 +35,15 @@ pub fn build(cfg: &EngineConfig) -> wasmtime::Result<(Engine, u64)> {
         .max_tables_per_module(4)
         .decommit_batch_size(cfg.decommit_batch_size as usize)
         .max_unused_warm_slots(cfg.max_unused_warm_slots);
+    // Resetting a freed slot in place beats handing its pages back to the
+    // kernel (madvise, then page faults on the next call) only when
+    // PAGEMAP_SCAN tells which pages were touched; without it a large memset
+    // costs more than it saves, so keep nothing resident.
+    if cfg.pagemap_scan && kernel_has_pagemap_scan() {
+        pool.pagemap_scan(Enabled::Auto)
+            .linear_memory_keep_resident((cfg.memory_keep_resident_kb as usize) << 10)
+            .table_keep_resident((cfg.table_keep_resident_kb as usize) << 10);
+    }
 
     let stack = (cfg.max_wasm_stack_kb as usize) << 10;
     let mut config = Config::new();
@@ -49,6 +60,17 @@ pub fn build(cfg: &EngineConfig) -> wasmtime::Result<(Engine, u64)> {
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     let engine = Engine::new(&config)?;
     Ok((engine, u64::from(memories) * (reservation + GUARD_BYTES)))
+}
+
+/// PAGEMAP_SCAN arrived in Linux 6.7.
+fn kernel_has_pagemap_scan() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release
+        .trim()
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (6, 7)
 }
 
 /// The one thread that advances an engine's epoch every tick. Timeouts are

@@ -67,7 +67,13 @@ impl WasmToolkit {
     ) -> Result<OpResult, CallError> {
         let output = MemoryOutputPipe::new(OUTPUT_CAPTURE);
         let mut wasi = WasiCtxBuilder::new();
-        wasi.stdout(output.clone()).stderr(output.clone());
+        // Deny by default: no env, no args, no sockets, no name lookups; stdio
+        // captured (stdin closed).
+        wasi.stdout(output.clone())
+            .stderr(output.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
         if let Some(dir) = workspace {
             let perms = match self.access {
                 Access::None => None,

@@ -182,6 +182,9 @@ macro_rules! toolkit {
             }
         }
 
+        // Only a wasm build exports the component's functions; a native build
+        // (unit tests, clippy) links no export names it could not represent.
+        #[cfg(target_arch = "wasm32")]
         $crate::bindings::__export_toolkit!(__ToolhostToolkit with_types_in $crate::bindings);
     };
 }

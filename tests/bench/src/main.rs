@@ -7,7 +7,8 @@
 //!    a bare `GET /health` with the same connections and duration.
 //!
 //! Bounded: each load phase runs `BENCH_SECONDS` (default 10) and only targets
-//! 127.0.0.1. Settings: BENCH_SECONDS, BENCH_CONNECTIONS (50), BENCH_SAMPLES (5000).
+//! 127.0.0.1. Settings: BENCH_SECONDS, BENCH_CONNECTIONS (50), BENCH_SAMPLES
+//! (5000), BENCH_CONFIG (a server config file, to compare engine settings).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -75,7 +76,10 @@ async fn main() -> anyhow::Result<()> {
 async fn in_process(plugins: &Path, samples: usize) -> anyhow::Result<()> {
     use toolhost::config::Config;
     let data = tempfile::tempdir()?;
-    let config = Config::default();
+    let config = match std::env::var_os("BENCH_CONFIG") {
+        Some(path) => Config::from_file(Path::new(&path))?,
+        None => Config::default(),
+    };
     let server = toolhost::server::Server::start(&config, plugins, data.path()).await?;
     let (session, _) = server.dispatcher.sessions().open(Some("bench"))?;
     let input: serde_json::Value =
@@ -223,8 +227,14 @@ impl ServerProcess {
             .port();
         let addr = format!("127.0.0.1:{port}");
         let data = tempfile::tempdir()?;
-        let child = Command::new(&bin)
-            .args(["serve", "--bind", &addr])
+        let mut cmd = Command::new(&bin);
+        if let Some(config) = std::env::var_os("BENCH_CONFIG") {
+            cmd.arg("serve").arg("--config").arg(config);
+        } else {
+            cmd.arg("serve");
+        }
+        let child = cmd
+            .args(["--bind", &addr])
             .arg("--plugins")
             .arg(plugins)
             .arg("--data")

@@ -190,7 +190,7 @@ fn concurrent_breaches_do_not_disturb_good_calls() {
             std::thread::spawn(move || {
                 let r = reqwest::blocking::Client::new()
                     .post(url)
-                    .json(&json!({"params": {}, "limits": {"timeout_ms": 1500}}))
+                    .json(&json!({"params": {}, "limits": {"timeout_ms": 1500, "memory_mb": 32}}))
                     .send()
                     .unwrap();
                 let status = r.status().as_u16();
