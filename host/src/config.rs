@@ -17,6 +17,49 @@ pub struct Config {
     /// Limits of plugins whose manifest does not set them.
     pub limits: Limits,
     pub engine: EngineConfig,
+    pub plugins: PluginsConfig,
+    pub auth: AuthConfig,
+}
+
+/// The plugins directory: hot loading and the admin API.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PluginsConfig {
+    /// Watch the plugins directory and load, reload and unload plugins as
+    /// their files change.
+    pub watch: bool,
+    /// Quiet time after a plugin's last file event before it is loaded, ms.
+    pub debounce_ms: u64,
+    /// Full rescan of the directory every this many seconds (0: never); a
+    /// safety net for file events the kernel dropped.
+    pub rescan_interval_s: u64,
+    /// Keep compiled components in `<data>/compile-cache`, so restarts and
+    /// reloads of known components skip the compiler.
+    pub compile_cache: bool,
+    /// Largest component `PUT /plugins/{name}` accepts, MiB.
+    pub max_upload_mb: u32,
+}
+
+impl Default for PluginsConfig {
+    fn default() -> Self {
+        PluginsConfig {
+            watch: true,
+            debounce_ms: 50,
+            rescan_interval_s: 30,
+            compile_cache: true,
+            max_upload_mb: 64,
+        }
+    }
+}
+
+/// Access control.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Bearer token of the admin routes (plugin upload and delete). Unset:
+    /// those routes are refused. The environment variable
+    /// `TOOLHOST_ADMIN_TOKEN` sets it too.
+    pub admin_token: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -149,6 +192,16 @@ impl Config {
         );
         crate::wasm::manifest::check_limits(&self.limits, e.max_memory_mb)
             .map_err(|m| anyhow::anyhow!("[limits]: {m}"))?;
+        anyhow::ensure!(
+            self.plugins.max_upload_mb >= 1,
+            "plugins.max_upload_mb must be at least 1"
+        );
+        if let Some(token) = &self.auth.admin_token {
+            anyhow::ensure!(
+                token.len() >= 16,
+                "auth.admin_token must be at least 16 characters"
+            );
+        }
         Ok(())
     }
 }

@@ -32,6 +32,8 @@ pub struct CallOptions {
 pub struct CallOutput {
     pub content: Vec<Content>,
     pub elapsed: Duration,
+    /// Version (content hash) of the toolkit that ran the call.
+    pub version: String,
 }
 
 pub struct Dispatcher {
@@ -74,7 +76,11 @@ impl Dispatcher {
                 tracing::info!(tool = tool_id, session = session.id(), ?elapsed, kind = %e.kind(), error = %e, "call failed")
             }
         }
-        result.map(|content| CallOutput { content, elapsed })
+        result.map(|content| CallOutput {
+            content,
+            elapsed,
+            version: tool.toolkit.version.clone(),
+        })
     }
 }
 

@@ -7,6 +7,8 @@
 //! - [`dispatch`]: the one entry point `(session, tool id, input) -> result`.
 //! - backends: [`wasm`] (components in-process); Docker nodes plug in as a peer
 //!   through [`catalog::Toolkit`].
+//! - [`plugins`]: the plugins directory kept in step with the catalog (hot
+//!   loading, compile cache, admin uploads).
 //! - [`catalog`] and [`sessions`]: the registry of tools and the per-session
 //!   workspaces; [`tool`]: the shared core types.
 
@@ -14,6 +16,7 @@ pub mod api;
 pub mod catalog;
 pub mod config;
 pub mod dispatch;
+pub mod plugins;
 pub mod server;
 pub mod sessions;
 pub mod tool;

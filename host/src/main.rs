@@ -34,6 +34,10 @@ enum Command {
         /// Server configuration file (TOML); every key has a default.
         #[arg(long, env = "TOOLHOST_CONFIG")]
         config: Option<PathBuf>,
+        /// Bearer token of the admin routes (plugin upload / delete)
+        /// [default: the config file's `[auth] admin_token`; unset: refused].
+        #[arg(long, env = "TOOLHOST_ADMIN_TOKEN", hide_env_values = true)]
+        admin_token: Option<String>,
     },
     /// Run one tool of a component locally, without a server.
     Call {
@@ -68,7 +72,8 @@ fn main() -> anyhow::Result<()> {
                 plugins,
                 data,
                 config,
-            } => serve(bind, &plugins, &data, config.as_deref()).await,
+                admin_token,
+            } => serve(bind, &plugins, &data, config.as_deref(), admin_token).await,
             Command::Call {
                 component,
                 tool,
@@ -85,6 +90,7 @@ async fn serve(
     plugins: &Path,
     data: &Path,
     config: Option<&Path>,
+    admin_token: Option<String>,
 ) -> anyhow::Result<()> {
     let mut config = match config {
         Some(path) => Config::from_file(path)?,
@@ -92,6 +98,10 @@ async fn serve(
     };
     if let Some(bind) = bind {
         config.server.bind = bind;
+    }
+    if let Some(token) = admin_token.filter(|t| !t.is_empty()) {
+        config.auth.admin_token = Some(token);
+        config.check()?;
     }
     let server = Server::start(&config, plugins, data).await?;
     let listener = tokio::net::TcpListener::bind(config.server.bind)
@@ -106,7 +116,7 @@ async fn load_one(
     component: &Path,
 ) -> anyhow::Result<(Arc<WasmBackend>, toolhost::wasm::LoadedPlugin)> {
     let config = Config::default();
-    let backend = WasmBackend::new(&config.engine, config.limits)?;
+    let backend = WasmBackend::new(&config.engine, config.limits, None)?;
     let name = component
         .file_stem()
         .and_then(|s| s.to_str())

@@ -1,25 +1,26 @@
 //! Putting a server together: engine, sessions, catalog loaded from the
-//! plugins directory, dispatcher, router.
+//! plugins directory (and kept in step with it), dispatcher, router.
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use crate::api::{self, AppState};
+use crate::api::{self, AdminToken, ApiLimits, AppState};
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
+use crate::plugins::{PluginManager, State, watch};
 use crate::sessions::Sessions;
-use crate::wasm::{WasmBackend, loader};
+use crate::wasm::WasmBackend;
 
 /// A running server's parts.
 pub struct Server {
     pub dispatcher: Arc<Dispatcher>,
     pub wasm: Arc<WasmBackend>,
-    /// Plugin files that failed to load, with the reason.
-    pub load_errors: Vec<(String, String)>,
+    pub plugins: Arc<PluginManager>,
+    _watcher: Option<watch::DirWatcher>,
     reaper: tokio::task::JoinHandle<()>,
 }
 
@@ -30,10 +31,16 @@ impl Drop for Server {
 }
 
 impl Server {
-    /// Build the engine and load every plugin in `plugins`. A plugin that fails
-    /// to load is logged and skipped; the others serve.
+    /// Build the engine and load every plugin in `plugins`, then watch the
+    /// directory (unless `[plugins] watch = false`). A plugin that fails to
+    /// load is logged, shown in its status, and skipped; the others serve.
     pub async fn start(config: &Config, plugins: &Path, data: &Path) -> anyhow::Result<Server> {
-        let wasm = WasmBackend::new(&config.engine, config.limits)?;
+        let cache_dir = data.join("compile-cache");
+        let wasm = WasmBackend::new(
+            &config.engine,
+            config.limits,
+            config.plugins.compile_cache.then_some(cache_dir.as_path()),
+        )?;
         tracing::info!(
             pool_instances = config.engine.pool_instances,
             virtual_reservation_gib = wasm.reservation_bytes() as f64 / (1u64 << 30) as f64,
@@ -46,54 +53,66 @@ impl Server {
         let reaper =
             sessions.spawn_reaper(Duration::from_secs(config.sessions.reap_interval_s.max(1)));
         let catalog = Arc::new(Catalog::new());
-        let files = loader::scan(plugins).with_context(|| {
+        let manager = PluginManager::new(plugins, wasm.clone(), catalog.clone());
+        let started = Instant::now();
+        manager.load_all().await.with_context(|| {
             format!("failed to read the plugins directory {}", plugins.display())
         })?;
-        let mut load_errors = Vec::new();
-        for file in files {
-            let result = match loader::load_file(&wasm, &file).await {
-                Ok(plugin) => {
-                    let (name, version, ms) = (
-                        plugin.name.clone(),
-                        plugin.version.clone(),
-                        plugin.compile_time.as_millis(),
-                    );
-                    let (entry, tools) = plugin.into_catalog_entry();
-                    let ids: Vec<String> = tools
-                        .iter()
-                        .map(|t| crate::tool::tool_id(&name, &t.name))
-                        .collect();
-                    catalog.register(entry, tools).map(|()| {
-                        tracing::info!(plugin = %name, version = &version[..12], compile_ms = ms as u64, tools = ?ids, "plugin loaded");
-                    }).map_err(|e| e.to_string())
-                }
-                Err(e) => Err(e.to_string()),
-            };
-            if let Err(error) = result {
-                tracing::warn!(plugin = %file.name, file = %file.wasm.display(), %error, "plugin not loaded");
-                load_errors.push((file.name.clone(), error));
-            }
-        }
+        let watcher = if config.plugins.watch {
+            let w = watch::spawn(
+                manager.clone(),
+                Duration::from_millis(config.plugins.debounce_ms),
+                Duration::from_secs(config.plugins.rescan_interval_s),
+            )
+            .with_context(|| format!("failed to watch {}", plugins.display()))?;
+            Some(w)
+        } else {
+            None
+        };
         tracing::info!(
             tools = catalog.tools().len(),
             plugins = catalog.toolkits().len(),
+            failed = manager
+                .list()
+                .iter()
+                .filter(|s| s.state == State::Failed)
+                .count(),
+            ms = started.elapsed().as_millis() as u64,
+            watching = config.plugins.watch,
             "catalog ready"
         );
         Ok(Server {
             dispatcher: Arc::new(Dispatcher::new(catalog, sessions)),
             wasm,
-            load_errors,
+            plugins: manager,
+            _watcher: watcher,
             reaper,
         })
     }
 
+    /// Plugins that failed to load, with the reason.
+    pub fn load_errors(&self) -> Vec<(String, String)> {
+        self.plugins
+            .list()
+            .into_iter()
+            .filter_map(|s| Some((s.name, s.error?)))
+            .collect()
+    }
+
     /// The HTTP API of this server.
     pub fn router(&self, config: &Config) -> axum::Router {
+        let limits = ApiLimits {
+            max_body_bytes: config.server.max_body_kb as usize * 1024,
+            max_upload_bytes: config.plugins.max_upload_mb as usize * 1024 * 1024,
+        };
         api::router(
             AppState {
                 dispatcher: self.dispatcher.clone(),
+                plugins: self.plugins.clone(),
+                admin_token: config.auth.admin_token.as_deref().map(AdminToken::new),
+                limits,
             },
-            config.server.max_body_kb as usize * 1024,
+            limits,
         )
     }
 }

@@ -53,7 +53,7 @@ async fn routes_statuses_and_session_header() {
     let server = Server::start(&config, plugins.path(), data.path())
         .await
         .unwrap();
-    assert!(server.load_errors.is_empty());
+    assert!(server.load_errors().is_empty());
     let app = server.router(&config);
 
     let (status, _, body) = send(&app, Request::get("/health").body(Body::empty()).unwrap()).await;

@@ -1,9 +1,11 @@
 //! HTTP surfaces. Each is a thin adapter over [`crate::dispatch`]; the native
 //! REST API is here now, the XAgent ToolServer protocol and MCP join it later.
 
+pub mod admin;
 pub mod body;
 pub mod error;
 pub mod native;
+pub mod plugins;
 
 use std::sync::Arc;
 
@@ -12,18 +14,35 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::Uri;
 
 use crate::dispatch::Dispatcher;
+use crate::plugins::PluginManager;
+pub use admin::AdminToken;
 use error::ApiError;
 
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct AppState {
     pub dispatcher: Arc<Dispatcher>,
+    pub plugins: Arc<PluginManager>,
+    /// Unset: the admin routes are refused.
+    pub admin_token: Option<AdminToken>,
+    pub limits: ApiLimits,
 }
 
-/// The whole HTTP API, with a body limit of `max_body_bytes`.
-pub fn router(state: AppState, max_body_bytes: usize) -> Router {
+/// Request size limits.
+#[derive(Debug, Clone, Copy)]
+pub struct ApiLimits {
+    /// Any JSON request body.
+    pub max_body_bytes: usize,
+    /// A component uploaded to `PUT /plugins/{name}`.
+    pub max_upload_bytes: usize,
+}
+
+/// The whole HTTP API.
+pub fn router(state: AppState, limits: ApiLimits) -> Router {
+    let max_body_bytes = limits.max_body_bytes;
     Router::new()
         .merge(native::routes())
+        .merge(plugins::routes(limits.max_upload_bytes))
         .fallback(
             |uri: Uri| async move { ApiError::not_found(format!("no route for {}", uri.path())) },
         )

@@ -24,6 +24,8 @@ use crate::tool::{CallError, Content, LimitOverrides};
 
 /// Header carrying the session id, both ways.
 pub const SESSION_HEADER: &str = "x-toolhost-session";
+/// Response header: the version (content hash) of the plugin that ran the call.
+pub const VERSION_HEADER: &str = "x-toolhost-plugin-version";
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -161,7 +163,13 @@ async fn invoke(
             .dispatch(&session, &id, params, options)
             .await
         {
-            Ok(out) => Json(success_body(&out)).into_response(),
+            Ok(out) => {
+                let mut r = Json(success_body(&out)).into_response();
+                if let Ok(v) = HeaderValue::from_str(&out.version) {
+                    r.headers_mut().insert(VERSION_HEADER, v);
+                }
+                r
+            }
             Err(e) => ApiError::from(e).into_response(),
         }
     };
@@ -226,6 +234,7 @@ pub fn success_body(out: &CallOutput) -> Value {
         "content": out.content.iter().map(content_json).collect::<Vec<_>>(),
         "error": null,
         "elapsed_ms": out.elapsed.as_secs_f64() * 1000.0,
+        "version": out.version,
     })
 }
 

@@ -3,21 +3,25 @@
 //! instance per call (see [`toolkit`]).
 
 mod bindings;
+pub mod cache;
 mod engine;
 pub mod loader;
 pub mod manifest;
 mod state;
 mod toolkit;
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use tokio::sync::Semaphore;
 use wasmtime::Engine;
 use wasmtime::component::{Component, HasSelf, Linker};
 
 pub use bindings::WIT_VERSION;
 use bindings::{Plugin, PluginPre, TOOLKIT_EXPORT, TOOLKIT_EXPORT_PREFIX};
+pub use cache::{CompileCache, Origin};
 use manifest::Manifest;
 use state::{CallState, PluginContext};
 pub use toolkit::WasmToolkit;
@@ -71,7 +75,10 @@ pub struct LoadedPlugin {
     pub limits: Limits,
     pub tools: Vec<ToolDescriptor>,
     pub toolkit: Arc<WasmToolkit>,
+    /// Time to compile the component, or to load it from the compile cache.
     pub compile_time: Duration,
+    /// Whether it came from the compile cache.
+    pub origin: Origin,
 }
 
 impl LoadedPlugin {
@@ -96,12 +103,21 @@ pub struct WasmBackend {
     defaults: Limits,
     max_memory_mb: u32,
     reservation: u64,
+    /// The compiled-component cache, when the server has a data directory.
+    cache: Option<CompileCache>,
+    /// Compilations running at once (each also uses cranelift's own threads).
+    compile_slots: Semaphore,
     _ticker: engine::EpochTicker,
 }
 
 impl WasmBackend {
-    /// The engine and linker, with `defaults` for plugins whose manifest sets no limits.
-    pub fn new(cfg: &EngineConfig, defaults: Limits) -> anyhow::Result<Arc<Self>> {
+    /// The engine and linker, with `defaults` for plugins whose manifest sets
+    /// no limits, and a compile cache in `cache_dir` if given.
+    pub fn new(
+        cfg: &EngineConfig,
+        defaults: Limits,
+        cache_dir: Option<&Path>,
+    ) -> anyhow::Result<Arc<Self>> {
         let (engine, reservation) = engine::build(cfg)
             .map_err(|e| anyhow::anyhow!("failed to build the wasm engine: {e:#}"))?;
         let mut linker = Linker::new(&engine);
@@ -110,14 +126,29 @@ impl WasmBackend {
         Plugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s)
             .map_err(|e| anyhow::anyhow!("{e:#}"))?;
         let ticker = engine::EpochTicker::start(&engine, Duration::from_millis(cfg.epoch_tick_ms));
+        let cache = cache_dir
+            .map(|dir| {
+                CompileCache::open(dir, &engine).map_err(|e| {
+                    anyhow::anyhow!("failed to open the compile cache {}: {e}", dir.display())
+                })
+            })
+            .transpose()?;
+        let parallel = std::thread::available_parallelism().map_or(2, |n| n.get());
         Ok(Arc::new(WasmBackend {
             engine,
             linker,
             defaults,
             max_memory_mb: cfg.max_memory_mb,
             reservation,
+            cache,
+            compile_slots: Semaphore::new(parallel),
             _ticker: ticker,
         }))
+    }
+
+    /// The compile cache, if any.
+    pub fn cache(&self) -> Option<&CompileCache> {
+        self.cache.as_ref()
     }
 
     /// Virtual address space the instance pool reserves, bytes.
@@ -147,11 +178,7 @@ impl WasmBackend {
         let version = loader::content_hash(&bytes);
 
         let started = Instant::now();
-        let engine = self.engine.clone();
-        let component = tokio::task::spawn_blocking(move || Component::new(&engine, &bytes))
-            .await
-            .map_err(|e| LoadError::Compile(format!("the compile task failed: {e}")))?
-            .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+        let (component, origin) = self.compile(bytes, &version).await?;
         let compile_time = started.elapsed();
 
         self.check_exports(&component)?;
@@ -179,7 +206,38 @@ impl WasmBackend {
             tools,
             toolkit,
             compile_time,
+            origin,
         })
+    }
+
+    /// The component from the cache, else compiled on the blocking pool (at
+    /// most `compile_slots` at once) and stored in the cache.
+    async fn compile(
+        &self,
+        bytes: Vec<u8>,
+        version: &str,
+    ) -> Result<(Component, Origin), LoadError> {
+        let _slot = self
+            .compile_slots
+            .acquire()
+            .await
+            .map_err(|_| LoadError::Compile("the engine is shutting down".into()))?;
+        let engine = self.engine.clone();
+        let cache = self.cache.clone();
+        let hash = version.to_owned();
+        tokio::task::spawn_blocking(move || {
+            if let Some(component) = cache.as_ref().and_then(|c| c.get(&engine, &hash)) {
+                return Ok((component, Origin::Cached));
+            }
+            let component = Component::new(&engine, &bytes)
+                .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+            if let Some(cache) = &cache {
+                cache.put(&hash, &component);
+            }
+            Ok((component, Origin::Compiled))
+        })
+        .await
+        .map_err(|e| LoadError::Compile(format!("the compile task failed: {e}")))?
     }
 
     /// The toolkit export must be there, in the version this host speaks.

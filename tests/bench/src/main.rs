@@ -6,9 +6,16 @@
 //!    (median, p99; one connection, sequential), then requests/s of invoke vs
 //!    a bare `GET /health` with the same connections and duration.
 //!
+//! 3. Hot loading (see [`hotload`]): swap latency and cold start with 20
+//!    plugins, compile cache cold vs warm.
+//!
+//! `toolhost-bench [invoke|hotload]` runs one part; no argument runs both.
 //! Bounded: each load phase runs `BENCH_SECONDS` (default 10) and only targets
 //! 127.0.0.1. Settings: BENCH_SECONDS, BENCH_CONNECTIONS (50), BENCH_SAMPLES
-//! (5000), BENCH_CONFIG (a server config file, to compare engine settings).
+//! (5000), BENCH_SWAPS (20), BENCH_CONFIG (a server config file, to compare
+//! engine settings).
+
+mod hotload;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -49,6 +56,10 @@ async fn main() -> anyhow::Result<()> {
         plugins.join("calc.wasm").is_file(),
         "run `make plugins` first"
     );
+    let part = std::env::args().nth(1).unwrap_or_default();
+    if part == "hotload" {
+        return hotload::run(&plugins, env_num("BENCH_SWAPS", 20) as usize).await;
+    }
 
     println!("== in-process dispatch of calc_evaluate (no HTTP) ==");
     in_process(&plugins, samples).await?;
@@ -69,6 +80,9 @@ async fn main() -> anyhow::Result<()> {
     println!("POST calc_evaluate/invoke: {invoke:>9.0} req/s");
     println!("ratio invoke / health:     {:>9.2}", invoke / health);
     drop(server);
+    if part.is_empty() {
+        hotload::run(&plugins, env_num("BENCH_SWAPS", 20) as usize).await?;
+    }
     Ok(())
 }
 
@@ -109,7 +123,7 @@ async fn in_process(plugins: &Path, samples: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn percentiles(times: &mut [Duration]) -> (f64, f64, f64, f64) {
+pub(crate) fn percentiles(times: &mut [Duration]) -> (f64, f64, f64, f64) {
     times.sort();
     let at = |q: f64| {
         times[((times.len() as f64 * q) as usize).min(times.len() - 1)].as_secs_f64() * 1e6
@@ -212,11 +226,20 @@ async fn load(
 struct ServerProcess {
     child: Child,
     addr: String,
-    _data: tempfile::TempDir,
+    _data: Option<tempfile::TempDir>,
 }
 
 impl ServerProcess {
     fn start(plugins: &Path) -> anyhow::Result<Self> {
+        let data = tempfile::tempdir()?;
+        let mut server = Self::start_in(plugins, data.path())?;
+        server._data = Some(data);
+        Ok(server)
+    }
+
+    /// Start on `plugins` with data directory `data`; returns once the server
+    /// accepts connections (after loading every plugin).
+    fn start_in(plugins: &Path, data: &Path) -> anyhow::Result<Self> {
         let bin = root().join("target/release/toolhost");
         anyhow::ensure!(
             bin.is_file(),
@@ -226,7 +249,6 @@ impl ServerProcess {
             .local_addr()?
             .port();
         let addr = format!("127.0.0.1:{port}");
-        let data = tempfile::tempdir()?;
         let mut cmd = Command::new(&bin);
         if let Some(config) = std::env::var_os("BENCH_CONFIG") {
             cmd.arg("serve").arg("--config").arg(config);
@@ -238,12 +260,12 @@ impl ServerProcess {
             .arg("--plugins")
             .arg(plugins)
             .arg("--data")
-            .arg(data.path())
+            .arg(data)
             .env("TOOLHOST_LOG", "warn")
             .stdout(Stdio::null())
             .spawn()
             .context("failed to start toolhost")?;
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + Duration::from_secs(300);
         while std::net::TcpStream::connect(&addr).is_err() {
             anyhow::ensure!(Instant::now() < deadline, "the server did not start");
             std::thread::sleep(Duration::from_millis(50));
@@ -251,9 +273,44 @@ impl ServerProcess {
         Ok(ServerProcess {
             child,
             addr,
-            _data: data,
+            _data: None,
         })
     }
+
+    /// How many tools `GET /tools` lists.
+    async fn tool_count(&self) -> anyhow::Result<usize> {
+        let mut sender = connect(&self.addr).await?;
+        let req = Request::get("/tools")
+            .header("host", &self.addr)
+            .body(Full::new(Bytes::new()))?;
+        let resp = sender.send_request(req).await?;
+        let body = resp.into_body().collect().await?.to_bytes();
+        let v: serde_json::Value = serde_json::from_slice(&body)?;
+        Ok(v["tools"].as_array().map_or(0, Vec::len))
+    }
+}
+
+/// POST `body` to `path` on a new connection; the version header of a
+/// successful answer.
+pub(crate) async fn request_version(
+    addr: &str,
+    path: &str,
+    body: &'static str,
+) -> anyhow::Result<Option<String>> {
+    let mut sender = connect(addr).await?;
+    let req = Request::post(path)
+        .header("host", addr)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from_static(body.as_bytes())))?;
+    let resp = sender.send_request(req).await?;
+    let version = resp
+        .headers()
+        .get("x-toolhost-plugin-version")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let ok = resp.status().is_success();
+    let _ = resp.into_body().collect().await?;
+    Ok(version.filter(|_| ok))
 }
 
 impl Drop for ServerProcess {

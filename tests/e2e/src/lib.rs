@@ -95,7 +95,9 @@ pub struct Server {
     pub base: String,
     pub data: tempfile::TempDir,
     log: PathBuf,
-    _plugins: PluginsDir,
+    plugins: PluginsDir,
+    config: Option<String>,
+    env: Vec<(String, String)>,
     http: reqwest::blocking::Client,
 }
 
@@ -107,36 +109,59 @@ impl Server {
 
     /// Start with a config file's text.
     pub fn start_with(plugins: PluginsDir, config: Option<&str>) -> anyhow::Result<Server> {
+        Self::start_env(plugins, config, &[])
+    }
+
+    /// Start with a config file's text and extra environment variables.
+    pub fn start_env(
+        plugins: PluginsDir,
+        config: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Server> {
         let data = tempfile::tempdir()?;
-        let port = free_port()?;
-        let log = data.path().join("server.log");
-        let mut cmd = Command::new(binary());
-        cmd.args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-            .arg("--plugins")
-            .arg(plugins.path())
-            .arg("--data")
-            .arg(data.path().join("data"))
-            .env("TOOLHOST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log)?);
-        if let Some(text) = config {
-            let path = data.path().join("toolhost.toml");
-            std::fs::write(&path, text)?;
-            cmd.arg("--config").arg(path);
-        }
-        let child = cmd.spawn().context("failed to start toolhost")?;
+        let (child, base, log) = spawn(plugins.path(), data.path(), config, env)?;
         let mut server = Server {
             child,
-            base: format!("http://127.0.0.1:{port}"),
+            base,
             data,
             log,
-            _plugins: plugins,
+            plugins,
+            config: config.map(str::to_owned),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             http: reqwest::blocking::Client::builder()
                 .timeout(Duration::from_secs(60))
                 .build()?,
         };
         server.wait_ready()?;
         Ok(server)
+    }
+
+    /// Kill the server and start it again on the same plugins and data
+    /// directories (a new port, a fresh log).
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let (child, base, log) = spawn(
+            self.plugins.path(),
+            self.data.path(),
+            self.config.as_deref(),
+            &env,
+        )?;
+        (self.child, self.base, self.log) = (child, base, log);
+        self.wait_ready()
+    }
+
+    /// The plugins directory the server watches.
+    pub fn plugins_dir(&self) -> &Path {
+        self.plugins.path()
     }
 
     fn wait_ready(&mut self) -> anyhow::Result<()> {
@@ -213,6 +238,36 @@ impl Server {
     }
 }
 
+impl Server {
+    /// GET /plugins/{name} -> its status, if listed.
+    pub fn plugin(&self, name: &str) -> Option<Value> {
+        let (status, body) = self.get(&format!("/plugins/{name}"));
+        (status == 200).then_some(body)
+    }
+
+    /// Wait until plugin `name` serves `version` (and is ready).
+    pub fn wait_version(&self, name: &str, version: &str) -> bool {
+        wait_for(Duration::from_secs(20), || {
+            self.plugin(name)
+                .filter(|p| p["state"] == "ready" && p["version"] == version)
+        })
+        .is_some()
+    }
+
+    /// Ids of the tools listed by GET /tools.
+    pub fn tool_ids(&self) -> Vec<String> {
+        let (_, body) = self.get("/tools");
+        body["tools"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|t| t["tool_id"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -220,6 +275,91 @@ impl Drop for Server {
         if std::thread::panicking() {
             eprintln!("--- toolhost log ---\n{}", self.log());
         }
+    }
+}
+
+/// Start the binary on a free port: (child, base URL, log path).
+fn spawn(
+    plugins: &Path,
+    data: &Path,
+    config: Option<&str>,
+    env: &[(&str, &str)],
+) -> anyhow::Result<(Child, String, PathBuf)> {
+    let port = free_port()?;
+    let log = data.join(format!("server-{port}.log"));
+    let mut cmd = Command::new(binary());
+    cmd.args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .arg("--plugins")
+        .arg(plugins)
+        .arg("--data")
+        .arg(data.join("data"))
+        .env("TOOLHOST_LOG", "info")
+        .env_remove("TOOLHOST_ADMIN_TOKEN")
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log)?);
+    if let Some(text) = config {
+        let path = data.join("toolhost.toml");
+        std::fs::write(&path, text)?;
+        cmd.arg("--config").arg(path);
+    }
+    let child = cmd.spawn().context("failed to start toolhost")?;
+    Ok((child, format!("http://127.0.0.1:{port}"), log))
+}
+
+/// `component` with a custom section `toolhost-test` holding `tag` appended:
+/// the same code under a different content hash (a new plugin version).
+pub fn tagged(component: &[u8], tag: &str) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let name = b"toolhost-test";
+    let mut payload = Vec::new();
+    leb(name.len(), &mut payload);
+    payload.extend_from_slice(name);
+    payload.extend_from_slice(tag.as_bytes());
+    let mut out = component.to_vec();
+    out.push(0); // custom section id
+    leb(payload.len(), &mut out);
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// Hex SHA-256, as the server names plugin versions.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Write `bytes` to `path` the recommended way: a temporary file, then a rename.
+pub fn write_then_rename(path: &Path, bytes: &[u8]) {
+    let tmp = path.with_extension("part");
+    std::fs::write(&tmp, bytes).expect("write");
+    std::fs::rename(&tmp, path).expect("rename");
+}
+
+/// Poll `check` every 10 ms until it returns some value or `limit` passes.
+pub fn wait_for<T>(limit: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = check() {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

@@ -1,0 +1,96 @@
+//! The admin token: who may change the plugins directory through the API.
+
+use axum::http::{HeaderMap, StatusCode, header};
+use sha2::{Digest, Sha256};
+
+use super::error::ApiError;
+
+/// The configured admin token, kept as a digest so checks take the same time
+/// whatever the presented token looks like.
+#[derive(Clone)]
+pub struct AdminToken([u8; 32]);
+
+impl AdminToken {
+    pub fn new(token: &str) -> Self {
+        AdminToken(Sha256::digest(token.as_bytes()).into())
+    }
+
+    /// Constant-time comparison of digests (no early exit, no length leak).
+    fn matches(&self, presented: &str) -> bool {
+        let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        digest
+            .iter()
+            .zip(self.0.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    }
+}
+
+/// Allow an admin request: a token must be configured and presented as
+/// `Authorization: Bearer <token>`.
+pub fn check(token: Option<&AdminToken>, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(token) = token else {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "the admin API is disabled: start the server with an admin token \
+             (TOOLHOST_ADMIN_TOKEN or [auth] admin_token)",
+        ));
+    };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    match presented {
+        Some(p) if token.matches(p) => Ok(()),
+        Some(_) => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "wrong admin token",
+        )),
+        None => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "this route needs `Authorization: Bearer <admin token>`",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn with_auth(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, HeaderValue::from_str(v).unwrap());
+        h
+    }
+
+    #[test]
+    fn tokens() {
+        let t = AdminToken::new("s3cret-s3cret-s3cret");
+        assert_eq!(
+            check(None, &with_auth("Bearer x")).unwrap_err().status,
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            check(Some(&t), &HeaderMap::new()).unwrap_err().status,
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            check(Some(&t), &with_auth("Bearer s3cret"))
+                .unwrap_err()
+                .status,
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            check(Some(&t), &with_auth("Basic s3cret-s3cret-s3cret"))
+                .unwrap_err()
+                .status,
+            StatusCode::UNAUTHORIZED
+        );
+        assert!(check(Some(&t), &with_auth("Bearer s3cret-s3cret-s3cret")).is_ok());
+    }
+}

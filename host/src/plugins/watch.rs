@@ -1,0 +1,124 @@
+//! Hot loading: watch the plugins directory and reconcile what changed.
+//!
+//! inotify (through `notify`) reports each write, close, rename and delete.
+//! Events are grouped per plugin and a plugin is reconciled once its files
+//! have been quiet for the debounce interval, so a `cp` that writes in many
+//! chunks, or a manifest and a component renamed into place one after the
+//! other, load once, complete. A half-written file that happens to be read
+//! anyway just fails to load ("not yet valid") and is loaded again when the
+//! write's last events arrive. A periodic rescan catches anything the kernel
+//! dropped (an inotify queue overflow).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::{PluginManager, plugin_name_of};
+
+/// What the notify thread tells the reconcile loop.
+enum Signal {
+    Paths(Vec<PathBuf>),
+    /// Events may have been lost: look at everything.
+    Rescan,
+}
+
+/// The running watcher; dropping it stops watching.
+pub struct DirWatcher {
+    _watcher: notify::RecommendedWatcher,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for DirWatcher {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Watch `manager`'s directory; reconcile a plugin `debounce` after its last
+/// event, and every plugin every `rescan` (zero: never).
+pub fn spawn(
+    manager: Arc<PluginManager>,
+    debounce: Duration,
+    rescan: Duration,
+) -> notify::Result<DirWatcher> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let signal = match event {
+            Ok(e) if e.need_rescan() => Signal::Rescan,
+            Ok(e) => Signal::Paths(e.paths),
+            Err(e) => {
+                tracing::warn!(error = %e, "plugins directory watch error; rescanning");
+                Signal::Rescan
+            }
+        };
+        let _ = tx.send(signal);
+    })?;
+    watcher.watch(manager.dir(), RecursiveMode::NonRecursive)?;
+    let task = tokio::spawn(run(manager, rx, debounce, rescan));
+    Ok(DirWatcher {
+        _watcher: watcher,
+        task,
+    })
+}
+
+async fn run(
+    manager: Arc<PluginManager>,
+    mut rx: mpsc::UnboundedReceiver<Signal>,
+    debounce: Duration,
+    rescan: Duration,
+) {
+    // Plugin name -> when to reconcile it (pushed back by every new event).
+    let mut pending: HashMap<String, Instant> = HashMap::new();
+    let far = Duration::from_secs(24 * 3600);
+    let mut next_rescan = Instant::now() + if rescan.is_zero() { far } else { rescan };
+    loop {
+        let next_due = pending.values().min().copied();
+        let wake = next_due.map_or(next_rescan, |d| d.min(next_rescan));
+        tokio::select! {
+            signal = rx.recv() => match signal {
+                None => return,
+                Some(Signal::Paths(paths)) => {
+                    let due = Instant::now() + debounce;
+                    for name in paths.iter().filter_map(|p| plugin_name_of(p)) {
+                        pending.insert(name, due);
+                    }
+                }
+                Some(Signal::Rescan) => next_rescan = Instant::now(),
+            },
+            _ = tokio::time::sleep_until(wake) => {
+                let now = Instant::now();
+                let due: Vec<String> = pending
+                    .iter()
+                    .filter(|(_, at)| **at <= now)
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                for name in due {
+                    pending.remove(&name);
+                    let manager = manager.clone();
+                    tokio::spawn(async move { manager.reconcile(&name).await });
+                }
+                if next_rescan <= now {
+                    next_rescan = now + if rescan.is_zero() { far } else { rescan };
+                    let manager = manager.clone();
+                    tokio::spawn(async move { manager.reconcile_all().await });
+                }
+            }
+        }
+    }
+}
+
+impl PluginManager {
+    /// Reconcile every plugin on disk or loaded (a full rescan).
+    pub async fn reconcile_all(self: &Arc<Self>) {
+        let mut names = self.names_on_disk().unwrap_or_default();
+        names.extend(self.list().into_iter().map(|s| s.name));
+        names.sort();
+        names.dedup();
+        futures::future::join_all(names.iter().map(|n| self.reconcile(n))).await;
+    }
+}
