@@ -9,20 +9,27 @@ WASM_OUT     := target/$(WASM_TARGET)/plugin
 PLUGINS      := calc files
 FIXTURES     := hostile wrong-version
 GUESTS       := $(PLUGINS) $(FIXTURES)
+# Docker toolkits (a folder each: manifest + in-container driver).
+TOOLKITS     := shell notebook browser
 
-.PHONY: run test plugins fixtures guests wasm-target build lint bench clean
+.PHONY: run test plugins fixtures guests wasm-target build lint bench clean docker node-image driver-test
 
-## Serve the example plugins on $(BIND) (release build).
+## Serve the example plugins on $(BIND) (release build). The heavy tools need the
+## Docker engine and the node image: built here when missing (once, ~7 min);
+## without them the server still serves the wasm tools.
 run: plugins
+	@$(MAKE) --no-print-directory node-image || echo "warning: no Docker engine or node image: shell/notebook/browser tools will answer 503"
 	$(CARGO) run --release -p toolhost -- serve --bind $(BIND) --plugins target/plugins --data target/data
 
-## Everything: format check, clippy (host and guests), unit, router and end-to-end tests.
-test: wasm-target plugins fixtures
+## Everything: format check, clippy (host and guests), unit, router and end-to-end
+## tests, with the Docker engine started and the node image built when missing.
+test: wasm-target plugins fixtures node-image
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --target $(WASM_TARGET) $(GUESTS:%=-p %) -p toolhost-sdk -- -D warnings
 	$(CARGO) build -p toolhost
 	$(CARGO) test --workspace
+	python3 plugins/node/test_drivers.py
 
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
@@ -37,6 +44,10 @@ plugins: guests
 	  cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm target/plugins/$$p.wasm && \
 	  cp plugins/$$p/$$p.toml target/plugins/$$p.toml || exit 1; \
 	done
+	@for t in $(TOOLKITS); do \
+	  mkdir -p target/plugins/$$t && \
+	  cp plugins/$$t/$$t.toml plugins/$$t/driver.py target/plugins/$$t/ || exit 1; \
+	done
 	@ls -l target/plugins
 
 ## Test fixtures into target/fixtures/ (kept out of the served examples).
@@ -49,6 +60,19 @@ fixtures: guests
 
 build:
 	$(CARGO) build --release -p toolhost
+
+## Start the Docker engine when none answers (installs docker.io if needed).
+docker:
+	plugins/node/ensure-docker.sh
+
+## The node image toolhost-node:latest (debootstrap + docker import; skipped
+## when the image of the current recipe exists).
+node-image: docker
+	plugins/node/build-image.sh
+
+## Driver-level tests: each in-container driver in the real image, over stdio.
+driver-test: node-image
+	python3 plugins/node/test_drivers.py
 
 ## Benchmarks (release build, loopback only, bounded in time).
 bench: plugins build

@@ -264,9 +264,19 @@ impl Catalog {
 
     /// Remove toolkit `name` and its tools. Returns whether it was there.
     pub fn remove(&self, name: &str) -> bool {
+        self.remove_if(name, |_| true)
+    }
+
+    /// Remove toolkit `name` if it runs on `backend` (a wasm plugin's file
+    /// going away never unloads a Docker toolkit of the same name).
+    pub fn remove_backend(&self, name: &str, backend: &str) -> bool {
+        self.remove_if(name, |t| t.toolkit.backend() == backend)
+    }
+
+    fn remove_if(&self, name: &str, keep_going: impl Fn(&ToolkitEntry) -> bool) -> bool {
         let _guard = self.write.lock().unwrap_or_else(|e| e.into_inner());
         let current = self.snapshot.load();
-        if !current.toolkits.contains_key(name) {
+        if !current.toolkits.get(name).is_some_and(|t| keep_going(t)) {
             return false;
         }
         let mut next = Snapshot {
@@ -410,6 +420,12 @@ mod tests {
             c.register(other, vec![tool("run")]),
             Err(CatalogError::NameTaken { .. })
         ));
+        assert!(
+            !c.remove_backend("shell", "other"),
+            "only its own backend's"
+        );
+        assert!(c.get("shell_run").is_some());
+        assert!(c.remove_backend("shell", "test"));
     }
 
     #[test]

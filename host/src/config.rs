@@ -19,6 +19,23 @@ pub struct Config {
     pub engine: EngineConfig,
     pub plugins: PluginsConfig,
     pub auth: AuthConfig,
+    pub docker: DockerConfig,
+}
+
+/// The Docker backend (heavy tools in containers).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DockerConfig {
+    /// Register the Docker toolkits of the plugins directory (folders
+    /// `<name>/<name>.toml`). Without a reachable engine they are listed and
+    /// answer `backend_unavailable` until it is back.
+    pub enabled: bool,
+}
+
+impl Default for DockerConfig {
+    fn default() -> Self {
+        DockerConfig { enabled: true }
+    }
 }
 
 /// The plugins directory: hot loading and the admin API.

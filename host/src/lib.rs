@@ -5,8 +5,8 @@
 //! - [`api`]: axum routers (native REST now; XAgent and MCP adapters later),
 //!   thin adapters over dispatch.
 //! - [`dispatch`]: the one entry point `(session, tool id, input) -> result`.
-//! - backends: [`wasm`] (components in-process); Docker nodes plug in as a peer
-//!   through [`catalog::Toolkit`].
+//! - backends: [`wasm`] (components in-process) and [`docker`] (heavy tools in
+//!   containers), peers behind [`catalog::Toolkit`].
 //! - [`plugins`]: the plugins directory kept in step with the catalog (hot
 //!   loading, compile cache, admin uploads).
 //! - [`catalog`] and [`sessions`]: the registry of tools and the per-session
@@ -16,6 +16,7 @@ pub mod api;
 pub mod catalog;
 pub mod config;
 pub mod dispatch;
+pub mod docker;
 pub mod plugins;
 pub mod server;
 pub mod sessions;

@@ -108,7 +108,9 @@ async fn serve(
         .await
         .with_context(|| format!("failed to listen on {}", config.server.bind))?;
     tracing::info!(addr = %listener.local_addr()?, "toolhost listening");
-    server::serve(listener, server.router(&config)).await
+    let served = server::serve(listener, server.router(&config)).await;
+    server.shutdown().await;
+    served
 }
 
 /// Load `component` as a plugin named after its file, with its manifest if any.

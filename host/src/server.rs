@@ -11,6 +11,7 @@ use crate::api::{self, AdminToken, ApiLimits, AppState};
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
+use crate::docker::DockerBackend;
 use crate::plugins::{PluginManager, State, watch};
 use crate::sessions::Sessions;
 use crate::wasm::WasmBackend;
@@ -19,14 +20,19 @@ use crate::wasm::WasmBackend;
 pub struct Server {
     pub dispatcher: Arc<Dispatcher>,
     pub wasm: Arc<WasmBackend>,
+    pub docker: Option<Arc<DockerBackend>>,
     pub plugins: Arc<PluginManager>,
+    /// Docker toolkit folders that could not be registered, with the reason.
+    pub toolkit_errors: Vec<(String, String)>,
     _watcher: Option<watch::DirWatcher>,
-    reaper: tokio::task::JoinHandle<()>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.reaper.abort();
+        for t in &self.tasks {
+            t.abort();
+        }
     }
 }
 
@@ -53,6 +59,16 @@ impl Server {
         let reaper =
             sessions.spawn_reaper(Duration::from_secs(config.sessions.reap_interval_s.max(1)));
         let catalog = Arc::new(Catalog::new());
+        let mut tasks = vec![reaper];
+        // Docker toolkits first: a wasm plugin cannot take their names.
+        let (docker, toolkit_errors) = if config.docker.enabled {
+            let docker = DockerBackend::new(data, sessions.clone());
+            let errors = docker.register_toolkits(plugins, &catalog);
+            tasks.push(docker.start());
+            (Some(docker), errors)
+        } else {
+            (None, Vec::new())
+        };
         let manager = PluginManager::new(plugins, wasm.clone(), catalog.clone());
         let started = Instant::now();
         manager.load_all().await.with_context(|| {
@@ -84,10 +100,19 @@ impl Server {
         Ok(Server {
             dispatcher: Arc::new(Dispatcher::new(catalog, sessions)),
             wasm,
+            docker,
             plugins: manager,
+            toolkit_errors,
             _watcher: watcher,
-            reaper,
+            tasks,
         })
+    }
+
+    /// Release what outlives the process otherwise: the Docker nodes.
+    pub async fn shutdown(&self) {
+        if let Some(docker) = &self.docker {
+            docker.shutdown().await;
+        }
     }
 
     /// Plugins that failed to load, with the reason.

@@ -185,6 +185,10 @@ pub enum CallError {
     /// No capacity now; retry later.
     #[error("{0}")]
     Overloaded(String),
+    /// The backend that runs the tool is not available (the Docker engine is
+    /// down, the node image is missing ...); retry when it is back.
+    #[error("{0}")]
+    BackendUnavailable(String),
     /// The host itself failed (not the tool, not the caller).
     #[error("internal error: {0}")]
     Internal(String),
@@ -210,6 +214,7 @@ impl CallError {
             CallError::Trap(_) => ErrorKind::Trap,
             CallError::OutputTooLarge { .. } => ErrorKind::OutputTooLarge,
             CallError::Overloaded(_) => ErrorKind::Overloaded,
+            CallError::BackendUnavailable(_) => ErrorKind::BackendUnavailable,
             CallError::Internal(_) => ErrorKind::Internal,
         }
     }
@@ -228,6 +233,7 @@ pub enum ErrorKind {
     Trap,
     OutputTooLarge,
     Overloaded,
+    BackendUnavailable,
     Internal,
 }
 
@@ -243,6 +249,7 @@ impl ErrorKind {
             ErrorKind::Trap => "trap",
             ErrorKind::OutputTooLarge => "output_too_large",
             ErrorKind::Overloaded => "overloaded",
+            ErrorKind::BackendUnavailable => "backend_unavailable",
             ErrorKind::Internal => "internal",
         }
     }

@@ -51,6 +51,7 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::InvalidInput => StatusCode::UNPROCESSABLE_ENTITY,
         ErrorKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
         ErrorKind::Overloaded => StatusCode::TOO_MANY_REQUESTS,
+        ErrorKind::BackendUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorKind::ToolError
         | ErrorKind::OutOfFuel
         | ErrorKind::OutOfMemory
@@ -86,7 +87,9 @@ impl From<CallError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.status, Json(self.body())).into_response();
-        if self.status == StatusCode::TOO_MANY_REQUESTS {
+        if self.status == StatusCode::TOO_MANY_REQUESTS
+            || self.status == StatusCode::SERVICE_UNAVAILABLE
+        {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

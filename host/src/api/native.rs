@@ -34,6 +34,7 @@ pub fn routes() -> Router<AppState> {
         .route("/tools/{id}", routing::get(describe_tool))
         .route("/tools/{id}/schema", routing::get(tool_schema))
         .route("/tools/{id}/invoke", routing::post(invoke))
+        .route("/sessions/{id}", routing::delete(close_session))
 }
 
 async fn health() -> Json<Value> {
@@ -177,6 +178,21 @@ async fn invoke(
         .headers_mut()
         .insert(SESSION_HEADER, session_header);
     response
+}
+
+/// Close a session: its workspace is deleted and its Docker nodes removed
+/// (by the node monitor, within seconds).
+async fn close_session(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    match state.dispatcher.sessions().close(&id) {
+        Ok(true) => Ok(Json(json!({ "closed": id }))),
+        Ok(false) => Err(ApiError::not_found(format!("no session `{id}`"))),
+        Err(e) => {
+            Err(CallError::Internal(format!("cannot delete the workspace of `{id}`: {e}")).into())
+        }
+    }
 }
 
 /// Stream `progress` events while the call runs, then one `result` (or

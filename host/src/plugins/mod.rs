@@ -321,7 +321,7 @@ impl PluginManager {
     }
 
     fn unload(&self, name: &str, why: &str) {
-        let removed = self.catalog.remove(name);
+        let removed = self.catalog.remove_backend(name, "wasm");
         let old = self.lock_status().remove(name);
         if removed || old.is_some() {
             let version = old.and_then(|s| s.version);

@@ -9,13 +9,17 @@
 //! 3. Hot loading (see [`hotload`]): swap latency and cold start with 20
 //!    plugins, compile cache cold vs warm.
 //!
-//! `toolhost-bench [invoke|hotload]` runs one part; no argument runs both.
+//! 4. Docker nodes (see [`nodes`]): first shell call (hot pool / cold), shell
+//!    round trip, notebook cell, browser open.
+//!
+//! `toolhost-bench [invoke|hotload|nodes]` runs one part; no argument runs all.
 //! Bounded: each load phase runs `BENCH_SECONDS` (default 10) and only targets
 //! 127.0.0.1. Settings: BENCH_SECONDS, BENCH_CONNECTIONS (50), BENCH_SAMPLES
 //! (5000), BENCH_SWAPS (20), BENCH_CONFIG (a server config file, to compare
 //! engine settings).
 
 mod hotload;
+mod nodes;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -60,6 +64,9 @@ async fn main() -> anyhow::Result<()> {
     if part == "hotload" {
         return hotload::run(&plugins, env_num("BENCH_SWAPS", 20) as usize).await;
     }
+    if part == "nodes" {
+        return nodes::run(&plugins).await;
+    }
 
     println!("== in-process dispatch of calc_evaluate (no HTTP) ==");
     in_process(&plugins, samples).await?;
@@ -82,6 +89,7 @@ async fn main() -> anyhow::Result<()> {
     drop(server);
     if part.is_empty() {
         hotload::run(&plugins, env_num("BENCH_SWAPS", 20) as usize).await?;
+        nodes::run(&plugins).await?;
     }
     Ok(())
 }
@@ -290,6 +298,29 @@ impl ServerProcess {
     }
 }
 
+/// POST a JSON `body` to `path` in `session` on a new connection; fails
+/// unless the answer is a success.
+pub(crate) async fn post_json(
+    addr: &str,
+    path: &str,
+    session: &str,
+    body: String,
+) -> anyhow::Result<serde_json::Value> {
+    let mut sender = connect(addr).await?;
+    let req = Request::post(path)
+        .header("host", addr)
+        .header("content-type", "application/json")
+        .header("x-toolhost-session", session)
+        .body(Full::new(Bytes::from(body)))?;
+    let resp = sender.send_request(req).await?;
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await?.to_bytes();
+    if !status.is_success() {
+        bail!("{path}: {status}: {}", String::from_utf8_lossy(&bytes));
+    }
+    Ok(serde_json::from_slice(&bytes)?)
+}
+
 /// POST `body` to `path` on a new connection; the version header of a
 /// successful answer.
 pub(crate) async fn request_version(
@@ -315,7 +346,7 @@ pub(crate) async fn request_version(
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // Graceful: the server removes its Docker nodes on SIGTERM.
+        toolhost_e2e::stop_gracefully(&mut self.child, Duration::from_secs(15));
     }
 }

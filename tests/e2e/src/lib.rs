@@ -76,6 +76,33 @@ impl PluginsDir {
         self
     }
 
+    /// Copy the Docker toolkit `plugins/<name>/` (manifest + driver) in as a
+    /// folder, its manifest passed through `edit` (e.g. to set `network`).
+    pub fn add_toolkit_with(self, name: &str, edit: impl Fn(String) -> String) -> Self {
+        let src = repo_root().join("plugins").join(name);
+        let dst = self.path().join(name);
+        std::fs::create_dir_all(&dst).expect("toolkit dir");
+        for entry in std::fs::read_dir(&src).expect("toolkit source") {
+            let path = entry.expect("entry").path();
+            let file = path.file_name().unwrap().to_owned();
+            if path.extension().is_some_and(|e| e == "py" || e == "toml") {
+                let text = std::fs::read_to_string(&path).expect("read");
+                let text = if path.extension().is_some_and(|e| e == "toml") {
+                    edit(text)
+                } else {
+                    text
+                };
+                std::fs::write(dst.join(file), text).expect("write");
+            }
+        }
+        self
+    }
+
+    /// Copy the Docker toolkit `plugins/<name>/` in unchanged.
+    pub fn add_toolkit(self, name: &str) -> Self {
+        self.add_toolkit_with(name, |t| t)
+    }
+
     /// Write a file into the directory.
     pub fn write(self, file: &str, bytes: impl AsRef<[u8]>) -> Self {
         std::fs::write(self.path().join(file), bytes).expect("write");
@@ -270,12 +297,43 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // SIGTERM first: a graceful shutdown removes the server's containers.
+        stop_gracefully(&mut self.child, Duration::from_secs(15));
         if std::thread::panicking() {
             eprintln!("--- toolhost log ---\n{}", self.log());
         }
+        // Whatever is left (a test that SIGKILLed the server) goes too.
+        if self.data.path().join("data").is_dir() && docker_available() {
+            let left = self.containers();
+            if !left.is_empty() {
+                let _ = Command::new("docker")
+                    .args(["rm", "-f"])
+                    .args(&left)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
+            }
+        }
     }
+}
+
+/// SIGTERM `child`, wait up to `grace`, then SIGKILL.
+pub fn stop_gracefully(child: &mut Child, grace: Duration) {
+    if matches!(child.try_wait(), Ok(Some(_))) {
+        return;
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Start the binary on a free port: (child, base URL, log path).
@@ -360,6 +418,70 @@ pub fn wait_for<T>(limit: Duration, mut check: impl FnMut() -> Option<T>) -> Opt
             return None;
         }
         std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether a Docker engine answers. `make test` starts one; a test that needs
+/// it calls [`require_docker`].
+pub fn docker_available() -> bool {
+    Command::new("docker")
+        .args(["info", "--format", "{{.ServerVersion}}"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// False (the test should return) when no engine runs outside CI; in CI
+/// (`CI` set) a missing engine is a failure.
+pub fn require_docker() -> bool {
+    if docker_available() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "no Docker engine: CI must run the Docker tests (make test starts one)"
+    );
+    eprintln!("SKIPPED: no Docker engine (run `plugins/node/ensure-docker.sh`)");
+    false
+}
+
+/// Ids of the containers whose labels match every `label=value` filter.
+pub fn containers(filters: &[String]) -> Vec<String> {
+    let mut cmd = Command::new("docker");
+    cmd.args(["ps", "-aq"]);
+    for f in filters {
+        cmd.args(["--filter", &format!("label={f}")]);
+    }
+    let out = cmd.output().expect("docker ps");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+impl Server {
+    /// The label value marking this server's containers (a hash of its data
+    /// directory, as the server computes it).
+    pub fn scope(&self) -> String {
+        let data = std::fs::canonicalize(self.data.path().join("data")).expect("data dir");
+        sha256_hex(data.to_string_lossy().as_bytes())[..16].to_owned()
+    }
+
+    /// This server's node containers.
+    pub fn containers(&self) -> Vec<String> {
+        containers(&[format!("toolhost.scope={}", self.scope())])
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kill the server with SIGKILL (no graceful shutdown).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -1,0 +1,244 @@
+//! The manifest of a Docker toolkit: `<plugins>/<name>/<name>.toml`.
+//!
+//! ```toml
+//! description = "A persistent bash shell per session."
+//! [docker]
+//! image = "toolhost-node:latest"
+//! driver = "driver.py"          # beside the manifest; mounted read-only in the node
+//! scheduling = "hot"            # "hot": a pre-started pool; "cold": started on demand
+//! hot_pool = 2
+//! idle_timeout_s = 600          # a session's node unused this long is removed
+//! network = "none"              # or "host"
+//! memory_mb = 512
+//! cpus = 1.0
+//! pids = 256
+//! call_timeout_s = 600          # hard ceiling of one call, host side
+//! [[tools]]
+//! name = "run"                  # also the driver op; the tool id is <toolkit>_<name>
+//! description = "..."
+//! [tools.input_schema]          # JSON Schema of the input, as TOML tables
+//! type = "object"
+//! ```
+//!
+//! Unknown keys are errors, as in wasm manifests.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::tool::ToolDescriptor;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolkitManifest {
+    #[serde(default)]
+    pub description: String,
+    pub docker: NodeSpec,
+    pub tools: Vec<ToolSpec>,
+}
+
+/// How a node of this toolkit is made and scheduled.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    pub image: String,
+    /// The in-container driver, relative to the manifest's folder.
+    pub driver: PathBuf,
+    #[serde(default)]
+    pub scheduling: Scheduling,
+    #[serde(default)]
+    pub hot_pool: u32,
+    #[serde(default = "default_idle")]
+    pub idle_timeout_s: u64,
+    #[serde(default)]
+    pub network: Network,
+    #[serde(default = "default_memory")]
+    pub memory_mb: u32,
+    #[serde(default = "default_cpus")]
+    pub cpus: f64,
+    #[serde(default = "default_pids")]
+    pub pids: u32,
+    #[serde(default = "default_call_timeout")]
+    pub call_timeout_s: u64,
+    /// User the driver runs as (`uid:gid`); the image's default when unset.
+    #[serde(default)]
+    pub user: Option<String>,
+}
+
+fn default_idle() -> u64 {
+    600
+}
+fn default_memory() -> u32 {
+    512
+}
+fn default_cpus() -> f64 {
+    1.0
+}
+fn default_pids() -> u32 {
+    256
+}
+fn default_call_timeout() -> u64 {
+    600
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheduling {
+    /// Started on a session's first call, removed after `idle_timeout_s`.
+    #[default]
+    Cold,
+    /// Like cold, but `hot_pool` nodes are kept started and handed to new sessions.
+    Hot,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Network {
+    #[default]
+    None,
+    Host,
+}
+
+impl Network {
+    pub fn mode(self) -> &'static str {
+        match self {
+            Network::None => "none",
+            Network::Host => "host",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+    #[serde(default)]
+    pub output_schema: Option<Value>,
+}
+
+/// A toolkit manifest with its driver's absolute path.
+#[derive(Debug, Clone)]
+pub struct LoadedManifest {
+    pub name: String,
+    pub manifest: ToolkitManifest,
+    pub driver: PathBuf,
+}
+
+impl LoadedManifest {
+    pub fn descriptors(&self) -> Vec<ToolDescriptor> {
+        self.manifest
+            .tools
+            .iter()
+            .map(|t| ToolDescriptor {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                input_schema: t.input_schema.clone(),
+                output_schema: t.output_schema.clone(),
+            })
+            .collect()
+    }
+}
+
+/// Parse and check `text`, the manifest of toolkit `name` in folder `dir`.
+pub fn parse(name: &str, dir: &Path, text: &str) -> Result<LoadedManifest, String> {
+    let manifest: ToolkitManifest = toml::from_str(text).map_err(|e| e.message().to_owned())?;
+    let d = &manifest.docker;
+    if d.image.trim().is_empty() {
+        return Err("docker.image is empty".into());
+    }
+    if !(16..=65536).contains(&d.memory_mb) {
+        return Err(format!(
+            "docker.memory_mb = {} is out of range (16..=65536)",
+            d.memory_mb
+        ));
+    }
+    if !(d.cpus > 0.0 && d.cpus <= 64.0) {
+        return Err(format!("docker.cpus = {} is out of range (0..=64)", d.cpus));
+    }
+    if !(16..=1_000_000).contains(&d.pids) {
+        return Err(format!("docker.pids = {} is out of range (16..)", d.pids));
+    }
+    if d.call_timeout_s == 0 || d.idle_timeout_s == 0 {
+        return Err("docker.call_timeout_s and docker.idle_timeout_s must be positive".into());
+    }
+    if d.hot_pool > 32 {
+        return Err(format!("docker.hot_pool = {} is over 32", d.hot_pool));
+    }
+    if d.driver.is_absolute()
+        || d.driver
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+    {
+        return Err("docker.driver must be a path inside the toolkit's folder".into());
+    }
+    let driver = dir.join(&d.driver);
+    if !driver.is_file() {
+        return Err(format!("the driver {} is missing", driver.display()));
+    }
+    if manifest.tools.is_empty() {
+        return Err("the toolkit lists no [[tools]]".into());
+    }
+    Ok(LoadedManifest {
+        name: name.to_owned(),
+        manifest,
+        driver,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+description = "Shell."
+[docker]
+image = "toolhost-node:latest"
+driver = "driver.py"
+scheduling = "hot"
+hot_pool = 2
+[[tools]]
+name = "run"
+description = "Run a command."
+[tools.input_schema]
+type = "object"
+required = ["command"]
+[tools.input_schema.properties.command]
+type = "string"
+"#;
+
+    #[test]
+    fn parses_and_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("driver.py"), "").unwrap();
+        let m = parse("shell", dir.path(), GOOD).unwrap();
+        assert_eq!(m.manifest.docker.scheduling, Scheduling::Hot);
+        assert_eq!(m.manifest.docker.network, Network::None);
+        assert_eq!(m.manifest.docker.memory_mb, 512);
+        let tools = m.descriptors();
+        assert_eq!(tools[0].input_schema["required"][0], "command");
+
+        let bad = GOOD.replace("hot_pool = 2", "hot_pool = 2\nmemroy_mb = 5");
+        assert!(
+            parse("shell", dir.path(), &bad)
+                .unwrap_err()
+                .contains("unknown field")
+        );
+        let bad = GOOD.replace("hot_pool = 2", "memory_mb = 1");
+        assert!(
+            parse("shell", dir.path(), &bad)
+                .unwrap_err()
+                .contains("out of range")
+        );
+        let bad = GOOD.replace("driver.py", "../driver.py");
+        assert!(parse("shell", dir.path(), &bad).is_err());
+        let bad = GOOD.replace("driver.py", "missing.py");
+        assert!(
+            parse("shell", dir.path(), &bad)
+                .unwrap_err()
+                .contains("missing")
+        );
+    }
+}

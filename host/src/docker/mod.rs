@@ -1,0 +1,599 @@
+//! The Docker backend: heavy tools (shell, notebook, browser) run in
+//! containers ("nodes") managed through bollard, registered in the same
+//! catalog and called through the same dispatch as wasm tools.
+//!
+//! - A toolkit is a folder `<plugins>/<name>/` with `<name>.toml` (see
+//!   [`manifest`]) and its in-container driver (see [`node`]).
+//! - Nodes are per session and toolkit, created lazily on the session's first
+//!   call to the toolkit: a session that only uses wasm tools costs no
+//!   container. The session workspace is bind-mounted at /workspace, so wasm
+//!   file tools and nodes see the same files.
+//! - `hot` toolkits keep `hot_pool` nodes started (on a spare workspace
+//!   directory that is renamed into the session's place when handed out);
+//!   `cold` ones start on demand. Idle nodes, nodes of closed sessions and dead
+//!   nodes are removed by a monitor; a session whose node died gets a fresh one
+//!   with a note that its state was lost. Containers are labelled with this
+//!   server's scope (its data directory), and leftovers of a previous run are
+//!   removed at start-up.
+//! - No engine: the toolkits are still listed, calls fail with
+//!   `backend_unavailable` (503) until the engine answers again.
+
+mod engine;
+pub mod manifest;
+mod node;
+mod toolkit;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
+};
+
+use crate::catalog::{Catalog, ToolkitEntry};
+use crate::sessions::{Session, Sessions};
+use crate::tool::{CallError, Limits};
+use manifest::LoadedManifest;
+pub use node::{Node, NodeError};
+pub use toolkit::DockerToolkit;
+
+/// Label on every node container; its value is the server's scope.
+pub const SCOPE_LABEL: &str = "toolhost.scope";
+const TOOLKIT_LABEL: &str = "toolhost.toolkit";
+const SESSION_LABEL: &str = "toolhost.session";
+/// Where the driver is mounted in a node.
+const DRIVER_PATH: &str = "/opt/toolhost/driver.py";
+/// How long a driver may take to say it is ready.
+const READY_WITHIN: Duration = Duration::from_secs(60);
+/// How often the monitor looks at the nodes.
+const MONITOR_EVERY: Duration = Duration::from_secs(2);
+
+type Key = (String, String);
+
+#[derive(Default)]
+struct Slot {
+    node: Option<Arc<Node>>,
+    /// Why the previous node of this slot went away, told to the next call.
+    lost: Option<String>,
+}
+
+struct Pooled {
+    node: Arc<Node>,
+    dir: PathBuf,
+}
+
+pub struct DockerBackend {
+    engine: engine::Engine,
+    scope: String,
+    pool_root: PathBuf,
+    sessions: Arc<Sessions>,
+    specs: Mutex<HashMap<String, Arc<LoadedManifest>>>,
+    slots: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Slot>>>>,
+    pools: Mutex<HashMap<String, Vec<Pooled>>>,
+    refilling: Mutex<HashSet<String>>,
+}
+
+/// Label value naming the server that owns a container: a hash of its data
+/// directory, so two servers on one engine never touch each other's nodes.
+fn scope_of(data: &Path) -> String {
+    let path = std::fs::canonicalize(data).unwrap_or_else(|_| data.to_owned());
+    crate::wasm::loader::content_hash(path.to_string_lossy().as_bytes())[..16].to_owned()
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl DockerBackend {
+    pub fn new(data: &Path, sessions: Arc<Sessions>) -> Arc<Self> {
+        Arc::new(DockerBackend {
+            engine: engine::Engine::default(),
+            scope: scope_of(data),
+            pool_root: data.join("node-pool"),
+            sessions,
+            specs: Mutex::default(),
+            slots: Mutex::default(),
+            pools: Mutex::default(),
+            refilling: Mutex::default(),
+        })
+    }
+
+    /// Register every Docker toolkit folder of `plugins` in `catalog`. Returns
+    /// (name, error) of the folders that could not be registered.
+    pub fn register_toolkits(
+        self: &Arc<Self>,
+        plugins: &Path,
+        catalog: &Catalog,
+    ) -> Vec<(String, String)> {
+        let mut errors = Vec::new();
+        let Ok(entries) = std::fs::read_dir(plugins) else {
+            return errors;
+        };
+        let mut dirs: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
+        dirs.sort();
+        for dir in dirs {
+            let Some(name) = dir.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {
+                continue;
+            };
+            let manifest_path = dir.join(format!("{name}.toml"));
+            if !manifest_path.is_file() {
+                continue;
+            }
+            let result = std::fs::read_to_string(&manifest_path)
+                .map_err(|e| e.to_string())
+                .and_then(|text| manifest::parse(&name, &dir, &text))
+                .and_then(|m| {
+                    let m = Arc::new(m);
+                    let tools = m.descriptors();
+                    let limits = Limits {
+                        fuel: 0,
+                        memory_mb: m.manifest.docker.memory_mb,
+                        timeout_ms: m.manifest.docker.call_timeout_s * 1000,
+                        max_concurrency: 64,
+                        max_queue: 256,
+                        max_output_kb: 64 * 1024,
+                    };
+                    let kit = Arc::new(DockerToolkit::new(self.clone(), m.clone()));
+                    let version =
+                        crate::wasm::loader::content_hash(format!("{:?}", m.manifest).as_bytes());
+                    let entry = ToolkitEntry::new(
+                        name.clone(),
+                        m.manifest.description.clone(),
+                        version,
+                        limits,
+                        kit,
+                    );
+                    catalog.register(entry, tools).map_err(|e| e.to_string())?;
+                    lock(&self.specs).insert(name.clone(), m);
+                    Ok(())
+                });
+            match result {
+                Ok(()) => tracing::info!(toolkit = %name, "docker toolkit registered"),
+                Err(e) => {
+                    tracing::warn!(toolkit = %name, error = %e, "docker toolkit not registered");
+                    errors.push((name, e));
+                }
+            }
+        }
+        errors
+    }
+
+    /// Start-up: remove this scope's leftover containers, fill the hot pools,
+    /// and watch the nodes. Works (and retries later) without an engine.
+    pub fn start(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let this = self.clone();
+        tokio::spawn(async move {
+            if this.engine.get().await.is_ok() {
+                this.remove_orphans().await;
+            }
+            let weak = Arc::downgrade(&this);
+            drop(this);
+            let mut tick = tokio::time::interval(MONITOR_EVERY);
+            loop {
+                tick.tick().await;
+                let Some(this) = weak.upgrade() else { return };
+                this.monitor().await;
+            }
+        })
+    }
+
+    async fn docker(&self) -> Result<bollard::Docker, CallError> {
+        self.engine
+            .get()
+            .await
+            .map_err(CallError::BackendUnavailable)
+    }
+
+    /// Map an engine error; a lost connection is forgotten so the next call reconnects.
+    async fn engine_error(&self, what: &str, e: bollard::errors::Error) -> CallError {
+        if engine::is_connection_error(&e) {
+            self.engine.reset().await;
+            return CallError::BackendUnavailable(format!(
+                "the Docker engine failed while {what}: {e}"
+            ));
+        }
+        CallError::BackendUnavailable(format!("Docker refused {what}: {e}"))
+    }
+
+    async fn remove_orphans(&self) {
+        let Ok(docker) = self.engine.get().await else {
+            return;
+        };
+        let filters: HashMap<String, Vec<String>> = [(
+            "label".to_owned(),
+            vec![format!("{SCOPE_LABEL}={}", self.scope)],
+        )]
+        .into();
+        let options = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        match docker.list_containers(Some(options)).await {
+            Ok(list) => {
+                let ids: Vec<String> = list.into_iter().filter_map(|c| c.id).collect();
+                for id in &ids {
+                    self.remove_container(id).await;
+                }
+                if !ids.is_empty() {
+                    tracing::info!(
+                        count = ids.len(),
+                        "removed node containers left by a previous run"
+                    );
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot list leftover node containers"),
+        }
+    }
+
+    async fn remove_container(&self, id: &str) {
+        let Ok(docker) = self.engine.get().await else {
+            return;
+        };
+        let options = RemoveContainerOptionsBuilder::default()
+            .force(true)
+            .v(true)
+            .build();
+        if let Err(e) = docker.remove_container(id, Some(options)).await {
+            tracing::debug!(container = id, error = %e, "could not remove a node container");
+        }
+    }
+
+    /// Create and start a node of `spec` with `workspace` at /workspace.
+    async fn create_node(
+        &self,
+        spec: &LoadedManifest,
+        workspace: &Path,
+        session: &str,
+    ) -> Result<Arc<Node>, CallError> {
+        let docker = self.docker().await?;
+        let d = &spec.manifest.docker;
+        let labels: HashMap<String, String> = [
+            (SCOPE_LABEL.to_owned(), self.scope.clone()),
+            (TOOLKIT_LABEL.to_owned(), spec.name.clone()),
+            (SESSION_LABEL.to_owned(), session.to_owned()),
+        ]
+        .into();
+        let memory = i64::from(d.memory_mb) << 20;
+        let body = ContainerCreateBody {
+            image: Some(d.image.clone()),
+            cmd: Some(vec!["sleep".into(), "infinity".into()]),
+            labels: Some(labels),
+            working_dir: Some("/workspace".into()),
+            host_config: Some(HostConfig {
+                init: Some(true),
+                network_mode: Some(d.network.mode().into()),
+                memory: Some(memory),
+                memory_swap: Some(memory),
+                nano_cpus: Some((d.cpus * 1e9) as i64),
+                pids_limit: Some(i64::from(d.pids)),
+                cap_drop: Some(vec!["ALL".into()]),
+                security_opt: Some(vec!["no-new-privileges".into()]),
+                binds: Some(vec![
+                    format!("{}:/workspace:rw", workspace.display()),
+                    format!("{}:{DRIVER_PATH}:ro", spec.driver.display()),
+                ]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let name = format!(
+            "toolhost-{}-{}",
+            spec.name,
+            &uuid::Uuid::new_v4().simple().to_string()[..12]
+        );
+        let options = CreateContainerOptionsBuilder::default().name(&name).build();
+        let created = match docker.create_container(Some(options), body).await {
+            Ok(c) => c,
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => {
+                return Err(CallError::BackendUnavailable(format!(
+                    "the node image `{}` is missing: build it with `make node-image`",
+                    d.image
+                )));
+            }
+            Err(e) => return Err(self.engine_error("creating a node", e).await),
+        };
+        if let Err(e) = docker.start_container(&created.id, None).await {
+            self.remove_container(&created.id).await;
+            return Err(self.engine_error("starting a node", e).await);
+        }
+        let cmd = vec!["python3".into(), "-u".into(), DRIVER_PATH.into()];
+        match Node::attach(
+            &docker,
+            &created.id,
+            &spec.name,
+            cmd,
+            d.user.as_deref(),
+            READY_WITHIN,
+        )
+        .await
+        {
+            Ok(node) => {
+                tracing::info!(toolkit = %spec.name, session, container = %name, "node started");
+                Ok(Arc::new(node))
+            }
+            Err(e) => {
+                self.remove_container(&created.id).await;
+                Err(CallError::BackendUnavailable(format!(
+                    "the {} node's driver did not start: {e}",
+                    spec.name
+                )))
+            }
+        }
+    }
+
+    fn slot(&self, key: &Key) -> Arc<tokio::sync::Mutex<Slot>> {
+        lock(&self.slots).entry(key.clone()).or_default().clone()
+    }
+
+    /// The node of `session` for toolkit `spec`, created (or taken from the
+    /// hot pool) if it has none; plus a note when an earlier node was lost.
+    async fn node_for(
+        self: &Arc<Self>,
+        session: &Session,
+        spec: &Arc<LoadedManifest>,
+    ) -> Result<(Arc<Node>, Option<String>), CallError> {
+        let key = (session.id().to_owned(), spec.name.clone());
+        let slot = self.slot(&key);
+        let mut slot = slot.lock().await;
+        if let Some(node) = &slot.node {
+            if node.is_alive() {
+                return Ok((node.clone(), None));
+            }
+            let why = format!(
+                "the previous {} node stopped ({})",
+                spec.name,
+                node.stderr_tail()
+            );
+            let id = node.container.clone();
+            slot.node = None;
+            slot.lost = Some(why);
+            self.remove_container(&id).await;
+        }
+        let node = match self.take_pooled(spec, session) {
+            Some(node) => node,
+            None => {
+                let workspace = session
+                    .workspace()
+                    .map_err(|e| CallError::Internal(e.to_string()))?;
+                self.create_node(spec, workspace, session.id()).await?
+            }
+        };
+        self.refill(spec);
+        slot.node = Some(node.clone());
+        let note = slot.lost.take().map(|why| {
+            format!("note: {why}; this call ran on a fresh node, so earlier state (working directory, variables, processes) is gone; files in /workspace are kept")
+        });
+        Ok((node, note))
+    }
+
+    /// Forget `session`'s node of `toolkit` after it failed mid-call.
+    async fn discard(&self, session: &str, toolkit: &str, why: String) {
+        let key = (session.to_owned(), toolkit.to_owned());
+        let slot = self.slot(&key);
+        let mut slot = slot.lock().await;
+        if let Some(node) = slot.node.take() {
+            self.remove_container(&node.container).await;
+        }
+        slot.lost = Some(why);
+    }
+
+    /// A started node from the hot pool, its workspace moved into the
+    /// session's place (the bind mount follows the renamed directory).
+    fn take_pooled(&self, spec: &LoadedManifest, session: &Session) -> Option<Arc<Node>> {
+        loop {
+            let pooled = lock(&self.pools).get_mut(&spec.name)?.pop()?;
+            if !pooled.node.is_alive() {
+                continue;
+            }
+            match adopt_workspace(&pooled.dir, session.workspace_path()) {
+                Ok(()) => return Some(pooled.node),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot hand a pooled node its session workspace");
+                    let (this_dir, node) = (pooled.dir, pooled.node);
+                    let _ = std::fs::remove_dir_all(this_dir);
+                    drop(node);
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Top up the hot pool of `spec` in the background.
+    fn refill(self: &Arc<Self>, spec: &Arc<LoadedManifest>) {
+        let d = &spec.manifest.docker;
+        if d.scheduling != manifest::Scheduling::Hot || d.hot_pool == 0 {
+            return;
+        }
+        if !lock(&self.refilling).insert(spec.name.clone()) {
+            return;
+        }
+        let (this, spec) = (self.clone(), spec.clone());
+        tokio::spawn(async move {
+            loop {
+                let have = lock(&this.pools).get(&spec.name).map_or(0, Vec::len);
+                if have >= spec.manifest.docker.hot_pool as usize {
+                    break;
+                }
+                let dir = this
+                    .pool_root
+                    .join(uuid::Uuid::new_v4().simple().to_string());
+                if let Err(e) = std::fs::create_dir_all(&dir) {
+                    tracing::warn!(error = %e, "cannot create a pool workspace");
+                    break;
+                }
+                match this.create_node(&spec, &dir, "pool").await {
+                    Ok(node) => lock(&this.pools)
+                        .entry(spec.name.clone())
+                        .or_default()
+                        .push(Pooled { node, dir }),
+                    Err(e) => {
+                        let _ = std::fs::remove_dir_all(&dir);
+                        tracing::debug!(toolkit = %spec.name, error = %e, "cannot fill the hot pool now");
+                        break;
+                    }
+                }
+            }
+            lock(&this.refilling).remove(&spec.name);
+        });
+    }
+
+    /// Remove nodes of closed sessions, idle nodes and dead nodes; keep the
+    /// hot pools full.
+    async fn monitor(self: &Arc<Self>) {
+        let slots: Vec<(Key, Arc<tokio::sync::Mutex<Slot>>)> = lock(&self.slots)
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for ((session, toolkit), slot) in slots {
+            let Ok(mut guard) = slot.try_lock() else {
+                continue;
+            };
+            let idle_limit = lock(&self.specs)
+                .get(&toolkit)
+                .map(|s| Duration::from_secs(s.manifest.docker.idle_timeout_s));
+            let closed = self.sessions.get(&session).is_none();
+            if let Some(node) = &guard.node {
+                let idle = idle_limit.is_some_and(|l| node.idle_for() > l);
+                if closed || idle || !node.is_alive() {
+                    let why = if closed {
+                        "its session closed"
+                    } else if idle {
+                        "idle"
+                    } else {
+                        "dead"
+                    };
+                    tracing::info!(toolkit, session, container = %node.container, "removing node ({why})");
+                    let id = node.container.clone();
+                    if !node.is_alive() && !closed {
+                        guard.lost = Some(format!(
+                            "the previous {toolkit} node stopped ({})",
+                            node.stderr_tail()
+                        ));
+                    }
+                    guard.node = None;
+                    self.remove_container(&id).await;
+                }
+            }
+            if guard.node.is_none() && (closed || guard.lost.is_none()) {
+                drop(guard);
+                lock(&self.slots).remove(&(session, toolkit));
+            }
+        }
+        let dead: Vec<Pooled> = {
+            let mut pools = lock(&self.pools);
+            let mut dead = Vec::new();
+            for pool in pools.values_mut() {
+                let (alive, gone): (Vec<Pooled>, Vec<Pooled>) =
+                    pool.drain(..).partition(|p| p.node.is_alive());
+                *pool = alive;
+                dead.extend(gone);
+            }
+            dead
+        };
+        for p in dead {
+            self.remove_container(&p.node.container).await;
+            let _ = std::fs::remove_dir_all(&p.dir);
+        }
+        let specs: Vec<Arc<LoadedManifest>> = lock(&self.specs).values().cloned().collect();
+        for spec in specs {
+            self.refill(&spec);
+        }
+    }
+
+    /// Remove every node of `session` (its workspace is the sessions' business).
+    pub async fn close_session(&self, session: &str) {
+        let keys: Vec<Key> = lock(&self.slots)
+            .keys()
+            .filter(|(s, _)| s == session)
+            .cloned()
+            .collect();
+        for key in keys {
+            let slot = self.slot(&key);
+            let node = slot.lock().await.node.take();
+            if let Some(node) = node {
+                self.remove_container(&node.container).await;
+            }
+            lock(&self.slots).remove(&key);
+        }
+    }
+
+    /// Remove every node and pooled node (graceful shutdown).
+    pub async fn shutdown(&self) {
+        let slots: Vec<Arc<tokio::sync::Mutex<Slot>>> =
+            lock(&self.slots).drain().map(|(_, v)| v).collect();
+        let mut ids: Vec<String> = Vec::new();
+        for slot in slots {
+            if let Some(node) = slot.lock().await.node.take() {
+                ids.push(node.container.clone());
+            }
+        }
+        let pooled: Vec<Pooled> = lock(&self.pools).drain().flat_map(|(_, v)| v).collect();
+        for p in pooled {
+            ids.push(p.node.container.clone());
+            let _ = std::fs::remove_dir_all(&p.dir);
+        }
+        futures::future::join_all(ids.iter().map(|id| self.remove_container(id))).await;
+        if !ids.is_empty() {
+            tracing::info!(count = ids.len(), "removed node containers");
+        }
+    }
+}
+
+/// Move `pool_dir` into the place of a session workspace `target`: what the
+/// session already has there moves into the pool directory first.
+fn adopt_workspace(pool_dir: &Path, target: &Path) -> std::io::Result<()> {
+    if target.is_dir() {
+        for entry in std::fs::read_dir(target)? {
+            let entry = entry?;
+            std::fs::rename(entry.path(), pool_dir.join(entry.file_name()))?;
+        }
+        std::fs::remove_dir(target)?;
+    } else if let Some(parent) = target.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::rename(pool_dir, target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_workspace_takes_the_sessions_place_and_keeps_its_files() {
+        let root = tempfile::tempdir().unwrap();
+        let pool = root.path().join("pool/a");
+        let target = root.path().join("workspaces/s1");
+        std::fs::create_dir_all(&pool).unwrap();
+        std::fs::create_dir_all(target.join("sub")).unwrap();
+        std::fs::write(target.join("sub/f.txt"), "x").unwrap();
+        adopt_workspace(&pool, &target).unwrap();
+        assert!(!pool.exists());
+        assert_eq!(
+            std::fs::read_to_string(target.join("sub/f.txt")).unwrap(),
+            "x"
+        );
+
+        let pool2 = root.path().join("pool/b");
+        std::fs::create_dir_all(&pool2).unwrap();
+        let fresh = root.path().join("workspaces/s2");
+        adopt_workspace(&pool2, &fresh).unwrap();
+        assert!(fresh.is_dir());
+    }
+
+    #[test]
+    fn scopes_differ_by_data_directory() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        assert_ne!(scope_of(a.path()), scope_of(b.path()));
+        assert_eq!(scope_of(a.path()), scope_of(a.path()));
+    }
+}

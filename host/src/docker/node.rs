@@ -1,0 +1,301 @@
+//! One node: a container and the driver running in it, spoken to over the
+//! stdin / stdout of an attached `docker exec` (never over TCP).
+//!
+//! The driver protocol is JSON lines. The driver first writes
+//! `{"ready":true,...}`; then each request `{"id":N,"op":...,...args}` gets one
+//! response `{"id":N,"ok":true,"result":{...}}` or
+//! `{"id":N,"ok":false,"error":{"kind","message"}}`. Requests go one at a time;
+//! a response whose caller has gone (a cancelled call) is dropped.
+
+use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bollard::Docker;
+use bollard::container::LogOutput;
+use bollard::exec::{CreateExecOptions, StartExecResults};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::oneshot;
+
+/// Longest protocol line accepted from a driver (a screenshot is a few MB).
+const MAX_LINE: usize = 64 << 20;
+/// Driver stderr kept for error messages.
+const STDERR_TAIL: usize = 4096;
+
+/// Why a request to a node did not get an answer.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("the node did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("the node stopped ({0})")]
+    Died(String),
+    #[error("cannot talk to the node: {0}")]
+    Io(String),
+}
+
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>;
+
+pub struct Node {
+    pub container: String,
+    pub toolkit: String,
+    input: tokio::sync::Mutex<Pin<Box<dyn AsyncWrite + Send>>>,
+    /// One request at a time, in order.
+    turn: tokio::sync::Mutex<()>,
+    pending: Pending,
+    next_id: AtomicU64,
+    alive: Arc<AtomicBool>,
+    stderr: Arc<Mutex<VecDeque<u8>>>,
+    last_used: Mutex<Instant>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+impl Node {
+    /// Start `cmd` in running container `container` and wait for the driver's
+    /// ready line.
+    pub async fn attach(
+        docker: &Docker,
+        container: &str,
+        toolkit: &str,
+        cmd: Vec<String>,
+        user: Option<&str>,
+        ready_within: Duration,
+    ) -> Result<Node, NodeError> {
+        let exec = docker
+            .create_exec(
+                container,
+                CreateExecOptions {
+                    attach_stdin: Some(true),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    cmd: Some(cmd),
+                    user: user.map(str::to_owned),
+                    working_dir: Some("/workspace".to_owned()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| NodeError::Io(e.to_string()))?;
+        let started = docker
+            .start_exec(&exec.id, None)
+            .await
+            .map_err(|e| NodeError::Io(e.to_string()))?;
+        let StartExecResults::Attached { mut output, input } = started else {
+            return Err(NodeError::Io("the exec did not attach".into()));
+        };
+        let pending: Pending = Arc::default();
+        let alive = Arc::new(AtomicBool::new(true));
+        let stderr: Arc<Mutex<VecDeque<u8>>> = Arc::default();
+        let (ready_tx, ready_rx) = oneshot::channel::<Value>();
+        let reader = tokio::spawn({
+            let (pending, alive, stderr) = (pending.clone(), alive.clone(), stderr.clone());
+            let toolkit = toolkit.to_owned();
+            async move {
+                let mut ready = Some(ready_tx);
+                let mut line: Vec<u8> = Vec::new();
+                while let Some(item) = output.next().await {
+                    match item {
+                        Ok(LogOutput::StdOut { message }) => {
+                            for chunk in message.split_inclusive(|b| *b == b'\n') {
+                                line.extend_from_slice(chunk);
+                                if line.len() > MAX_LINE {
+                                    tracing::warn!(
+                                        toolkit,
+                                        "driver line over the limit; closing the node"
+                                    );
+                                    alive.store(false, Ordering::Release);
+                                    pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+                                    return;
+                                }
+                                if line.ends_with(b"\n") {
+                                    deliver(&line, &pending, &mut ready, &toolkit);
+                                    line.clear();
+                                }
+                            }
+                        }
+                        Ok(LogOutput::StdErr { message }) => {
+                            tracing::debug!(
+                                toolkit,
+                                "driver: {}",
+                                String::from_utf8_lossy(&message).trim_end()
+                            );
+                            let mut tail = stderr.lock().unwrap_or_else(|e| e.into_inner());
+                            tail.extend(message.iter());
+                            while tail.len() > STDERR_TAIL {
+                                tail.pop_front();
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::debug!(toolkit, error = %e, "driver stream error");
+                            break;
+                        }
+                    }
+                }
+                alive.store(false, Ordering::Release);
+                // Dropping the senders wakes every waiting request with an error.
+                pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+            }
+        });
+        let node = Node {
+            container: container.to_owned(),
+            toolkit: toolkit.to_owned(),
+            input: tokio::sync::Mutex::new(input),
+            turn: tokio::sync::Mutex::new(()),
+            pending,
+            next_id: AtomicU64::new(1),
+            alive,
+            stderr,
+            last_used: Mutex::new(Instant::now()),
+            reader,
+        };
+        match tokio::time::timeout(ready_within, ready_rx).await {
+            Ok(Ok(_)) => Ok(node),
+            Ok(Err(_)) => Err(NodeError::Died(node.stderr_tail())),
+            Err(_) => Err(NodeError::Timeout(ready_within)),
+        }
+    }
+
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
+    }
+
+    pub fn idle_for(&self) -> Duration {
+        self.last_used
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed()
+    }
+
+    fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    /// The last lines the driver wrote to stderr.
+    pub fn stderr_tail(&self) -> String {
+        let tail = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
+        let bytes: Vec<u8> = tail.iter().copied().collect();
+        let text = String::from_utf8_lossy(&bytes);
+        let text = text.trim();
+        if text.is_empty() {
+            "no output from the driver".to_owned()
+        } else {
+            format!(
+                "driver stderr: {}",
+                text.lines()
+                    .rev()
+                    .take(5)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            )
+        }
+    }
+
+    /// Send `op` with `args` (a JSON object) and wait up to `timeout` for the
+    /// response line.
+    pub async fn request(
+        &self,
+        op: &str,
+        args: Value,
+        timeout: Duration,
+    ) -> Result<Value, NodeError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let _turn = tokio::time::timeout_at(deadline, self.turn.lock())
+            .await
+            .map_err(|_| NodeError::Timeout(timeout))?;
+        self.touch();
+        if !self.is_alive() {
+            return Err(NodeError::Died(self.stderr_tail()));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut request = match args {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        request.insert("id".into(), json!(id));
+        request.insert("op".into(), json!(op));
+        let mut line = serde_json::to_vec(&request).map_err(|e| NodeError::Io(e.to_string()))?;
+        line.push(b'\n');
+        let (tx, rx) = oneshot::channel();
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, tx);
+        // Forget the request however this ends (a cancelled call included).
+        let _forget = Forget(&self.pending, id);
+        {
+            let mut input = self.input.lock().await;
+            let write = async {
+                input.write_all(&line).await?;
+                input.flush().await
+            };
+            tokio::time::timeout_at(deadline, write)
+                .await
+                .map_err(|_| NodeError::Timeout(timeout))?
+                .map_err(|e| NodeError::Io(e.to_string()))?;
+        }
+        let answer = tokio::time::timeout_at(deadline, rx).await;
+        self.touch();
+        match answer {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(_)) => Err(NodeError::Died(self.stderr_tail())),
+            Err(_) => Err(NodeError::Timeout(timeout)),
+        }
+    }
+}
+
+struct Forget<'a>(&'a Pending, u64);
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.1);
+    }
+}
+
+/// Route one protocol line: the ready line, or a response to its request.
+fn deliver(
+    line: &[u8],
+    pending: &Pending,
+    ready: &mut Option<oneshot::Sender<Value>>,
+    toolkit: &str,
+) {
+    let value: Value = match serde_json::from_slice(line) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(toolkit, error = %e, "driver wrote a line that is not JSON");
+            return;
+        }
+    };
+    if value.get("ready").is_some() {
+        if let Some(tx) = ready.take() {
+            let _ = tx.send(value);
+        }
+        return;
+    }
+    let Some(id) = value.get("id").and_then(Value::as_u64) else {
+        tracing::warn!(toolkit, line = %value, "driver response without an id");
+        return;
+    };
+    let sender = pending
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&id);
+    if let Some(tx) = sender {
+        let _ = tx.send(value);
+    }
+}

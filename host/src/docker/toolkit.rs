@@ -1,0 +1,176 @@
+//! A Docker toolkit as the catalog sees it: a call becomes one driver request
+//! on the session's node, and the driver's result becomes content items.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::Value;
+
+use super::manifest::LoadedManifest;
+use super::{DockerBackend, NodeError};
+use crate::catalog::{BoxFuture, Invocation, Toolkit};
+use crate::tool::{CallError, Content};
+
+/// Time the host waits beyond a call's limit before it gives up on a node
+/// (the driver enforces `timeout_s` itself and answers first).
+const GRACE: Duration = Duration::from_secs(10);
+
+pub struct DockerToolkit {
+    backend: Arc<DockerBackend>,
+    spec: Arc<LoadedManifest>,
+}
+
+impl DockerToolkit {
+    pub fn new(backend: Arc<DockerBackend>, spec: Arc<LoadedManifest>) -> Self {
+        DockerToolkit { backend, spec }
+    }
+}
+
+impl Toolkit for DockerToolkit {
+    fn backend(&self) -> &'static str {
+        "docker"
+    }
+
+    fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
+        Box::pin(async move {
+            let args: Value = serde_json::from_str(&call.input)
+                .map_err(|e| CallError::Internal(format!("input is not JSON: {e}")))?;
+            let (node, note) = self.backend.node_for(&call.session, &self.spec).await?;
+            let timeout = Duration::from_millis(call.limits.timeout_ms) + GRACE;
+            let name = &self.spec.name;
+            let response = match node.request(&call.tool, args, timeout).await {
+                Ok(r) => r,
+                Err(e) => {
+                    let (why, error) = match &e {
+                        NodeError::Timeout(_) => (
+                            format!(
+                                "the previous {name} node did not answer within {} ms and was removed",
+                                call.limits.timeout_ms
+                            ),
+                            CallError::Timeout {
+                                limit_ms: call.limits.timeout_ms,
+                            },
+                        ),
+                        NodeError::Died(_) | NodeError::Io(_) => (
+                            format!("the previous {name} node stopped during a call ({e})"),
+                            CallError::ToolError(format!(
+                                "the {name} node stopped during the call ({e}); the next call starts a fresh node (its state is lost, /workspace is kept)"
+                            )),
+                        ),
+                    };
+                    self.backend.discard(call.session.id(), name, why).await;
+                    return Err(error);
+                }
+            };
+            let mut content = into_content(response)?;
+            if let Some(note) = note {
+                content.insert(0, Content::Text(note));
+            }
+            Ok(content)
+        })
+    }
+}
+
+/// A driver response -> content: the result as JSON, with base64 images
+/// (`images: [{media_type, data}]`, or a top-level `media_type` + `data`)
+/// lifted out as binary items.
+fn into_content(response: Value) -> Result<Vec<Content>, CallError> {
+    if response["ok"] != true {
+        let kind = response["error"]["kind"].as_str().unwrap_or("failed");
+        let message = response["error"]["message"]
+            .as_str()
+            .unwrap_or("the driver failed without a message")
+            .to_owned();
+        return Err(match kind {
+            "invalid_input" => CallError::invalid_input(message),
+            _ => CallError::ToolError(message),
+        });
+    }
+    let mut result = match response.get("result") {
+        Some(Value::Object(map)) => map.clone(),
+        Some(other) => return Ok(vec![Content::Json(other.clone())]),
+        None => serde_json::Map::new(),
+    };
+    let mut binaries = Vec::new();
+    if let Some(Value::Array(images)) = result.remove("images") {
+        for image in &images {
+            binaries.push(binary(image)?);
+        }
+        result.insert("image_count".into(), Value::from(images.len()));
+    }
+    if result.get("data").is_some_and(Value::is_string) && result.contains_key("media_type") {
+        let item = Value::Object(result.clone());
+        binaries.push(binary(&item)?);
+        result.remove("data");
+    }
+    let mut content = vec![Content::Json(Value::Object(result))];
+    content.extend(binaries);
+    Ok(content)
+}
+
+fn binary(item: &Value) -> Result<Content, CallError> {
+    let media_type = item["media_type"]
+        .as_str()
+        .unwrap_or("application/octet-stream");
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(item["data"].as_str().unwrap_or_default())
+        .map_err(|e| CallError::ToolError(format!("the driver sent invalid base64: {e}")))?;
+    Ok(Content::Binary {
+        media_type: media_type.to_owned(),
+        data,
+        name: item["name"].as_str().map(str::to_owned),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn results_errors_and_images() {
+        let out = into_content(
+            json!({"id": 1, "ok": true, "result": {"stdout": "hi\n", "exit_code": 0}}),
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            vec![Content::Json(json!({"stdout": "hi\n", "exit_code": 0}))]
+        );
+
+        let err = into_content(
+            json!({"id": 1, "ok": false, "error": {"kind": "invalid_input", "message": "busy"}}),
+        )
+        .unwrap_err();
+        assert_eq!(err, CallError::invalid_input("busy"));
+        let err = into_content(
+            json!({"id": 1, "ok": false, "error": {"kind": "failed", "message": "boom"}}),
+        )
+        .unwrap_err();
+        assert_eq!(err, CallError::ToolError("boom".into()));
+
+        let png = base64::engine::general_purpose::STANDARD.encode(b"\x89PNG");
+        let out = into_content(json!({"ok": true, "result": {"stdout": "", "images": [{"media_type": "image/png", "data": png}]}})).unwrap();
+        assert_eq!(out.len(), 2);
+        assert_eq!(
+            out[0],
+            Content::Json(json!({"stdout": "", "image_count": 1}))
+        );
+        assert!(
+            matches!(&out[1], Content::Binary { media_type, data, .. } if media_type == "image/png" && data == b"\x89PNG")
+        );
+
+        let out = into_content(
+            json!({"ok": true, "result": {"media_type": "image/png", "data": png, "width": 10}}),
+        )
+        .unwrap();
+        assert_eq!(
+            out[0],
+            Content::Json(json!({"media_type": "image/png", "width": 10}))
+        );
+        assert!(matches!(&out[1], Content::Binary { .. }));
+
+        assert!(into_content(json!({"ok": true, "result": {"images": [{"media_type": "image/png", "data": "!!"}]}})).is_err());
+    }
+}
