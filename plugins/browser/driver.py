@@ -170,7 +170,8 @@ class CDP:
         self.buf, self.scanned = bytearray(), 0
         self.next_id = 0
         self.replies, self.ignored = {}, set()
-        self.events = []
+        self.events = []  # events of `session` (the page in use) and of the browser
+        self.session = None
 
     def send(self, method, params=None, session=None):
         self.next_id += 1
@@ -215,12 +216,18 @@ class CDP:
                 self.replies[msg["id"]] = msg
             return
         method = msg.get("method", "")
+        if msg.get("sessionId", self.session) != self.session:
+            return  # from a tab that was replaced
         if method == "Page.javascriptDialogOpening":  # alert()/confirm() would block the page
             self.ignored.add(self.send("Page.handleJavaScriptDialog", {"accept": True}, msg.get("sessionId")))
-        elif method in ("Page.lifecycleEvent", "Network.responseReceived", "Inspector.targetCrashed",
-                        "Target.targetCrashed", "Target.detachedFromTarget"):
+        elif method in ("Page.lifecycleEvent", "Network.responseReceived", "Inspector.targetCrashed"):
             self.events.append(msg)
             del self.events[:-5000]
+
+    def drain(self):
+        """Dispatch whatever arrived while the driver was idle (e.g. a crash event)."""
+        while select.select([self.rfd], [], [], 0)[0]:
+            self.pump(0)
 
     def wait_reply(self, msg_id, deadline):
         while msg_id not in self.replies:
@@ -319,6 +326,8 @@ class Browser:
                 cdp.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         self.target = target
         self.session = cdp.call("Target.attachToTarget", {"targetId": self.target, "flatten": True})["sessionId"]
+        cdp.session = self.session
+        cdp.events.clear()
         ids = [cdp.send(m, p, self.session) for m, p in (
             ("Page.enable", {}), ("Page.setLifecycleEventsEnabled", {"enabled": True}), ("Network.enable", {}),
             ("Emulation.setDeviceMetricsOverride",
@@ -366,8 +375,13 @@ class Browser:
     def ensure(self):
         """Before each op: a live browser and page. Returns True if it was restarted."""
         if self.proc is not None and self.proc.poll() is None and self.cdp is not None:
-            if self.page_crashed or any(e["method"] in ("Inspector.targetCrashed", "Target.targetCrashed")
-                                        for e in self.cdp.events):
+            try:
+                self.cdp.drain()
+            except BrowserGone:  # it closed its pipe: kill what is left, start anew
+                self.stop()
+                self.start()
+                return True
+            if self.page_crashed or any(e["method"] == "Inspector.targetCrashed" for e in self.cdp.events):
                 self.cdp.events.clear()
                 self.reset_target()
                 return True
@@ -421,7 +435,7 @@ class Browser:
                                      and p.get("loaderId") == loader)
 
             def crashed(m, _p):
-                return m in ("Inspector.targetCrashed", "Target.targetCrashed")
+                return m == "Inspector.targetCrashed"
 
             try:
                 ev = cdp.wait_event(lambda m, p: lifecycle("load")(m, p) or crashed(m, p), deadline)

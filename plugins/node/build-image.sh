@@ -248,6 +248,7 @@ if [ -d "$ROOT/usr/lib/chromium/locales" ]; then
 fi
 
 # ---- phase 6: import ----
+PREVIOUS_ID=$(docker image inspect -f '{{.Id}}' "$TAG" 2>/dev/null || true)  # FORCE=1 rebuild
 SIZE_MB=$(du -sm --one-file-system "$ROOT" | cut -f1)
 phase "importing ${SIZE_MB} MB rootfs as $TAG"
 tar -C "$ROOT" --numeric-owner --exclude='./proc/*' --exclude='./sys/*' --exclude='./dev/*' -cf - . |
@@ -266,6 +267,9 @@ tar -C "$ROOT" --numeric-owner --exclude='./proc/*' --exclude='./sys/*' --exclud
 docker tag "$TAG" "$IMAGE:latest"
 phase "done: $TAG (also $IMAGE:latest), $(docker image inspect -f '{{.Size}}' "$TAG" | awk '{printf "%.0f MB", $1/1e6}')"
 
+if [ -n "$PREVIOUS_ID" ] && [ "$PREVIOUS_ID" != "$(docker image inspect -f '{{.Id}}' "$TAG")" ]; then
+    docker rmi "$PREVIOUS_ID" >/dev/null 2>&1 || true
+fi
 # Older builds (other 12-hex tags): untag them; `docker rmi` keeps images in use.
 docker image ls "$IMAGE" --format '{{.Tag}}' | while read -r old; do
     if [[ "$old" =~ ^[0-9a-f]{12}$ && "$old" != "$HASH" ]]; then

@@ -36,16 +36,24 @@ if ! command -v dockerd >/dev/null 2>&1 || ! command -v docker >/dev/null 2>&1; 
     command -v dockerd >/dev/null 2>&1 || die "docker.io installed but dockerd is still not on PATH"
 fi
 
-# A dockerd may already be starting (e.g. launched by a concurrent caller).
-if pgrep -x dockerd >/dev/null 2>&1; then
-    say "dockerd is already running (pid $(pgrep -x dockerd | head -1)); waiting for it"
-else
+start_dockerd() {
     say "starting dockerd (storage driver $STORAGE, log $LOG)"
     mkdir -p "$(dirname "$LOG")"
     # setsid: new session, so no controlling terminal and no SIGHUP from ours;
     # every fd redirected, so the caller's pipes are not kept open.
     setsid nohup dockerd --storage-driver "$STORAGE" </dev/null >>"$LOG" 2>&1 &
     disown || true
+}
+
+# A dockerd may already be running: starting (a concurrent caller launched it)
+# or stopping (someone stopped it a moment ago). Wait for it; if it goes away
+# without answering, start one ourselves (once).
+started=0
+if pgrep -x dockerd >/dev/null 2>&1; then
+    say "dockerd is already running (pid $(pgrep -x dockerd | head -1)); waiting for it"
+else
+    start_dockerd
+    started=1
 fi
 
 deadline=$((SECONDS + WAIT_S))
@@ -56,9 +64,14 @@ while ! engine_ok; do
         die "the Docker engine did not answer within ${WAIT_S}s (see $LOG)"
     fi
     if ! pgrep -x dockerd >/dev/null 2>&1; then
-        say "last lines of $LOG:"
-        tail -n 20 "$LOG" >&2 2>/dev/null || true
-        die "dockerd exited during start-up (see $LOG)"
+        if [ "$started" -eq 0 ]; then
+            start_dockerd
+            started=1
+        else
+            say "last lines of $LOG:"
+            tail -n 20 "$LOG" >&2 2>/dev/null || true
+            die "dockerd exited during start-up (see $LOG)"
+        fi
     fi
     sleep 0.5
 done

@@ -214,6 +214,11 @@ def test_shell():
               f"{k}, {kill_s:.2f} s")
         r = d.ok("run", command="ps -eo comm | grep -c '^sleep$' || true")
         check("shell: no sleep left after kill", r["stdout"].strip() == "0", str(r))
+        r = d.ok("run", command="bash -c \"trap '' INT; sleep 100\"", timeout_s=0.5)
+        t0 = time.monotonic()
+        k = d.ok("kill")
+        check("shell: kill of a command ignoring SIGINT (SIGKILL follows)",
+              k["killed"] and k["finished"] and time.monotonic() - t0 < 5, f"{k}, {time.monotonic() - t0:.2f} s")
         r = d.ok("run", command="(sleep 300 &) ; sleep 301 & echo bg")
         k = d.ok("kill")
         r = d.ok("run", command="ps -eo comm | grep -c '^sleep$' || true")
@@ -329,6 +334,14 @@ def test_notebook():
               f"{time.monotonic() - t0:.1f} s, error {(r['error'] or {}).get('ename')}")
         r = d.ok("execute", code="x")
         check("notebook: state survives the interrupt", r["result"] == "41", str(r))
+        t0 = time.monotonic()
+        r = d.ok("execute", code="import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                                 "while True: time.sleep(0.01)", timeout_s=1)
+        check("notebook: code ignoring the interrupt -> kernel restarted, said so",
+              r["timed_out"] and r.get("restarted") is True and "state" in r.get("note", "")
+              and time.monotonic() - t0 < 20, f"{r.get('note')}, {time.monotonic() - t0:.1f} s")
+        r = d.ok("execute", code="x = 41\nx")
+        check("notebook: works after that restart", r["result"] == "41", str(r)[:200])
         r = d.call("execute", code="import os; os._exit(1)")
         check("notebook: kernel death -> failed, restarted",
               r.get("error", {}).get("kind") == "failed" and "died" in r["error"]["message"], str(r))
@@ -455,6 +468,11 @@ def test_browser():
         r = d.ok("open", url=base + "/index.html")
         check("browser: works after the stuck page", r["title"] == "Toolhost Test Page", str(r)[:200])
 
+        subprocess.run(["docker", "exec", d.name, "pkill", "-KILL", "-f", "type=renderer"], capture_output=True)
+        time.sleep(0.5)
+        r = d.ok("open", url=base + "/index.html")
+        check("browser: replaces a crashed tab", r.get("restarted") is True and r["title"] == "Toolhost Test Page",
+              str(r)[:200])
         subprocess.run(["docker", "exec", d.name, "pkill", "-KILL", "-x", "chromium"], capture_output=True)
         time.sleep(0.5)
         r = d.ok("open", url=base + "/other.html")

@@ -46,6 +46,7 @@ STREAM_TAIL = 256 << 10  # ... and the last 256 Ki
 MAX_IMAGES = 8
 MAX_IMAGE_BYTES = 8 << 20  # total base64 size of the images of one execution
 INTERRUPT_WAIT_S = 5.0
+DEFAULT_REPR = re.compile(r"^<[\w.]+ object(?: at 0x[0-9a-f]+)?>$")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 KERNEL_ARGS = [
     "--matplotlib=inline",  # figures -> image/png display_data
@@ -129,7 +130,8 @@ class Collector:
             data = content.get("data", {})
             if "image/png" in data:
                 self.add_image(data["image/png"])
-            elif msg_type == "display_data" and "text/plain" in data:
+            elif msg_type == "display_data" and "text/plain" in data \
+                    and not DEFAULT_REPR.match(str(data["text/plain"])):  # e.g. display(HTML(...))
                 self.stdout.add(str(data["text/plain"]) + "\n")
             if msg_type == "execute_result":
                 self.execution_count = content.get("execution_count", self.execution_count)
