@@ -9,6 +9,8 @@ WASM_OUT     := target/$(WASM_TARGET)/plugin
 PLUGINS      := calc files
 FIXTURES     := hostile wrong-version
 GUESTS       := $(PLUGINS) $(FIXTURES)
+# Python plugins (componentize-py, via sdk/python/build.sh).
+PY_PLUGINS   := textstats
 # Docker toolkits (a folder each: manifest + in-container driver).
 TOOLKITS     := shell notebook browser
 
@@ -37,13 +39,15 @@ wasm-target:
 guests: wasm-target
 	$(CARGO) build --target $(WASM_TARGET) --profile plugin $(GUESTS:%=-p %)
 
-## Every example component + manifest into target/plugins/.
+## Every example component + manifest into target/plugins/ (Rust and Python
+## components, Docker toolkit folders).
 plugins: guests
 	@mkdir -p target/plugins
 	@for p in $(PLUGINS); do \
 	  cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm target/plugins/$$p.wasm && \
 	  cp plugins/$$p/$$p.toml target/plugins/$$p.toml || exit 1; \
 	done
+	@for p in $(PY_PLUGINS); do sdk/python/build.sh plugins/$$p target/plugins || exit 1; done
 	@for t in $(TOOLKITS); do \
 	  mkdir -p target/plugins/$$t && \
 	  cp plugins/$$t/$$t.toml plugins/$$t/driver.py target/plugins/$$t/ || exit 1; \

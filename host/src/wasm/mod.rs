@@ -211,24 +211,32 @@ impl WasmBackend {
     }
 
     /// The component from the cache, else compiled on the blocking pool (at
-    /// most `compile_slots` at once) and stored in the cache.
+    /// most `compile_slots` at once) and stored in the cache. A cache hit
+    /// never waits for a slot behind a long compile.
     async fn compile(
         &self,
         bytes: Vec<u8>,
         version: &str,
     ) -> Result<(Component, Origin), LoadError> {
+        let engine = self.engine.clone();
+        let cache = self.cache.clone();
+        let hash = version.to_owned();
+        if let Some(cache) = cache.clone() {
+            let (engine, hash) = (engine.clone(), hash.clone());
+            let cached = tokio::task::spawn_blocking(move || cache.get(&engine, &hash))
+                .await
+                .ok()
+                .flatten();
+            if let Some(component) = cached {
+                return Ok((component, Origin::Cached));
+            }
+        }
         let _slot = self
             .compile_slots
             .acquire()
             .await
             .map_err(|_| LoadError::Compile("the engine is shutting down".into()))?;
-        let engine = self.engine.clone();
-        let cache = self.cache.clone();
-        let hash = version.to_owned();
         tokio::task::spawn_blocking(move || {
-            if let Some(component) = cache.as_ref().and_then(|c| c.get(&engine, &hash)) {
-                return Ok((component, Origin::Cached));
-            }
             let component = Component::new(&engine, &bytes)
                 .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
             if let Some(cache) = &cache {

@@ -32,10 +32,19 @@ fn heavy_tools_recover_when_the_daemon_comes_back() {
         .status()
         .unwrap();
     assert!(stopped.success(), "no dockerd to stop");
-    let down = wait_for(Duration::from_secs(60), || {
-        (!docker_available()).then_some(())
-    });
-    assert!(down.is_some(), "dockerd did not stop");
+    // Wait for the process to be gone, not just the API: dockerd stops its
+    // containers on the way out.
+    let gone = || {
+        let running = Command::new("pgrep")
+            .args(["-x", "dockerd"])
+            .output()
+            .unwrap();
+        (!docker_available() && !running.status.success()).then_some(())
+    };
+    assert!(
+        wait_for(Duration::from_secs(60), gone).is_some(),
+        "dockerd did not stop"
+    );
 
     let (status, body) = s.invoke_in("d", "shell_run", json!({"command": "echo ${A:-gone}"}));
     assert_eq!(
