@@ -342,6 +342,7 @@ mod tests {
             description: format!("{name} tool"),
             input_schema: json!({"type": "object"}),
             output_schema: None,
+            continue_with: None,
         }
     }
 

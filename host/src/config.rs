@@ -61,7 +61,7 @@ impl Default for PluginsConfig {
     fn default() -> Self {
         PluginsConfig {
             watch: true,
-            debounce_ms: 50,
+            debounce_ms: 25,
             rescan_interval_s: 30,
             compile_cache: true,
             max_upload_mb: 64,

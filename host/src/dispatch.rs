@@ -222,6 +222,7 @@ mod tests {
                 "additionalProperties": false
             }),
             output_schema: None,
+            continue_with: None,
         };
         catalog
             .register(

@@ -136,6 +136,8 @@ impl Server {
                 plugins: self.plugins.clone(),
                 admin_token: config.auth.admin_token.as_deref().map(AdminToken::new),
                 limits,
+                docker: self.docker.clone(),
+                retriever: Default::default(),
             },
             limits,
         )

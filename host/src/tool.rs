@@ -41,6 +41,11 @@ pub struct ToolDescriptor {
     pub input_schema: Value,
     /// JSON Schema of a JSON result, when known.
     pub output_schema: Option<Value>,
+    /// For a tool whose JSON result can say `"finished": false`: the tool (of
+    /// the same toolkit) that continues it. Protocols with a retry contract
+    /// (XAgent's 450 `next_calling`) use it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub continue_with: Option<String>,
 }
 
 /// One item of a tool's result.

@@ -1,11 +1,15 @@
-//! HTTP surfaces. Each is a thin adapter over [`crate::dispatch`]; the native
-//! REST API is here now, the XAgent ToolServer protocol and MCP join it later.
+//! HTTP surfaces. Each is a thin adapter over [`crate::dispatch`]: the native
+//! REST API, the plugin admin routes and the XAgent ToolServer protocol (MCP
+//! joins them later).
 
 pub mod admin;
 pub mod body;
 pub mod error;
 pub mod native;
 pub mod plugins;
+pub mod retrieval;
+pub mod workspace;
+pub mod xagent;
 
 use std::sync::Arc;
 
@@ -14,6 +18,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::Uri;
 
 use crate::dispatch::Dispatcher;
+use crate::docker::DockerBackend;
 use crate::plugins::PluginManager;
 pub use admin::AdminToken;
 use error::ApiError;
@@ -26,6 +31,10 @@ pub struct AppState {
     /// Unset: the admin routes are refused.
     pub admin_token: Option<AdminToken>,
     pub limits: ApiLimits,
+    /// The Docker backend, for session close / release.
+    pub docker: Option<Arc<DockerBackend>>,
+    /// Tool retrieval index (XAgent's `/retrieving_tools`).
+    pub retriever: Arc<retrieval::Retriever>,
 }
 
 /// Request size limits.
@@ -43,6 +52,7 @@ pub fn router(state: AppState, limits: ApiLimits) -> Router {
     Router::new()
         .merge(native::routes())
         .merge(plugins::routes(limits.max_upload_bytes))
+        .merge(xagent::routes(limits.max_upload_bytes))
         .fallback(
             |uri: Uri| async move { ApiError::not_found(format!("no route for {}", uri.path())) },
         )

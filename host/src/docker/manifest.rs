@@ -117,6 +117,10 @@ pub struct ToolSpec {
     pub input_schema: Value,
     #[serde(default)]
     pub output_schema: Option<Value>,
+    /// The tool that continues this one when its result says
+    /// `"finished": false` (e.g. shell `run` -> `read_output`).
+    #[serde(default)]
+    pub continue_with: Option<String>,
 }
 
 /// A toolkit manifest with its driver's absolute path.
@@ -137,6 +141,7 @@ impl LoadedManifest {
                 description: t.description.clone(),
                 input_schema: t.input_schema.clone(),
                 output_schema: t.output_schema.clone(),
+                continue_with: t.continue_with.clone(),
             })
             .collect()
     }
@@ -180,6 +185,16 @@ pub fn parse(name: &str, dir: &Path, text: &str) -> Result<LoadedManifest, Strin
     }
     if manifest.tools.is_empty() {
         return Err("the toolkit lists no [[tools]]".into());
+    }
+    for t in &manifest.tools {
+        if let Some(next) = &t.continue_with
+            && !manifest.tools.iter().any(|o| &o.name == next)
+        {
+            return Err(format!(
+                "tool `{}`: continue_with names no tool of this toolkit: `{next}`",
+                t.name
+            ));
+        }
     }
     Ok(LoadedManifest {
         name: name.to_owned(),

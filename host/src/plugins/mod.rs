@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
@@ -462,11 +462,6 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     tmp.as_file().sync_data()?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
-}
-
-/// How long a watcher waits for a burst of events on one plugin to settle.
-pub fn default_debounce() -> Duration {
-    Duration::from_millis(50)
 }
 
 #[cfg(test)]

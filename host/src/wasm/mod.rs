@@ -323,6 +323,7 @@ async fn describe(
                     .transpose()?,
                 description: info.description.clone(),
                 name: info.name,
+                continue_with: None,
             })
         })
         .collect()

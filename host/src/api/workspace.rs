@@ -1,0 +1,251 @@
+//! Session workspace files for the protocol routes (upload, download, tree,
+//! zip). Every access goes through cap-std, opened at the workspace root, so
+//! `..`, absolute paths and symlinks cannot leave it.
+
+use std::io::{Read, Write};
+use std::path::{Component, Path, PathBuf};
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use serde_json::{Value, json};
+
+/// Entries listed by [`tree`] at most.
+const MAX_TREE_ENTRIES: usize = 10_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("invalid path `{0}`: use a relative path inside the workspace")]
+    BadPath(String),
+    #[error("no file `{0}` in the workspace")]
+    NotFound(String),
+    #[error("{0}")]
+    TooLarge(String),
+    #[error("workspace I/O failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// `path` as a clean relative path: a leading `/workspace/` or `workspace/`
+/// (how agents name it) is dropped; `..`, roots and empty paths are refused.
+pub fn relative(path: &str) -> Result<PathBuf, WorkspaceError> {
+    let trimmed = path
+        .strip_prefix("/workspace/")
+        .or_else(|| path.strip_prefix("workspace/"))
+        .unwrap_or(path);
+    let p = Path::new(trimmed);
+    let mut clean = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::Normal(part) => clean.push(part),
+            Component::CurDir => {}
+            _ => return Err(WorkspaceError::BadPath(path.to_owned())),
+        }
+    }
+    if clean.as_os_str().is_empty() {
+        return Err(WorkspaceError::BadPath(path.to_owned()));
+    }
+    Ok(clean)
+}
+
+fn open(root: &Path) -> Result<Dir, WorkspaceError> {
+    Ok(Dir::open_ambient_dir(root, ambient_authority())?)
+}
+
+/// Map cap-std's refusals of an escape to a path error.
+fn io_error(path: &str, e: std::io::Error) -> WorkspaceError {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => WorkspaceError::NotFound(path.to_owned()),
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::InvalidInput => {
+            WorkspaceError::BadPath(path.to_owned())
+        }
+        _ if e.raw_os_error() == Some(libc_eloop()) => WorkspaceError::BadPath(path.to_owned()),
+        _ => WorkspaceError::Io(e),
+    }
+}
+
+fn libc_eloop() -> i32 {
+    40 // ELOOP on Linux
+}
+
+/// Write `bytes` to `path` under `root` (parents created). Returns the
+/// relative path written.
+pub fn write(root: &Path, path: &str, bytes: &[u8]) -> Result<String, WorkspaceError> {
+    let rel = relative(path)?;
+    let dir = open(root)?;
+    if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+        dir.create_dir_all(parent).map_err(|e| io_error(path, e))?;
+    }
+    let mut file = dir.create(&rel).map_err(|e| io_error(path, e))?;
+    file.write_all(bytes)?;
+    Ok(rel.to_string_lossy().into_owned())
+}
+
+/// Read `path` under `root`: (file name, bytes), at most `max` bytes.
+pub fn read(root: &Path, path: &str, max: usize) -> Result<(String, Vec<u8>), WorkspaceError> {
+    let rel = relative(path)?;
+    let dir = open(root)?;
+    let meta = dir.metadata(&rel).map_err(|e| io_error(path, e))?;
+    if !meta.is_file() {
+        return Err(WorkspaceError::NotFound(path.to_owned()));
+    }
+    if meta.len() > max as u64 {
+        return Err(WorkspaceError::TooLarge(format!(
+            "`{path}` is {} bytes, over the {max}-byte download limit",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    dir.open(&rel)
+        .map_err(|e| io_error(path, e))?
+        .read_to_end(&mut bytes)?;
+    let name = rel
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok((name, bytes))
+}
+
+/// The workspace as XAgent's tree: `{"name","type":"directory","children":[...]}`.
+/// Symlinks are listed as files and not followed.
+pub fn tree(root: &Path) -> Result<Value, WorkspaceError> {
+    let dir = open(root)?;
+    let mut budget = MAX_TREE_ENTRIES;
+    let children = walk(&dir, &mut budget)?;
+    let mut out = json!({"name": "workspace", "type": "directory", "children": children});
+    if budget == 0 {
+        out["truncated"] = json!(true);
+    }
+    Ok(out)
+}
+
+fn walk(dir: &Dir, budget: &mut usize) -> Result<Vec<Value>, WorkspaceError> {
+    let mut entries: Vec<_> = dir.entries()?.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    let mut out = Vec::new();
+    for entry in entries {
+        if *budget == 0 {
+            break;
+        }
+        *budget -= 1;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir {
+            let sub = entry.open_dir()?;
+            out.push(json!({"name": name, "type": "directory", "children": walk(&sub, budget)?}));
+        } else {
+            out.push(json!({"name": name, "type": "file"}));
+        }
+    }
+    Ok(out)
+}
+
+/// The whole workspace as a zip archive, at most `max` bytes of file content.
+pub fn zip(root: &Path, max: usize) -> Result<Vec<u8>, WorkspaceError> {
+    let dir = open(root)?;
+    let mut writer = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options: zip::write::SimpleFileOptions = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    let mut total = 0usize;
+    add_dir(&dir, "", &mut writer, options, &mut total, max)?;
+    let cursor = writer
+        .finish()
+        .map_err(|e| WorkspaceError::Io(std::io::Error::other(e)))?;
+    Ok(cursor.into_inner())
+}
+
+fn add_dir(
+    dir: &Dir,
+    prefix: &str,
+    writer: &mut zip::ZipWriter<std::io::Cursor<Vec<u8>>>,
+    options: zip::write::SimpleFileOptions,
+    total: &mut usize,
+    max: usize,
+) -> Result<(), WorkspaceError> {
+    let zip_err = |e: zip::result::ZipError| WorkspaceError::Io(std::io::Error::other(e));
+    let mut entries: Vec<_> = dir.entries()?.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        let name = format!("{prefix}{}", entry.file_name().to_string_lossy());
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            writer
+                .add_directory(format!("{name}/"), options)
+                .map_err(zip_err)?;
+            add_dir(
+                &entry.open_dir()?,
+                &format!("{name}/"),
+                writer,
+                options,
+                total,
+                max,
+            )?;
+        } else if kind.is_file() {
+            let mut bytes = Vec::new();
+            entry.open()?.read_to_end(&mut bytes)?;
+            *total += bytes.len();
+            if *total > max {
+                return Err(WorkspaceError::TooLarge(format!(
+                    "the workspace holds over {max} bytes; download files one by one"
+                )));
+            }
+            writer.start_file(name, options).map_err(zip_err)?;
+            writer.write_all(&bytes)?;
+        }
+        // Symlinks and other kinds are left out.
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_stay_inside() {
+        assert_eq!(relative("a/b.txt").unwrap(), PathBuf::from("a/b.txt"));
+        assert_eq!(
+            relative("/workspace/a.txt").unwrap(),
+            PathBuf::from("a.txt")
+        );
+        assert_eq!(relative("./a.txt").unwrap(), PathBuf::from("a.txt"));
+        for bad in ["../x", "a/../../x", "/etc/passwd", "", ".", "a/.."] {
+            assert!(relative(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn write_read_tree_zip_and_symlinks() {
+        let root = tempfile::tempdir().unwrap();
+        write(root.path(), "d/e/f.txt", b"hello").unwrap();
+        assert_eq!(
+            read(root.path(), "d/e/f.txt", 100).unwrap(),
+            ("f.txt".into(), b"hello".to_vec())
+        );
+        assert!(matches!(
+            read(root.path(), "d/e/f.txt", 2),
+            Err(WorkspaceError::TooLarge(_))
+        ));
+        assert!(matches!(
+            read(root.path(), "nope", 100),
+            Err(WorkspaceError::NotFound(_))
+        ));
+        // A symlink pointing out of the workspace is not followed.
+        std::os::unix::fs::symlink("/etc", root.path().join("out")).unwrap();
+        assert!(read(root.path(), "out/passwd", 1 << 20).is_err());
+        assert!(write(root.path(), "out/x", b"x").is_err());
+        let t = tree(root.path()).unwrap();
+        assert_eq!(t["children"][0]["name"], "d");
+        assert_eq!(
+            t["children"][0]["children"][0]["children"][0]["name"],
+            "f.txt"
+        );
+        assert_eq!(t["children"][1], json!({"name": "out", "type": "file"}));
+        let z = zip(root.path(), 1 << 20).unwrap();
+        assert_eq!(&z[..2], b"PK");
+        assert!(matches!(
+            zip(root.path(), 2),
+            Err(WorkspaceError::TooLarge(_))
+        ));
+    }
+}
