@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod body;
 pub mod error;
+pub mod formats;
 pub mod native;
 pub mod plugins;
 pub mod retrieval;

@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use super::AppState;
 use super::body::JsonBody;
 use super::error::ApiError;
+use super::formats;
 use crate::catalog::ToolEntry;
 use crate::dispatch::{CallOptions, CallOutput};
 use crate::sessions::{Session, SessionError};
@@ -41,15 +42,39 @@ async fn health() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-async fn list_tools(State(state): State<AppState>) -> Json<Value> {
-    let tools: Vec<Value> = state
-        .dispatcher
-        .catalog()
-        .tools()
-        .iter()
-        .map(|t| summary(t))
-        .collect();
-    Json(json!({ "tools": tools }))
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    /// `openai`, `lagent` or `mcp`; the native summary when absent.
+    #[serde(default)]
+    format: Option<String>,
+}
+
+async fn list_tools(
+    State(state): State<AppState>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let catalog = state.dispatcher.catalog();
+    let tools = catalog.tools();
+    let body = match query.format.as_deref() {
+        None | Some("native") => {
+            json!({ "tools": tools.iter().map(|t| summary(t)).collect::<Vec<_>>() })
+        }
+        Some("openai") => {
+            json!({ "tools": tools.iter().map(|t| formats::openai(t)).collect::<Vec<_>>() })
+        }
+        Some("mcp") => {
+            json!({ "tools": tools.iter().map(|t| formats::mcp(t)).collect::<Vec<_>>() })
+        }
+        Some("lagent") => json!({ "tools": formats::lagent(&catalog.toolkits(), &tools) }),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "unknown format `{other}`: use openai, lagent or mcp"
+            )));
+        }
+    };
+    Ok(Json(body))
 }
 
 /// What `GET /tools` lists of a tool.
@@ -195,8 +220,12 @@ async fn close_session(
     }
 }
 
-/// Stream `progress` events while the call runs, then one `result` (or
-/// `error`) event with the same body a JSON invoke returns.
+/// Stream the call as server-sent events: one `progress` event per progress
+/// chunk, `data: {"chunk":{message,done,total},"done":false}`, then one
+/// `result` (or `error`) event whose data is the JSON invoke's body plus
+/// `"done":true`. The call runs in its own task, so a slow reader holds up no
+/// other call; when the client goes away the stream is dropped and the call
+/// with it (the sandbox is torn down).
 fn invoke_sse(
     state: AppState,
     session: Arc<Session>,
@@ -205,7 +234,7 @@ fn invoke_sse(
     limits: LimitOverrides,
 ) -> Sse<impl futures::Stream<Item = Result<Event, Infallible>>> {
     let (tx, rx) = mpsc::unbounded_channel();
-    let call = tokio::spawn(async move {
+    let call = AbortOnDrop(tokio::spawn(async move {
         let options = CallOptions {
             limits,
             progress: Some(tx),
@@ -214,28 +243,40 @@ fn invoke_sse(
             .dispatcher
             .dispatch(&session, &id, params, options)
             .await
-    });
+    }));
     let progress = tokio_stream(rx).map(|p| {
         Ok(Event::default()
             .event("progress")
-            .json_data(p)
+            .json_data(json!({"chunk": p, "done": false}))
             .unwrap_or_default())
     });
     let last = futures::stream::once(async move {
-        let event = match call.await {
-            Ok(Ok(out)) => Event::default()
-                .event("result")
-                .json_data(success_body(&out)),
-            Ok(Err(e)) => Event::default()
-                .event("error")
-                .json_data(ApiError::from(e).body()),
-            Err(e) => Event::default()
-                .event("error")
-                .json_data(ApiError::from(CallError::Internal(e.to_string())).body()),
+        let mut call = call;
+        let (name, mut body) = match (&mut call.0).await {
+            Ok(Ok(out)) => ("result", success_body(&out)),
+            Ok(Err(e)) => ("error", ApiError::from(e).body()),
+            Err(e) => (
+                "error",
+                ApiError::from(CallError::Internal(e.to_string())).body(),
+            ),
         };
-        Ok(event.unwrap_or_default())
+        body["done"] = json!(true);
+        Ok(Event::default()
+            .event(name)
+            .json_data(body)
+            .unwrap_or_default())
     });
     Sse::new(progress.chain(last)).keep_alive(KeepAlive::default())
+}
+
+/// Aborts the task when dropped: a call streamed to a client that went away
+/// stops with it.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 fn tokio_stream<T>(mut rx: mpsc::UnboundedReceiver<T>) -> impl futures::Stream<Item = T> {
@@ -272,11 +313,17 @@ pub fn content_json(c: &Content) -> Value {
             media_type,
             data,
             name,
-        } => json!({
-            "type": "binary",
-            "media_type": media_type,
-            "name": name,
-            "data": base64::engine::general_purpose::STANDARD.encode(data),
-        }),
+        } => binary_json(media_type, data, name.as_deref()),
     }
+}
+
+/// A binary item as JSON (`{"type":"binary","media_type","name","data":<base64>}`),
+/// the same in the native API and in XAgent's wrapping.
+pub fn binary_json(media_type: &str, data: &[u8], name: Option<&str>) -> Value {
+    json!({
+        "type": "binary",
+        "media_type": media_type,
+        "name": name,
+        "data": base64::engine::general_purpose::STANDARD.encode(data),
+    })
 }

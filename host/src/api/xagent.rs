@@ -424,12 +424,7 @@ fn wrap_item(c: &Content) -> Value {
             media_type,
             data,
             name,
-        } => json!({
-            "type": "binary",
-            "media_type": media_type,
-            "name": name,
-            "data": base64::engine::general_purpose::STANDARD.encode(data),
-        }),
+        } => super::native::binary_json(media_type, data, name.as_deref()),
     }
 }
 

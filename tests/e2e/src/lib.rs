@@ -473,6 +473,24 @@ impl Server {
         containers(&[format!("toolhost.scope={}", self.scope())])
     }
 
+    /// DELETE /sessions/{id}, expecting 200.
+    pub fn close_session(&self, id: &str) {
+        let r = self
+            .http
+            .delete(self.url(&format!("/sessions/{id}")))
+            .send()
+            .expect("DELETE session");
+        assert_eq!(r.status().as_u16(), 200, "closing session {id}");
+    }
+
+    /// Wait (up to a minute) until none of this server's containers is left.
+    pub fn wait_no_containers(&self) -> bool {
+        wait_for(Duration::from_secs(60), || {
+            self.containers().is_empty().then_some(())
+        })
+        .is_some()
+    }
+
     /// The server's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()

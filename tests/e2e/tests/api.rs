@@ -1,5 +1,7 @@
 //! The native HTTP API against the real binary and the example plugins.
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 use toolhost_e2e::{PluginsDir, Server, kind};
 
@@ -298,10 +300,19 @@ fn invoke_streams_progress_over_sse() {
     let progress = text.find("event: progress").expect(&text);
     let result = text.find("event: result").expect(&text);
     assert!(progress < result, "{text}");
-    assert!(
-        text.contains(r#""done":1.0"#) && text.contains(r#""total":2.0"#),
-        "{text}"
-    );
+    // Each event is `data: {...}`: chunks with done:false, the result with done:true.
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    assert_eq!(events.len(), 2, "{text}");
+    assert_eq!(events[0]["done"], false);
+    assert_eq!(events[0]["chunk"]["message"], "half");
+    assert_eq!(events[0]["chunk"]["done"], 1.0);
+    assert_eq!(events[0]["chunk"]["total"], 2.0);
+    assert_eq!(events[1]["done"], true);
+    assert_eq!(events[1]["status"], "success");
     assert!(
         text.contains("hello from the manifest"),
         "config import: {text}"
@@ -318,4 +329,99 @@ fn invoke_streams_progress_over_sse() {
         (200, Some("<unset>")),
         "{out}"
     );
+}
+
+#[test]
+fn a_client_that_disconnects_mid_stream_cancels_the_call() {
+    use std::io::{Read, Write};
+    let s = Server::start(PluginsDir::new().add("hostile", "hostile"));
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let body = r#"{"params": {}, "stream": true}"#;
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        conn,
+        "POST /tools/hostile_spin/invoke HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut head = [0u8; 256];
+    let n = conn.read(&mut head).unwrap();
+    assert!(String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.1 200"));
+    std::thread::sleep(Duration::from_millis(200));
+    drop(conn);
+    // The spin would end by its 2 s timeout and be counted; cancelled, it never is.
+    std::thread::sleep(Duration::from_millis(3000));
+    let (_, tool) = s.get("/tools/hostile_spin");
+    assert_eq!(
+        tool["stats"]["call_count"], 0,
+        "the call was dropped with its client: {tool}"
+    );
+    let (status, _) = s.invoke("hostile_echo", json!({"value": 1}));
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn descriptions_in_openai_lagent_and_mcp_formats() {
+    let s = examples();
+    let (status, body) = s.get("/tools?format=openai");
+    assert_eq!(status, 200);
+    let tools = body["tools"].as_array().unwrap();
+    assert!(tools.len() >= 5);
+    for t in tools {
+        assert_eq!(t["type"], "function");
+        let name = t["function"]["name"].as_str().unwrap();
+        assert!(
+            !name.is_empty()
+                && name.len() <= 64
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'),
+            "{name} is not an OpenAI function name"
+        );
+        assert_eq!(t["function"]["parameters"]["type"], "object");
+        assert!(t["function"]["description"].as_str().is_some());
+    }
+
+    let (_, body) = s.get("/tools?format=mcp");
+    let calc = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "calc_evaluate")
+        .unwrap();
+    assert_eq!(calc["inputSchema"]["type"], "object");
+    assert!(
+        calc["outputSchema"].is_object(),
+        "calc publishes an output schema: {calc}"
+    );
+
+    let (_, body) = s.get("/tools?format=lagent");
+    let entries = body["tools"].as_array().unwrap();
+    let files = entries
+        .iter()
+        .find(|e| e["name"] == "files")
+        .expect("files toolkit");
+    let read = files["api_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "read")
+        .unwrap();
+    let path = read["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "path")
+        .unwrap();
+    assert_eq!(path["type"], "STRING");
+    assert!(!path["description"].as_str().unwrap().is_empty());
+    assert_eq!(read["required"], json!(["path"]));
+    let calc = entries
+        .iter()
+        .find(|e| e["name"] == "calc_evaluate")
+        .expect("a one-tool toolkit is the tool");
+    assert_eq!(calc["parameters"][0]["name"], "expression");
+
+    let (status, body) = s.get("/tools?format=yaml");
+    assert_eq!(status, 400, "{body}");
 }

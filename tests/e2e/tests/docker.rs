@@ -117,18 +117,9 @@ fn shell_nodes_are_lazy_keep_state_and_share_the_workspace() {
 
     // Closing the sessions removes their nodes.
     for id in ["w1", "w2"] {
-        let r = s
-            .client()
-            .delete(s.url(&format!("/sessions/{id}")))
-            .send()
-            .unwrap();
-        assert_eq!(r.status().as_u16(), 200);
+        s.close_session(id);
     }
-    assert!(
-        wait_for(WAIT, || s.containers().is_empty().then_some(())).is_some(),
-        "{:?}",
-        s.containers()
-    );
+    assert!(s.wait_no_containers(), "{:?}", s.containers());
 }
 
 #[test]
@@ -416,18 +407,9 @@ fn twenty_sessions_at_once_leave_no_containers() {
     }
     assert_eq!(s.containers().len(), 20);
     for i in 0..20 {
-        let r = s
-            .client()
-            .delete(s.url(&format!("/sessions/many-{i}")))
-            .send()
-            .unwrap();
-        assert_eq!(r.status().as_u16(), 200);
+        s.close_session(&format!("many-{i}"));
     }
-    assert!(
-        wait_for(WAIT, || s.containers().is_empty().then_some(())).is_some(),
-        "{:?}",
-        s.containers()
-    );
+    assert!(s.wait_no_containers(), "{:?}", s.containers());
 }
 
 #[test]
