@@ -7,6 +7,7 @@
 //! driver = "driver.py"          # beside the manifest; mounted read-only in the node
 //! scheduling = "hot"            # "hot": a pre-started pool; "cold": started on demand
 //! hot_pool = 2
+//! max_containers = 32           # session nodes at once (LRU eviction beyond)
 //! idle_timeout_s = 600          # a session's node unused this long is removed
 //! network = "none"              # or "host"
 //! memory_mb = 512
@@ -49,6 +50,11 @@ pub struct NodeSpec {
     pub scheduling: Scheduling,
     #[serde(default)]
     pub hot_pool: u32,
+    /// Most session nodes of this toolkit at once; a new session beyond it
+    /// takes the place of the least recently used idle one (whose session gets
+    /// a fresh node, with a note, on its next call).
+    #[serde(default = "default_max_containers", alias = "hot_max_containers")]
+    pub max_containers: u32,
     #[serde(default = "default_idle")]
     pub idle_timeout_s: u64,
     #[serde(default)]
@@ -68,6 +74,9 @@ pub struct NodeSpec {
 
 fn default_idle() -> u64 {
     600
+}
+fn default_max_containers() -> u32 {
+    32
 }
 fn default_memory() -> u32 {
     512
@@ -168,6 +177,9 @@ pub fn parse(name: &str, dir: &Path, text: &str) -> Result<LoadedManifest, Strin
     }
     if d.call_timeout_s == 0 || d.idle_timeout_s == 0 {
         return Err("docker.call_timeout_s and docker.idle_timeout_s must be positive".into());
+    }
+    if d.max_containers == 0 {
+        return Err("docker.max_containers must be at least 1".into());
     }
     if d.hot_pool > 32 {
         return Err(format!("docker.hot_pool = {} is over 32", d.hot_pool));

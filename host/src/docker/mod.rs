@@ -358,6 +358,7 @@ impl DockerBackend {
             slot.lost = Some(why);
             self.remove_container(&id).await;
         }
+        self.make_room(&key, spec).await?;
         let node = match self.take_pooled(spec, session) {
             Some(node) => node,
             None => {
@@ -373,6 +374,49 @@ impl DockerBackend {
             format!("note: {why}; this call ran on a fresh node, so earlier state (working directory, variables, processes) is gone; files in /workspace are kept")
         });
         Ok((node, note))
+    }
+
+    /// Keep the toolkit's session nodes under `max_containers`: evict the
+    /// least recently used idle node of another session when at the cap.
+    async fn make_room(&self, key: &Key, spec: &LoadedManifest) -> Result<(), CallError> {
+        let cap = spec.manifest.docker.max_containers as usize;
+        let others: Vec<(Key, Arc<tokio::sync::Mutex<Slot>>)> = lock(&self.slots)
+            .iter()
+            .filter(|(k, _)| k.1 == spec.name && *k != key)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut idle = Vec::new();
+        let mut busy = 0;
+        for (k, slot) in &others {
+            match slot.try_lock() {
+                Ok(guard) => match &guard.node {
+                    Some(node) if node.is_busy() => busy += 1,
+                    Some(node) => idle.push((node.idle_for(), k.clone(), slot.clone())),
+                    None => {}
+                },
+                Err(_) => busy += 1,
+            }
+        }
+        if idle.len() + busy < cap {
+            return Ok(());
+        }
+        idle.sort_by_key(|(for_, _, _)| std::cmp::Reverse(*for_));
+        let Some((_, (session, _), slot)) = idle.into_iter().next() else {
+            return Err(CallError::Overloaded(format!(
+                "all {cap} {} nodes are busy; retry later",
+                spec.name
+            )));
+        };
+        let mut guard = slot.lock().await;
+        if let Some(node) = guard.node.take() {
+            tracing::info!(toolkit = %spec.name, session, container = %node.container, cap, "evicting the least recently used node");
+            guard.lost = Some(format!(
+                "the previous {} node was removed to make room (at most {cap} at once; it was the least recently used)",
+                spec.name
+            ));
+            self.remove_container(&node.container).await;
+        }
+        Ok(())
     }
 
     /// Forget `session`'s node of `toolkit` after it failed mid-call.

@@ -169,6 +169,11 @@ impl Node {
         self.alive.load(Ordering::Acquire)
     }
 
+    /// Whether a request is in progress.
+    pub fn is_busy(&self) -> bool {
+        self.turn.try_lock().is_err()
+    }
+
     pub fn idle_for(&self) -> Duration {
         self.last_used
             .lock()

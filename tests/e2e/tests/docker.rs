@@ -489,3 +489,35 @@ fn a_wasm_plugin_cannot_take_a_docker_toolkits_name() {
     assert!(wait_for(WAIT, || s.plugin("shell").is_none().then_some(())).is_some());
     assert!(s.tool_ids().contains(&"shell_run".to_owned()));
 }
+
+#[test]
+fn beyond_max_containers_the_least_recently_used_node_is_evicted() {
+    if !require_docker() {
+        return;
+    }
+    let s = Server::start(PluginsDir::new().add_toolkit_with("shell", |m| {
+        cold(m).replace("max_containers = 32", "max_containers = 2")
+    }));
+    run(&s, "lru-a", "export A=1");
+    run(&s, "lru-b", "export B=1");
+    assert_eq!(s.containers().len(), 2);
+    // A third session: the cap holds, `lru-a` (least recently used) makes room.
+    run(&s, "lru-c", "true");
+    assert!(wait_for(WAIT, || (s.containers().len() == 2).then_some(())).is_some());
+    assert_eq!(
+        run(&s, "lru-b", "echo ${B:-gone}")["stdout"],
+        "1\n",
+        "b kept its node"
+    );
+    let (status, body) = s.invoke_in("lru-a", "shell_run", json!({"command": "echo ${A:-gone}"}));
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("make room"),
+        "{body}"
+    );
+    assert_eq!(json_item(&body)["stdout"], "gone\n");
+    assert!(s.containers().len() <= 2);
+}
