@@ -74,6 +74,13 @@ pub struct DockerBackend {
     slots: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Slot>>>>,
     pools: Mutex<HashMap<String, Vec<Pooled>>>,
     refilling: Mutex<HashSet<String>>,
+    /// Containers whose removal failed (the engine was down): retried by the
+    /// monitor until they are gone.
+    graveyard: Mutex<HashSet<String>>,
+    /// Set by [`DockerBackend::shutdown`]: no new node may appear after it.
+    closing: std::sync::atomic::AtomicBool,
+    /// Node creations in progress (shutdown waits for them).
+    creating: std::sync::atomic::AtomicUsize,
 }
 
 /// Label value naming the server that owns a container: a hash of its data
@@ -98,6 +105,9 @@ impl DockerBackend {
             slots: Mutex::default(),
             pools: Mutex::default(),
             refilling: Mutex::default(),
+            graveyard: Mutex::default(),
+            closing: Default::default(),
+            creating: Default::default(),
         })
     }
 
@@ -232,17 +242,33 @@ impl DockerBackend {
         }
     }
 
+    /// Remove container `id`; when the engine cannot do it now, remember it
+    /// and let the monitor try again.
     async fn remove_container(&self, id: &str) {
         let Ok(docker) = self.engine.get().await else {
+            lock(&self.graveyard).insert(id.to_owned());
             return;
         };
         let options = RemoveContainerOptionsBuilder::default()
             .force(true)
             .v(true)
             .build();
-        if let Err(e) = docker.remove_container(id, Some(options)).await {
-            tracing::debug!(container = id, error = %e, "could not remove a node container");
+        match docker.remove_container(id, Some(options)).await {
+            Ok(())
+            | Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => {
+                lock(&self.graveyard).remove(id);
+            }
+            Err(e) => {
+                tracing::debug!(container = id, error = %e, "could not remove a node container; retrying later");
+                lock(&self.graveyard).insert(id.to_owned());
+            }
         }
+    }
+
+    fn is_closing(&self) -> bool {
+        self.closing.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Create and start a node of `spec` with `workspace` at /workspace.
@@ -252,6 +278,20 @@ impl DockerBackend {
         workspace: &Path,
         session: &str,
     ) -> Result<Arc<Node>, CallError> {
+        use std::sync::atomic::Ordering;
+        self.creating.fetch_add(1, Ordering::AcqRel);
+        struct Done<'a>(&'a std::sync::atomic::AtomicUsize);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        let _done = Done(&self.creating);
+        if self.is_closing() {
+            return Err(CallError::BackendUnavailable(
+                "the server is shutting down".into(),
+            ));
+        }
         let docker = self.docker().await?;
         let d = &spec.manifest.docker;
         let labels: HashMap<String, String> = [
@@ -316,6 +356,14 @@ impl DockerBackend {
         )
         .await
         {
+            Ok(node) if self.is_closing() => {
+                // Shutdown began while this node started: it must not outlive us.
+                drop(node);
+                self.remove_container(&created.id).await;
+                Err(CallError::BackendUnavailable(
+                    "the server is shutting down".into(),
+                ))
+            }
             Ok(node) => {
                 tracing::info!(toolkit = %spec.name, session, container = %name, "node started");
                 Ok(Arc::new(node))
@@ -547,6 +595,10 @@ impl DockerBackend {
             self.remove_container(&p.node.container).await;
             let _ = std::fs::remove_dir_all(&p.dir);
         }
+        let graves: Vec<String> = lock(&self.graveyard).iter().cloned().collect();
+        for id in graves {
+            self.remove_container(&id).await;
+        }
         let specs: Vec<Arc<LoadedManifest>> = lock(&self.specs).values().cloned().collect();
         for spec in specs {
             self.refill(&spec);
@@ -572,6 +624,13 @@ impl DockerBackend {
 
     /// Remove every node and pooled node (graceful shutdown).
     pub async fn shutdown(&self) {
+        use std::sync::atomic::Ordering;
+        self.closing.store(true, Ordering::Release);
+        // Nodes being created now remove themselves when they see `closing`.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while self.creating.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let slots: Vec<Arc<tokio::sync::Mutex<Slot>>> =
             lock(&self.slots).drain().map(|(_, v)| v).collect();
         let mut ids: Vec<String> = Vec::new();
@@ -585,6 +644,7 @@ impl DockerBackend {
             ids.push(p.node.container.clone());
             let _ = std::fs::remove_dir_all(&p.dir);
         }
+        ids.extend(lock(&self.graveyard).iter().cloned());
         futures::future::join_all(ids.iter().map(|id| self.remove_container(id))).await;
         if !ids.is_empty() {
             tracing::info!(count = ids.len(), "removed node containers");

@@ -496,6 +496,12 @@ impl Server {
         self.child.id()
     }
 
+    /// Stop the server with SIGTERM and wait for it to exit (a graceful
+    /// shutdown: it removes its containers itself).
+    pub fn terminate(&mut self) {
+        stop_gracefully(&mut self.child, Duration::from_secs(30));
+    }
+
     /// Kill the server with SIGKILL (no graceful shutdown).
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -301,6 +301,7 @@ fn a_node_killed_mid_call_is_replaced_with_a_note() {
     std::thread::sleep(Duration::from_secs(1));
     let killed = std::process::Command::new("docker")
         .args(["kill", &container])
+        .stdout(std::process::Stdio::null())
         .status()
         .unwrap();
     assert!(killed.success());
@@ -520,4 +521,23 @@ fn beyond_max_containers_the_least_recently_used_node_is_evicted() {
     );
     assert_eq!(json_item(&body)["stdout"], "gone\n");
     assert!(s.containers().len() <= 2);
+}
+
+#[test]
+fn a_graceful_shutdown_removes_every_node_and_the_pool() {
+    if !require_docker() {
+        return;
+    }
+    let mut s = Server::start(PluginsDir::new().add_toolkit("shell"));
+    assert!(wait_for(WAIT, || (s.containers().len() == 2).then_some(())).is_some());
+    run(&s, "bye-1", "true");
+    run(&s, "bye-2", "true");
+    assert!(s.containers().len() >= 3);
+    s.terminate();
+    let left = s.containers();
+    assert!(
+        left.is_empty(),
+        "left behind by a graceful shutdown: {left:?}\n{}",
+        s.log()
+    );
 }

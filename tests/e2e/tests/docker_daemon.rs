@@ -68,4 +68,10 @@ fn heavy_tools_recover_when_the_daemon_comes_back() {
     let text = body["content"][0]["text"].as_str().unwrap_or_default();
     assert!(text.contains("fresh node"), "{body}");
     assert_eq!(body["content"][1]["json"]["stdout"], "gone\n", "{body}");
+    // The node the outage stopped could not be removed while the engine was
+    // down; the monitor removes it now: only the fresh node is left.
+    let settled = wait_for(Duration::from_secs(30), || {
+        (s.containers().len() == 1).then_some(())
+    });
+    assert!(settled.is_some(), "{:?}", s.containers());
 }
