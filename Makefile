@@ -17,7 +17,7 @@ TOOLKITS     := shell notebook browser
 .PHONY: run test plugins fixtures guests wasm-target build lint bench clean docker node-image driver-test
 
 ## Serve the example plugins on $(BIND) (release build). The heavy tools need the
-## Docker engine and the node image: built here when missing (once, ~7 min);
+## Docker engine and the node image: built here when missing (once, ~2 min);
 ## without them the server still serves the wasm tools.
 run: plugins
 	@$(MAKE) --no-print-directory node-image || echo "warning: no Docker engine or node image: shell/notebook/browser tools will answer 503"
