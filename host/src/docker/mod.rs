@@ -483,18 +483,21 @@ impl DockerBackend {
     fn take_pooled(&self, spec: &LoadedManifest, session: &Session) -> Option<Arc<Node>> {
         loop {
             let pooled = lock(&self.pools).get_mut(&spec.name)?.pop()?;
-            if !pooled.node.is_alive() {
-                continue;
-            }
-            match adopt_workspace(&pooled.dir, session.workspace_path()) {
-                Ok(()) => return Some(pooled.node),
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot hand a pooled node its session workspace");
-                    let (this_dir, node) = (pooled.dir, pooled.node);
-                    let _ = std::fs::remove_dir_all(this_dir);
-                    drop(node);
-                    return None;
+            let failure = if pooled.node.is_alive() {
+                match adopt_workspace(&pooled.dir, session.workspace_path()) {
+                    Ok(()) => return Some(pooled.node),
+                    Err(e) => Some(e),
                 }
+            } else {
+                None
+            };
+            // Not usable: its container goes (the monitor removes what is in
+            // the graveyard), and so does its spare workspace.
+            lock(&self.graveyard).insert(pooled.node.container.clone());
+            let _ = std::fs::remove_dir_all(&pooled.dir);
+            if let Some(e) = failure {
+                tracing::warn!(error = %e, "cannot hand a pooled node its session workspace");
+                return None;
             }
         }
     }
