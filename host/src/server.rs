@@ -22,8 +22,6 @@ pub struct Server {
     pub wasm: Arc<WasmBackend>,
     pub docker: Option<Arc<DockerBackend>>,
     pub plugins: Arc<PluginManager>,
-    /// Docker toolkit folders that could not be registered, with the reason.
-    pub toolkit_errors: Vec<(String, String)>,
     _watcher: Option<watch::DirWatcher>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -61,14 +59,12 @@ impl Server {
         let catalog = Arc::new(Catalog::new());
         let mut tasks = vec![reaper];
         // Docker toolkits first: a wasm plugin cannot take their names.
-        let (docker, toolkit_errors) = if config.docker.enabled {
+        let docker = config.docker.enabled.then(|| {
             let docker = DockerBackend::new(data, sessions.clone());
-            let errors = docker.register_toolkits(plugins, &catalog);
+            docker.register_toolkits(plugins, &catalog);
             tasks.push(docker.start());
-            (Some(docker), errors)
-        } else {
-            (None, Vec::new())
-        };
+            docker
+        });
         let manager = PluginManager::new(plugins, wasm.clone(), catalog.clone());
         let started = Instant::now();
         manager.load_all().await.with_context(|| {
@@ -102,7 +98,6 @@ impl Server {
             wasm,
             docker,
             plugins: manager,
-            toolkit_errors,
             _watcher: watcher,
             tasks,
         })

@@ -57,14 +57,13 @@ fn io_error(path: &str, e: std::io::Error) -> WorkspaceError {
         std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::InvalidInput => {
             WorkspaceError::BadPath(path.to_owned())
         }
-        _ if e.raw_os_error() == Some(libc_eloop()) => WorkspaceError::BadPath(path.to_owned()),
+        _ if e.raw_os_error() == Some(ELOOP) => WorkspaceError::BadPath(path.to_owned()),
         _ => WorkspaceError::Io(e),
     }
 }
 
-fn libc_eloop() -> i32 {
-    40 // ELOOP on Linux
-}
+/// Linux's ELOOP: cap-std refuses to follow a symlink.
+const ELOOP: i32 = 40;
 
 /// Write `bytes` to `path` under `root` (parents created). Returns the
 /// relative path written.

@@ -111,16 +111,11 @@ impl DockerBackend {
         })
     }
 
-    /// Register every Docker toolkit folder of `plugins` in `catalog`. Returns
-    /// (name, error) of the folders that could not be registered.
-    pub fn register_toolkits(
-        self: &Arc<Self>,
-        plugins: &Path,
-        catalog: &Catalog,
-    ) -> Vec<(String, String)> {
-        let mut errors = Vec::new();
+    /// Register every Docker toolkit folder of `plugins` in `catalog`; a
+    /// folder that cannot be registered is logged with the reason.
+    pub fn register_toolkits(self: &Arc<Self>, plugins: &Path, catalog: &Catalog) {
         let Ok(entries) = std::fs::read_dir(plugins) else {
-            return errors;
+            return;
         };
         let mut dirs: Vec<PathBuf> = entries
             .flatten()
@@ -168,11 +163,9 @@ impl DockerBackend {
                 Ok(()) => tracing::info!(toolkit = %name, "docker toolkit registered"),
                 Err(e) => {
                     tracing::warn!(toolkit = %name, error = %e, "docker toolkit not registered");
-                    errors.push((name, e));
                 }
             }
         }
-        errors
     }
 
     /// Start-up: remove this scope's leftover containers, fill the hot pools,

@@ -24,6 +24,7 @@ use serde::Serialize;
 
 use crate::catalog::Catalog;
 use crate::tool;
+use crate::wasm::loader::read_manifest;
 use crate::wasm::{LoadError, LoadedPlugin, WasmBackend};
 
 /// Where a plugin stands.
@@ -61,7 +62,15 @@ pub struct PluginStatus {
     /// an event that changed nothing does not reload.
     #[serde(skip)]
     files: Option<String>,
+    /// Size and modification time of those files, taken before they were
+    /// read: while they are the same, the files are not read and hashed
+    /// again (the periodic rescan looks at every plugin).
+    #[serde(skip)]
+    stamps: Option<Stamps>,
 }
+
+/// Size and modification time of `<name>.wasm` and `<name>.toml`.
+type Stamps = [Option<(u64, SystemTime)>; 2];
 
 impl PluginStatus {
     fn new(name: &str) -> Self {
@@ -76,6 +85,7 @@ impl PluginStatus {
             compile_ms: None,
             source: None,
             files: None,
+            stamps: None,
         }
     }
 }
@@ -113,6 +123,7 @@ struct Files {
     wasm: Vec<u8>,
     manifest: Option<String>,
     identity: String,
+    stamps: Stamps,
 }
 
 fn now_ms() -> u64 {
@@ -197,7 +208,14 @@ impl PluginManager {
         let lock = self.name_lock(name);
         let _guard = lock.lock().await;
         let wasm_path = self.dir.join(format!("{name}.wasm"));
-        let files = match self.read_files(name) {
+        let stamps = self.stamps(name);
+        let untouched = self
+            .get(name)
+            .is_some_and(|s| s.files.is_some() && s.stamps == Some(stamps) && stamps[0].is_some());
+        if untouched {
+            return;
+        }
+        let files = match self.read_files(name, stamps) {
             Ok(Some(files)) => files,
             Ok(None) => {
                 self.unload(name, "its file is gone");
@@ -209,6 +227,7 @@ impl PluginManager {
                     s.state = State::Failed;
                     s.error = Some(format!("cannot read {}: {e}", wasm_path.display()));
                     s.files = None;
+                    s.stamps = None;
                 });
                 return;
             }
@@ -219,38 +238,37 @@ impl PluginManager {
         if unchanged {
             return;
         }
-        let stamp = stamp(&wasm_path);
         if let Err(e) = self.install(name, files).await {
-            // A file still being written is not yet valid: the write's own
-            // events bring it back here once it is complete.
-            if stamp != self::stamp(&wasm_path) {
-                tracing::debug!(
-                    plugin = name,
-                    "file changed while loading; waiting for the next event"
-                );
-            } else {
-                tracing::debug!(plugin = name, error = %e, "reload failed");
-            }
+            // Also how a file still being written ends: not yet valid. The
+            // write's own events bring it back here once it is complete.
+            tracing::debug!(plugin = name, error = %e, "reload failed");
         }
     }
 
-    /// Read `<name>.wasm` and `<name>.toml`; none when there is no component.
-    fn read_files(&self, name: &str) -> std::io::Result<Option<Files>> {
+    /// Size and modification time of the plugin's two files (none for a file
+    /// that is not there).
+    fn stamps(&self, name: &str) -> Stamps {
+        ["wasm", "toml"].map(|ext| {
+            let meta = std::fs::metadata(self.dir.join(format!("{name}.{ext}"))).ok()?;
+            Some((meta.len(), meta.modified().ok()?))
+        })
+    }
+
+    /// Read `<name>.wasm` and `<name>.toml` (whose `stamps` were taken just
+    /// before); none when there is no component.
+    fn read_files(&self, name: &str, stamps: Stamps) -> std::io::Result<Option<Files>> {
         let wasm = match std::fs::read(self.dir.join(format!("{name}.wasm"))) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        let manifest = match std::fs::read(self.dir.join(format!("{name}.toml"))) {
-            Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
-        };
+        let manifest = read_manifest(&self.dir.join(format!("{name}.toml")))?;
         let identity = identity(&wasm, manifest.as_deref());
         Ok(Some(Files {
             wasm,
             manifest,
             identity,
+            stamps,
         }))
     }
 
@@ -261,6 +279,7 @@ impl PluginManager {
         self.update(name, |s| {
             s.state = State::Loading;
             s.files = Some(files.identity.clone());
+            s.stamps = Some(files.stamps);
         });
         let result = match self
             .wasm
@@ -358,11 +377,7 @@ impl PluginManager {
         let toml_path = self.dir.join(format!("{name}.toml"));
         let manifest = match manifest {
             Some(text) => Some(text),
-            None => match std::fs::read(&toml_path) {
-                Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(e) => return Err(e.into()),
-            },
+            None => read_manifest(&toml_path)?,
         };
         let old = self.get(name).and_then(|s| s.version);
         let plugin = self
@@ -380,7 +395,11 @@ impl PluginManager {
         write_atomic(&self.dir.join(format!("{name}.wasm")), &wasm)?;
         let identity = identity(&wasm, manifest.as_deref());
         let status = self.register(name, plugin)?;
-        self.update(name, |s| s.files = Some(identity));
+        let stamps = self.stamps(name);
+        self.update(name, |s| {
+            s.files = Some(identity);
+            s.stamps = Some(stamps);
+        });
         tracing::info!(
             plugin = name,
             from = short(old.as_deref()),
@@ -435,12 +454,6 @@ pub fn plugin_name_of(path: &Path) -> Option<String> {
     }
     let (stem, ext) = file.rsplit_once('.')?;
     matches!(ext, "wasm" | "toml").then(|| stem.to_owned())
-}
-
-/// Size and modification time: enough to tell that a file is still changing.
-fn stamp(path: &Path) -> Option<(u64, SystemTime)> {
-    let meta = std::fs::metadata(path).ok()?;
-    Some((meta.len(), meta.modified().ok()?))
 }
 
 fn identity(wasm: &[u8], manifest: Option<&str>) -> String {

@@ -1,5 +1,6 @@
-//! Loading the plugins directory: `<name>.wasm` with an optional `<name>.toml`
-//! manifest beside it.
+//! Loading plugin files: `<name>.wasm` with an optional `<name>.toml`
+//! manifest beside it (the plugins directory itself is watched and loaded by
+//! [`crate::plugins`]; `toolhost call` and `inspect` load one file).
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +13,7 @@ pub fn content_hash(bytes: &[u8]) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// One component file found in a plugins directory.
+/// One component file and its manifest, if any.
 #[derive(Debug, Clone)]
 pub struct PluginFile {
     pub name: String,
@@ -20,26 +21,13 @@ pub struct PluginFile {
     pub manifest: Option<PathBuf>,
 }
 
-/// The `*.wasm` files of `dir`, sorted by name.
-pub fn scan(dir: &Path) -> std::io::Result<Vec<PluginFile>> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("wasm") || !path.is_file() {
-            continue;
-        }
-        let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
-            continue;
-        };
-        let manifest = path.with_extension("toml");
-        files.push(PluginFile {
-            name: name.to_owned(),
-            manifest: manifest.is_file().then_some(manifest),
-            wasm: path,
-        });
+/// The manifest at `path` as text, none when there is no such file.
+pub fn read_manifest(path: &Path) -> std::io::Result<Option<String>> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
-    files.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(files)
 }
 
 /// Why a plugin file could not be loaded.
