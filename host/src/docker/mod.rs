@@ -389,14 +389,9 @@ impl DockerBackend {
             if node.is_alive() {
                 return Ok((node.clone(), None));
             }
-            let why = format!(
-                "the previous {} node stopped ({})",
-                spec.name,
-                node.stderr_tail()
-            );
             let id = node.container.clone();
+            slot.lost = Some(node.stopped_note());
             slot.node = None;
-            slot.lost = Some(why);
             self.remove_container(&id).await;
         }
         self.make_room(&key, spec).await?;
@@ -562,10 +557,7 @@ impl DockerBackend {
                     tracing::info!(toolkit, session, container = %node.container, "removing node ({why})");
                     let id = node.container.clone();
                     if !node.is_alive() && !closed {
-                        guard.lost = Some(format!(
-                            "the previous {toolkit} node stopped ({})",
-                            node.stderr_tail()
-                        ));
+                        guard.lost = Some(node.stopped_note());
                     }
                     guard.node = None;
                     self.remove_container(&id).await;

@@ -208,6 +208,15 @@ impl Node {
         }
     }
 
+    /// What the session is told on its next call after this node died.
+    pub fn stopped_note(&self) -> String {
+        format!(
+            "the previous {} node stopped ({})",
+            self.toolkit,
+            self.stderr_tail()
+        )
+    }
+
     /// Send `op` with `args` (a JSON object) and wait up to `timeout` for the
     /// response line.
     pub async fn request(
