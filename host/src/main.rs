@@ -59,7 +59,7 @@ fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
-                .unwrap_or_else(|_| "info,wasmtime=warn,cranelift=warn".into()),
+                .unwrap_or_else(|_| "info,wasmtime=warn,cranelift=warn,rmcp=warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -108,7 +108,7 @@ async fn serve(
         .await
         .with_context(|| format!("failed to listen on {}", config.server.bind))?;
     tracing::info!(addr = %listener.local_addr()?, "toolhost listening");
-    let served = server::serve(listener, server.router(&config)).await;
+    let served = server::serve(listener, server.router(&config), server.shutdown.clone()).await;
     server.shutdown().await;
     served
 }

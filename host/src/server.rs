@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, AdminToken, ApiLimits, AppState};
 use crate::catalog::Catalog;
@@ -24,6 +25,8 @@ pub struct Server {
     pub plugins: Arc<PluginManager>,
     _watcher: Option<watch::DirWatcher>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Cancelled by [`serve`] when a shutdown signal arrives.
+    pub shutdown: CancellationToken,
 }
 
 impl Drop for Server {
@@ -100,6 +103,7 @@ impl Server {
             plugins: manager,
             _watcher: watcher,
             tasks,
+            shutdown: CancellationToken::new(),
         })
     }
 
@@ -133,16 +137,38 @@ impl Server {
                 limits,
                 docker: self.docker.clone(),
                 retriever: Default::default(),
+                shutdown: self.shutdown.clone(),
             },
             limits,
+            mcp_allowed_hosts(config.server.bind.ip()),
         )
     }
 }
 
-/// Serve `router` on `listener` until Ctrl-C or SIGTERM.
-pub async fn serve(listener: tokio::net::TcpListener, router: axum::Router) -> anyhow::Result<()> {
+/// The `Host` headers `/mcp` accepts: loopback names on a loopback address
+/// (DNS-rebinding protection, the MCP spec's advice for local servers); any on
+/// another address, where the operator puts the server behind its own names.
+fn mcp_allowed_hosts(ip: std::net::IpAddr) -> Option<Vec<String>> {
+    ip.is_loopback().then(|| {
+        ["localhost", "127.0.0.1", "::1", "[::1]"]
+            .into_iter()
+            .map(String::from)
+            .collect()
+    })
+}
+
+/// Serve `router` on `listener` until Ctrl-C or SIGTERM; then cancel
+/// `shutdown` so long-lived streams end and the graceful shutdown completes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            shutdown.cancel();
+        })
         .await
         .context("the HTTP server failed")
 }

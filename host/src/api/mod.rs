@@ -1,11 +1,11 @@
 //! HTTP surfaces. Each is a thin adapter over [`crate::dispatch`]: the native
-//! REST API, the plugin admin routes and the XAgent ToolServer protocol (MCP
-//! joins them later).
+//! REST API, the plugin admin routes, the XAgent ToolServer protocol and MCP.
 
 pub mod admin;
 pub mod body;
 pub mod error;
 pub mod formats;
+pub mod mcp;
 pub mod native;
 pub mod plugins;
 pub mod retrieval;
@@ -36,6 +36,8 @@ pub struct AppState {
     pub docker: Option<Arc<DockerBackend>>,
     /// Tool retrieval index (XAgent's `/retrieving_tools`).
     pub retriever: Arc<retrieval::Retriever>,
+    /// Cancelled when the server shuts down: long-lived streams (MCP) end.
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 /// Request size limits.
@@ -47,10 +49,22 @@ pub struct ApiLimits {
     pub max_upload_bytes: usize,
 }
 
-/// The whole HTTP API.
-pub fn router(state: AppState, limits: ApiLimits) -> Router {
+/// The whole HTTP API. `mcp_allowed_hosts`: the `Host` headers `/mcp`
+/// accepts (DNS-rebinding protection); `None` accepts any.
+pub fn router(
+    state: AppState,
+    limits: ApiLimits,
+    mcp_allowed_hosts: Option<Vec<String>>,
+) -> Router {
     let max_body_bytes = limits.max_body_bytes;
+    let mcp = mcp::service(
+        state.clone(),
+        max_body_bytes,
+        mcp_allowed_hosts,
+        state.shutdown.clone(),
+    );
     Router::new()
+        .route_service("/mcp", mcp)
         .merge(native::routes())
         .merge(plugins::routes(limits.max_upload_bytes))
         .merge(xagent::routes(limits.max_upload_bytes))

@@ -456,14 +456,17 @@ impl DockerBackend {
     }
 
     /// Forget `session`'s node of `toolkit` after it failed mid-call.
-    async fn discard(&self, session: &str, toolkit: &str, why: String) {
+    async fn discard(&self, session: &str, toolkit: &str, node: &Arc<Node>, why: String) {
         let key = (session.to_owned(), toolkit.to_owned());
         let slot = self.slot(&key);
         let mut slot = slot.lock().await;
-        if let Some(node) = slot.node.take() {
-            self.remove_container(&node.container).await;
+        // Only that node: a newer one may have replaced it meanwhile.
+        if slot.node.as_ref().is_some_and(|n| Arc::ptr_eq(n, node)) {
+            slot.node = None;
+            slot.lost = Some(why);
         }
-        slot.lost = Some(why);
+        drop(slot);
+        self.remove_container(&node.container).await;
     }
 
     /// A started node from the hot pool, its workspace moved into the

@@ -8,6 +8,7 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use super::manifest::LoadedManifest;
+use super::node::Node;
 use super::{DockerBackend, NodeError};
 use crate::catalog::{BoxFuture, Invocation, Toolkit};
 use crate::tool::{CallError, Content};
@@ -39,7 +40,15 @@ impl Toolkit for DockerToolkit {
             let (node, note) = self.backend.node_for(&call.session, &self.spec).await?;
             let timeout = Duration::from_millis(call.limits.timeout_ms) + GRACE;
             let name = &self.spec.name;
-            let response = match node.request(&call.tool, args, timeout).await {
+            let mut cancelled = DiscardIfDropped(Some((
+                self.backend.clone(),
+                call.session.id().to_owned(),
+                name.clone(),
+                node.clone(),
+            )));
+            let answer = node.request(&call.tool, args, timeout).await;
+            cancelled.0 = None;
+            let response = match answer {
                 Ok(r) => r,
                 Err(e) => {
                     let (why, error) = match &e {
@@ -59,7 +68,9 @@ impl Toolkit for DockerToolkit {
                             )),
                         ),
                     };
-                    self.backend.discard(call.session.id(), name, why).await;
+                    self.backend
+                        .discard(call.session.id(), name, &node, why)
+                        .await;
                     return Err(error);
                 }
             };
@@ -69,6 +80,25 @@ impl Toolkit for DockerToolkit {
             }
             Ok(content)
         })
+    }
+}
+
+/// Armed while a request is in flight: a call dropped then (cancelled by its
+/// client) discards its node, so the container and the command running in
+/// it stop; the next call of the session starts a fresh node and is told why.
+struct DiscardIfDropped(Option<(Arc<DockerBackend>, String, String, Arc<Node>)>);
+
+impl Drop for DiscardIfDropped {
+    fn drop(&mut self) {
+        if let Some((backend, session, toolkit, node)) = self.0.take() {
+            tracing::info!(%session, %toolkit, "call cancelled while its command ran: removing the node");
+            tokio::spawn(async move {
+                let why = format!(
+                    "the previous {toolkit} node was removed because a call was cancelled while its command ran"
+                );
+                backend.discard(&session, &toolkit, &node, why).await;
+            });
+        }
     }
 }
 

@@ -2,9 +2,10 @@
 //!
 //! 1. In-process: the cost of one `dispatch` of `calc_evaluate` (schema check,
 //!    fresh Store + instance, fuel + epoch + memory limits, the call), no HTTP.
-//! 2. Over loopback HTTP against the real binary: latency of one invoke
-//!    (median, p99; one connection, sequential), then requests/s of invoke vs
-//!    a bare `GET /health` with the same connections and duration.
+//! 2. Over loopback HTTP against the real binary (see [`surfaces`]): the same
+//!    call through the native API, XAgent's protocol and MCP: sequential
+//!    latency, then requests/s and p99 under load, against a bare
+//!    `GET /health`; and the median of XAgent's `POST /get_cookie`.
 //!
 //! 3. Hot loading (see [`hotload`]): swap latency and cold start with 20
 //!    plugins, compile cache cold vs warm.
@@ -20,11 +21,10 @@
 
 mod hotload;
 mod nodes;
+mod surfaces;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -34,7 +34,7 @@ use hyper::Request;
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 
-const INVOKE_BODY: &str = r#"{"params":{"expression":"2 * (3 + 4) - sqrt(16) / 2"}}"#;
+pub(crate) const INVOKE_BODY: &str = r#"{"params":{"expression":"2 * (3 + 4) - sqrt(16) / 2"}}"#;
 
 fn env_num(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -78,20 +78,13 @@ async fn main() -> anyhow::Result<()> {
     in_process(calc_only.path(), samples).await?;
 
     let server = ServerProcess::start(calc_only.path())?;
-    let addr = server.addr.clone();
-    println!("\n== HTTP latency, 1 connection, {samples} sequential invokes of calc_evaluate ==");
-    let lat = latency(&addr, samples).await?;
-    println!(
-        "invoke latency: median {:.1} us, p90 {:.1} us, p99 {:.1} us, max {:.1} us",
-        lat.0, lat.1, lat.2, lat.3
-    );
-
-    println!("\n== HTTP throughput, {connections} connections, {seconds} s each ==");
-    let health = load(&addr, connections, Duration::from_secs(seconds), false).await?;
-    println!("GET /health:               {health:>9.0} req/s");
-    let invoke = load(&addr, connections, Duration::from_secs(seconds), true).await?;
-    println!("POST calc_evaluate/invoke: {invoke:>9.0} req/s");
-    println!("ratio invoke / health:     {:>9.2}", invoke / health);
+    surfaces::run(
+        &server.addr,
+        samples,
+        connections,
+        Duration::from_secs(seconds),
+    )
+    .await?;
     drop(server);
     if part.is_empty() {
         hotload::run(&plugins, env_num("BENCH_SWAPS", 20) as usize).await?;
@@ -145,9 +138,9 @@ pub(crate) fn percentiles(times: &mut [Duration]) -> (f64, f64, f64, f64) {
     (at(0.5), at(0.9), at(0.99), at(1.0))
 }
 
-type Sender = http1::SendRequest<Full<Bytes>>;
+pub(crate) type Sender = http1::SendRequest<Full<Bytes>>;
 
-async fn connect(addr: &str) -> anyhow::Result<Sender> {
+pub(crate) async fn connect(addr: &str) -> anyhow::Result<Sender> {
     let stream = tokio::net::TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     let (sender, conn) = http1::handshake(TokioIo::new(stream)).await?;
@@ -155,86 +148,6 @@ async fn connect(addr: &str) -> anyhow::Result<Sender> {
         let _ = conn.await;
     });
     Ok(sender)
-}
-
-async fn request(sender: &mut Sender, addr: &str, invoke: bool) -> anyhow::Result<()> {
-    let req = if invoke {
-        Request::post("/tools/calc_evaluate/invoke")
-            .header("host", addr)
-            .header("content-type", "application/json")
-            .header("x-toolhost-session", "bench")
-            .body(Full::new(Bytes::from_static(INVOKE_BODY.as_bytes())))?
-    } else {
-        Request::get("/health")
-            .header("host", addr)
-            .body(Full::new(Bytes::new()))?
-    };
-    sender.ready().await?;
-    let resp = sender.send_request(req).await?;
-    let status = resp.status();
-    let body = resp.into_body().collect().await?.to_bytes();
-    if !status.is_success() {
-        bail!("{status}: {}", String::from_utf8_lossy(&body));
-    }
-    Ok(())
-}
-
-async fn latency(addr: &str, samples: usize) -> anyhow::Result<(f64, f64, f64, f64)> {
-    let mut sender = connect(addr).await?;
-    for _ in 0..500 {
-        request(&mut sender, addr, true).await?;
-    }
-    let mut times = Vec::with_capacity(samples);
-    for _ in 0..samples {
-        let t = Instant::now();
-        request(&mut sender, addr, true).await?;
-        times.push(t.elapsed());
-    }
-    Ok(percentiles(&mut times))
-}
-
-/// Requests/s with `connections` keep-alive connections for `duration`.
-async fn load(
-    addr: &str,
-    connections: usize,
-    duration: Duration,
-    invoke: bool,
-) -> anyhow::Result<f64> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicU64::new(0));
-    let errors = Arc::new(AtomicU64::new(0));
-    // Warm-up, not counted.
-    let mut s = connect(addr).await?;
-    for _ in 0..200 {
-        request(&mut s, addr, invoke).await?;
-    }
-    let mut tasks = Vec::new();
-    for _ in 0..connections {
-        let (stop, done, errors, addr) =
-            (stop.clone(), done.clone(), errors.clone(), addr.to_owned());
-        let mut sender = connect(&addr).await?;
-        tasks.push(tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                match request(&mut sender, &addr, invoke).await {
-                    Ok(()) => done.fetch_add(1, Ordering::Relaxed),
-                    Err(_) => errors.fetch_add(1, Ordering::Relaxed),
-                };
-            }
-        }));
-    }
-    let started = Instant::now();
-    tokio::time::sleep(duration).await;
-    let n = done.load(Ordering::Relaxed);
-    let elapsed = started.elapsed();
-    stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        let _ = t.await;
-    }
-    let errors = errors.load(Ordering::Relaxed);
-    if errors > 0 {
-        println!("  ({errors} failed requests)");
-    }
-    Ok(n as f64 / elapsed.as_secs_f64())
 }
 
 struct ServerProcess {

@@ -6,6 +6,8 @@
 //! toolhost` and `make plugins fixtures` first); `TOOLHOST_BIN` overrides the
 //! binary's path.
 
+pub mod mcp;
+
 use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,371 @@
+//! MCP (Model Context Protocol) over streamable HTTP at `/mcp`, served by the
+//! official Rust SDK (`rmcp`): no JSON-RPC is written here, and no tool logic
+//! either. Every call goes through [`crate::dispatch`] like any other surface.
+//!
+//! - `tools/list`: the catalog, in the same shape as `GET /tools?format=mcp`.
+//! - `tools/call`: dispatch; text, JSON (also as `structuredContent` when it is
+//!   the whole result), images and other binary content (an embedded blob) are
+//!   mapped; tool failures and limit breaches are results with `isError: true`
+//!   whose text starts with the error kind (`[timeout] ...`). An unknown tool
+//!   is a JSON-RPC error (-32602), as the MCP spec asks.
+//! - Progress: a call whose request carries a `progressToken` forwards the
+//!   plugin's progress reports as `notifications/progress`.
+//! - Cancellation: `notifications/cancelled` drops the dispatch future, which
+//!   tears down the wasm store mid-call, or discards the Docker node whose
+//!   command was running (its container is removed, so the command stops).
+//! - `notifications/tools/list_changed` on every catalog change (hot reload):
+//!   on the session's standalone stream (protocol versions up to 2025-11-25),
+//!   or through `subscriptions/listen` (2026-07-28, stateless).
+//! - Sessions: an `X-Toolhost-Session` header pins a toolhost session (the
+//!   same header as the native API). Without it, each MCP session gets its own
+//!   toolhost session (workspace, Docker nodes), closed when the MCP session
+//!   ends; a stateless request (2026-07-28) without it gets a session of its own
+//!   that ends with the request.
+
+use std::sync::{Arc, Mutex};
+
+use axum::http::request::Parts;
+use base64::Engine as _;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
+    ResourceContents, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::AppState;
+use super::formats;
+use super::native::SESSION_HEADER;
+use crate::dispatch::{CallOptions, CallOutput};
+use crate::sessions::{Session, SessionError};
+use crate::tool::{CallError, Content, Progress};
+
+/// The `/mcp` service: one [`McpHandler`] per MCP session (or per stateless
+/// request). `shutdown` ends every session and stream, so a graceful shutdown
+/// does not wait on open SSE streams.
+pub fn service(
+    state: AppState,
+    max_body_bytes: usize,
+    allowed_hosts: Option<Vec<String>>,
+    shutdown: CancellationToken,
+) -> StreamableHttpService<McpHandler, LocalSessionManager> {
+    let mut config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(shutdown)
+        .with_max_request_body_bytes(max_body_bytes);
+    config = match allowed_hosts {
+        Some(hosts) => config.with_allowed_hosts(hosts),
+        None => config.disable_allowed_hosts(),
+    };
+    StreamableHttpService::new(
+        move || Ok(McpHandler::new(state.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
+}
+
+/// The MCP server of one MCP session.
+pub struct McpHandler {
+    state: AppState,
+    /// The toolhost session this MCP session created, closed when it ends.
+    own_session: Mutex<Option<Arc<Session>>>,
+    /// Forwards catalog changes as `notifications/tools/list_changed`.
+    list_changed: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl McpHandler {
+    fn new(state: AppState) -> Self {
+        McpHandler {
+            state,
+            own_session: Mutex::new(None),
+            list_changed: Mutex::new(None),
+        }
+    }
+
+    /// The toolhost session of a request: the one its `X-Toolhost-Session`
+    /// header names, else this MCP session's own.
+    fn session(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Session>, McpError> {
+        let sessions = self.state.dispatcher.sessions();
+        let pinned = context
+            .extensions
+            .get::<Parts>()
+            .and_then(|parts| parts.headers.get(SESSION_HEADER));
+        if let Some(id) = pinned {
+            let id = id.to_str().unwrap_or("\u{0}");
+            return sessions
+                .open(Some(id))
+                .map(|(s, _)| s)
+                .map_err(session_error);
+        }
+        let mut own = self.own_session.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = own.as_ref() {
+            // Marks it used (and re-creates it if it was closed meanwhile).
+            let (s, _) = sessions.open(Some(s.id())).map_err(session_error)?;
+            *own = Some(s.clone());
+            return Ok(s);
+        }
+        let (s, _) = sessions.open(None).map_err(session_error)?;
+        tracing::debug!(session = s.id(), "MCP: new toolhost session");
+        *own = Some(s.clone());
+        Ok(s)
+    }
+}
+
+impl Drop for McpHandler {
+    fn drop(&mut self) {
+        if let Some(task) = self
+            .list_changed
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            task.abort();
+        }
+        let own = self
+            .own_session
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(session) = own {
+            let id = session.id().to_owned();
+            drop(session);
+            match self.state.dispatcher.sessions().close(&id) {
+                Ok(_) => {
+                    tracing::debug!(session = %id, "MCP session ended: toolhost session closed")
+                }
+                Err(e) => {
+                    tracing::warn!(session = %id, error = %e, "MCP session ended: could not delete its workspace")
+                }
+            }
+        }
+    }
+}
+
+fn session_error(e: SessionError) -> McpError {
+    match e {
+        SessionError::InvalidId => McpError::invalid_request(
+            format!("{SESSION_HEADER}: {e}"),
+            Some(json!({"kind": "invalid_input"})),
+        ),
+        SessionError::Workspace(_) => McpError::internal_error(e.to_string(), None),
+    }
+}
+
+impl ServerHandler for McpHandler {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("toolhost", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Tools of a toolhost server: WebAssembly plugins run in a sandbox per call; \
+             shell, notebook and browser tools run in a container per session. Files \
+             written by one tool are visible to the others of the same session.",
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let tools = self
+            .state
+            .dispatcher
+            .catalog()
+            .tools()
+            .iter()
+            .filter_map(|t| match serde_json::from_value::<Tool>(formats::mcp(t)) {
+                Ok(tool) => Some(tool),
+                Err(e) => {
+                    tracing::warn!(tool = %t.id, error = %e, "MCP: tool left out of tools/list");
+                    None
+                }
+            })
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.as_ref();
+        if self.state.dispatcher.catalog().get(name).is_none() {
+            return Err(McpError::invalid_params(
+                format!("unknown tool `{name}`"),
+                Some(json!({"kind": "not_found"})),
+            ));
+        }
+        let session = self.session(&context)?;
+        let input = Value::Object(request.arguments.unwrap_or_default());
+
+        let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<Progress>();
+        let token = context.meta.get_progress_token();
+        let options = CallOptions {
+            progress: token.is_some().then_some(progress_tx),
+            ..CallOptions::default()
+        };
+        let dispatcher = &self.state.dispatcher;
+        let call = dispatcher.dispatch(&session, name, input, options);
+        // Progress goes out while the call runs, and all of it before the
+        // result: the forwarder ends when the call drops its sender.
+        let forward = async {
+            let Some(token) = token else { return };
+            let mut reports = 0.0;
+            while let Some(p) = progress_rx.recv().await {
+                reports += 1.0;
+                let mut note =
+                    ProgressNotificationParam::new(token.clone(), p.done.unwrap_or(reports))
+                        .with_message(p.message);
+                if let Some(total) = p.total {
+                    note = note.with_total(total);
+                }
+                if context.peer.notify_progress(note).await.is_err() {
+                    return; // the client is gone; the call goes on until cancelled
+                }
+            }
+        };
+        let result = tokio::select! {
+            (result, ()) = async { tokio::join!(call, forward) } => result,
+            () = context.ct.cancelled() => {
+                tracing::info!(tool = name, session = session.id(), "MCP: call cancelled by the client");
+                return Err(McpError::internal_error("the call was cancelled", None));
+            }
+        };
+        Ok(match result {
+            Ok(out) => CallToolResponse::from(success(&out)),
+            Err(CallError::NotFound(_)) => {
+                return Err(McpError::invalid_params(
+                    format!("unknown tool `{name}`"),
+                    Some(json!({"kind": "not_found"})),
+                ));
+            }
+            Err(e) => CallToolResponse::from(failure(&e)),
+        })
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // Session mode: the standalone stream carries list_changed.
+        let mut changes = self.state.dispatcher.catalog().subscribe();
+        changes.mark_unchanged();
+        let shutdown = self.state.shutdown.clone();
+        let peer = context.peer;
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => if changed.is_err() { return },
+                    () = shutdown.cancelled() => return,
+                }
+                if peer.notify_tool_list_changed().await.is_err() || peer.is_transport_closed() {
+                    return;
+                }
+            }
+        });
+        let old = self
+            .list_changed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(task);
+        if let Some(old) = old {
+            old.abort();
+        }
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        // 2026-07-28: `subscriptions/listen` carries list_changed.
+        let mut changes = self.state.dispatcher.catalog().subscribe();
+        changes.mark_unchanged();
+        let shutdown = self.state.shutdown.clone();
+        loop {
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { return Ok(()) },
+                () = context.cancelled() => return Ok(()),
+                () = shutdown.cancelled() => return Ok(()),
+            }
+            if context.sink().notify_tool_list_changed().await.is_err() {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// A successful call as an MCP result. A result that is one JSON value is
+/// also `structuredContent` (what `outputSchema` describes).
+fn success(out: &CallOutput) -> CallToolResult {
+    let mut result = CallToolResult::success(out.content.iter().map(block).collect());
+    if let [Content::Json(v)] = out.content.as_slice() {
+        result.structured_content = Some(v.clone());
+    }
+    result.meta = Some(meta(json!({
+        "toolhost/version": out.version,
+        "toolhost/elapsed_ms": out.elapsed.as_secs_f64() * 1000.0,
+    })));
+    result
+}
+
+/// A failed call as an MCP result the model can read: `isError`, the kind
+/// first in the text, the kind and details in `_meta`.
+fn failure(e: &CallError) -> CallToolResult {
+    let kind = e.kind().as_str();
+    let mut text = format!("[{kind}] {e}");
+    if let CallError::InvalidInput { details, .. } = e
+        && details.len() > 1
+    {
+        for d in details {
+            text.push_str("\n- ");
+            text.push_str(d);
+        }
+    }
+    let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+    result.meta = Some(meta(json!({ "toolhost/error_kind": kind })));
+    result
+}
+
+fn meta(v: Value) -> MetaObject {
+    match v {
+        Value::Object(map) => MetaObject(map),
+        _ => MetaObject::new(),
+    }
+}
+
+/// One content item as an MCP content block.
+fn block(c: &Content) -> ContentBlock {
+    match c {
+        Content::Text(t) => ContentBlock::text(t.clone()),
+        Content::Json(v) => ContentBlock::text(v.to_string()),
+        Content::Binary {
+            media_type,
+            data,
+            name,
+        } => {
+            let b64 = base64::engine::general_purpose::STANDARD.encode(data);
+            if media_type.starts_with("image/") {
+                ContentBlock::image(b64, media_type.clone())
+            } else if media_type.starts_with("audio/") {
+                ContentBlock::audio(b64, media_type.clone())
+            } else {
+                let uri = format!("toolhost:/result/{}", name.as_deref().unwrap_or("data"));
+                ContentBlock::resource(
+                    ResourceContents::blob(b64, uri).with_mime_type(media_type.clone()),
+                )
+            }
+        }
+    }
+}

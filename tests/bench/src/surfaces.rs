@@ -1,0 +1,288 @@
+//! The same `calc_evaluate` call through each API surface, in one run: the
+//! native REST API, the XAgent ToolServer protocol and MCP (streamable HTTP,
+//! a session per connection). For each: sequential latency on one
+//! connection, then requests/s and latency percentiles under load. Plus the
+//! median of `POST /get_cookie` (XAgent's session opener).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+
+use super::{INVOKE_BODY, Sender, connect, percentiles};
+
+const EXPRESSION: &str = "2 * (3 + 4) - sqrt(16) / 2";
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Surface {
+    Health,
+    Native,
+    XAgent,
+    Mcp,
+}
+
+impl Surface {
+    fn name(self) -> &'static str {
+        match self {
+            Surface::Health => "GET /health",
+            Surface::Native => "native invoke",
+            Surface::XAgent => "XAgent execute_tool",
+            Surface::Mcp => "MCP tools/call",
+        }
+    }
+}
+
+/// One connection speaking one surface, with its session.
+pub(crate) struct Conn {
+    sender: Sender,
+    addr: String,
+    surface: Surface,
+    /// XAgent: the `node_id` cookie; MCP: the `Mcp-Session-Id`.
+    session: Option<String>,
+    next_id: u64,
+}
+
+impl Conn {
+    pub(crate) async fn open(addr: &str, surface: Surface) -> anyhow::Result<Conn> {
+        let mut conn = Conn {
+            sender: connect(addr).await?,
+            addr: addr.to_owned(),
+            surface,
+            session: None,
+            next_id: 1,
+        };
+        match surface {
+            Surface::XAgent => {
+                let (headers, _) = conn.post("/get_cookie", &[], Bytes::new()).await?;
+                let cookie = headers
+                    .get_all("set-cookie")
+                    .iter()
+                    .filter_map(|v| v.to_str().ok())
+                    .find_map(|v| v.split(';').next().filter(|c| c.starts_with("node_id=")))
+                    .context("no node_id cookie")?
+                    .to_owned();
+                conn.session = Some(cookie);
+            }
+            Surface::Mcp => {
+                let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}"#;
+                let (headers, _) = conn.mcp(Bytes::from_static(init.as_bytes())).await?;
+                let id = headers
+                    .get("mcp-session-id")
+                    .and_then(|v| v.to_str().ok())
+                    .context("no Mcp-Session-Id")?
+                    .to_owned();
+                conn.session = Some(id);
+                let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+                conn.mcp(Bytes::from_static(note.as_bytes())).await?;
+            }
+            Surface::Health | Surface::Native => {}
+        }
+        Ok(conn)
+    }
+
+    async fn send(
+        &mut self,
+        req: Request<Full<Bytes>>,
+    ) -> anyhow::Result<(hyper::HeaderMap, Bytes)> {
+        self.sender.ready().await?;
+        let resp = self.sender.send_request(req).await?;
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let body = resp.into_body().collect().await?.to_bytes();
+        if !status.is_success() {
+            bail!("{status}: {}", String::from_utf8_lossy(&body));
+        }
+        Ok((headers, body))
+    }
+
+    async fn post(
+        &mut self,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Bytes,
+    ) -> anyhow::Result<(hyper::HeaderMap, Bytes)> {
+        let mut req = Request::post(path)
+            .header("host", &self.addr)
+            .header("content-type", "application/json");
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        self.send(req.body(Full::new(body))?).await
+    }
+
+    async fn mcp(&mut self, body: Bytes) -> anyhow::Result<(hyper::HeaderMap, Bytes)> {
+        let session = self.session.clone();
+        let mut headers = vec![("accept", "application/json, text/event-stream")];
+        if let Some(s) = &session {
+            headers.push(("mcp-session-id", s));
+            headers.push(("mcp-protocol-version", "2025-11-25"));
+        }
+        self.post("/mcp", &headers, body).await
+    }
+
+    /// One `calc_evaluate` call (or health check); fails unless it succeeded.
+    pub(crate) async fn call(&mut self) -> anyhow::Result<()> {
+        match self.surface {
+            Surface::Health => {
+                let req = Request::get("/health")
+                    .header("host", &self.addr)
+                    .body(Full::new(Bytes::new()))?;
+                self.send(req).await?;
+            }
+            Surface::Native => {
+                self.post(
+                    "/tools/calc_evaluate/invoke",
+                    &[("x-toolhost-session", "bench")],
+                    Bytes::from_static(INVOKE_BODY.as_bytes()),
+                )
+                .await?;
+            }
+            Surface::XAgent => {
+                let cookie = self.session.clone().unwrap_or_default();
+                let body = format!(
+                    r#"{{"tool_name":"calc_evaluate","arguments":{{"expression":"{EXPRESSION}"}}}}"#
+                );
+                self.post("/execute_tool", &[("cookie", &cookie)], Bytes::from(body))
+                    .await?;
+            }
+            Surface::Mcp => {
+                let id = self.next_id;
+                self.next_id += 1;
+                let body = format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"calc_evaluate","arguments":{{"expression":"{EXPRESSION}"}}}}}}"#
+                );
+                let (_, answer) = self.mcp(Bytes::from(body)).await?;
+                let text = String::from_utf8_lossy(&answer);
+                if !text.contains(r#""isError":false"#) {
+                    bail!("MCP call failed: {text}");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Median and p99 of sequential calls on one connection, in microseconds.
+async fn sequential(addr: &str, surface: Surface, samples: usize) -> anyhow::Result<(f64, f64)> {
+    let mut conn = Conn::open(addr, surface).await?;
+    for _ in 0..samples.min(500) {
+        conn.call().await?;
+    }
+    let mut times = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let t = Instant::now();
+        conn.call().await?;
+        times.push(t.elapsed());
+    }
+    let (p50, _, p99, _) = percentiles(&mut times);
+    Ok((p50, p99))
+}
+
+/// Load with `connections` connections for `duration`: requests/s and the
+/// median and p99 latency of the calls.
+async fn load(
+    addr: &str,
+    surface: Surface,
+    connections: usize,
+    duration: Duration,
+) -> anyhow::Result<(f64, f64, f64)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let errors = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..connections {
+        let mut conn = Conn::open(addr, surface).await?;
+        conn.call().await?; // warm
+        let (stop, errors) = (stop.clone(), errors.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut times = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                match conn.call().await {
+                    Ok(()) => times.push(t.elapsed()),
+                    Err(_) => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            times
+        }));
+    }
+    let started = Instant::now();
+    tokio::time::sleep(duration).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut times = Vec::new();
+    for t in tasks {
+        times.extend(t.await?);
+    }
+    let elapsed = started.elapsed();
+    let errors = errors.load(Ordering::Relaxed);
+    if errors > 0 {
+        println!("  ({errors} failed requests)");
+    }
+    anyhow::ensure!(!times.is_empty(), "no call succeeded");
+    let rate = times.len() as f64 / elapsed.as_secs_f64();
+    let (p50, _, p99, _) = percentiles(&mut times);
+    Ok((rate, p50, p99))
+}
+
+/// Median of `POST /get_cookie`, each on a fresh connection like XAgent's
+/// client (which opens one per session), and on a kept-alive one.
+async fn get_cookie(addr: &str, samples: usize) -> anyhow::Result<(f64, f64)> {
+    let mut fresh = Vec::with_capacity(samples);
+    let mut kept = Vec::with_capacity(samples);
+    let mut conn = Conn::open(addr, Surface::Native).await?;
+    for _ in 0..samples {
+        let t = Instant::now();
+        let mut c = Conn::open(addr, Surface::Native).await?;
+        c.post("/get_cookie", &[], Bytes::new()).await?;
+        fresh.push(t.elapsed());
+        let t = Instant::now();
+        conn.post("/get_cookie", &[], Bytes::new()).await?;
+        kept.push(t.elapsed());
+    }
+    Ok((percentiles(&mut fresh).0, percentiles(&mut kept).0))
+}
+
+pub(crate) async fn run(
+    addr: &str,
+    samples: usize,
+    connections: usize,
+    duration: Duration,
+) -> anyhow::Result<()> {
+    let surfaces = [Surface::Native, Surface::XAgent, Surface::Mcp];
+    println!("\n== one calc_evaluate call per surface: {samples} sequential on 1 connection ==");
+    for s in surfaces {
+        let (p50, p99) = sequential(addr, s, samples).await?;
+        println!("{:<22} median {p50:>7.1} us   p99 {p99:>7.1} us", s.name());
+    }
+    println!(
+        "\n== per surface under load: {connections} connections, {} s each ==",
+        duration.as_secs()
+    );
+    let (health, _, _) = load(addr, Surface::Health, connections, duration).await?;
+    println!("{:<22} {health:>9.0} req/s", Surface::Health.name());
+    let mut rates = Vec::new();
+    for s in surfaces {
+        let (rate, p50, p99) = load(addr, s, connections, duration).await?;
+        println!(
+            "{:<22} {rate:>9.0} req/s   median {:>6.2} ms   p99 {:>6.2} ms",
+            s.name(),
+            p50 / 1000.0,
+            p99 / 1000.0
+        );
+        rates.push(rate);
+    }
+    let best = rates.iter().cloned().fold(f64::MIN, f64::max);
+    let worst = rates.iter().cloned().fold(f64::MAX, f64::min);
+    println!("slowest surface / fastest:  {:.2}", worst / best);
+    println!("ratio native invoke / health: {:.2}", rates[0] / health);
+    let (fresh, kept) = get_cookie(addr, samples.min(2000)).await?;
+    println!(
+        "\nPOST /get_cookie median: {fresh:.1} us on a new connection, {kept:.1} us kept alive"
+    );
+    Ok(())
+}

@@ -1,0 +1,529 @@
+//! MCP over streamable HTTP at `/mcp`: the official Python client end to end
+//! (list, call, errors, progress, cancellation, sessions, list_changed), and
+//! raw JSON-RPC for version negotiation, session mapping, cancellation on the
+//! server's side and the bad input a real client never sends.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolhost_e2e::mcp::McpClient;
+use toolhost_e2e::{PluginsDir, Server, component, repo_root, wait_for};
+
+fn server() -> Server {
+    Server::start(
+        PluginsDir::new()
+            .add("calc", "calc")
+            .add("files", "files")
+            .add("hostile", "hostile"),
+    )
+}
+
+/// The Python of the venv with the official MCP SDK (`tests/mcp/setup.sh`
+/// installs it on first use).
+fn mcp_python() -> PathBuf {
+    let out = Command::new(repo_root().join("tests/mcp/setup.sh"))
+        .output()
+        .expect("run tests/mcp/setup.sh");
+    assert!(
+        out.status.success(),
+        "tests/mcp/setup.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    PathBuf::from(
+        stdout
+            .lines()
+            .last()
+            .expect("setup.sh prints the python path")
+            .trim(),
+    )
+}
+
+#[test]
+fn the_official_python_client_lists_calls_and_streams() {
+    let s = server();
+    let python = mcp_python();
+    let (extra, _) = component("calc");
+    let out = Command::new(python)
+        .arg(repo_root().join("tests/mcp/mcp_client.py"))
+        .arg("--url")
+        .arg(s.url("/mcp"))
+        .arg("--plugins-dir")
+        .arg(s.plugins_dir())
+        .arg("--extra-plugin")
+        .arg(extra)
+        .output()
+        .expect("run mcp_client.py");
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("{report}");
+    assert!(
+        out.status.success(),
+        "the MCP Python client failed:\n{report}\nserver log:\n{}",
+        s.log()
+    );
+    for scenario in [
+        "list",
+        "call",
+        "tool_error",
+        "bad_arguments",
+        "unknown_tool",
+        "limit",
+        "progress",
+        "cancel",
+        "session",
+        "list_changed",
+    ] {
+        assert!(
+            report
+                .lines()
+                .any(|l| l.starts_with(&format!("ok {scenario} "))),
+            "scenario {scenario} did not pass:\n{report}"
+        );
+    }
+}
+
+#[test]
+fn initialize_negotiates_the_versions_clients_ask_for() {
+    let s = server();
+    for version in ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"] {
+        let mut c = McpClient::new(&s);
+        let info = c.initialize(version);
+        assert_eq!(info["protocolVersion"], version, "{info}");
+        assert_eq!(info["serverInfo"]["name"], "toolhost");
+        assert_eq!(info["capabilities"]["tools"]["listChanged"], true, "{info}");
+        assert!(c.session.is_some(), "a session id for {version}");
+        assert!((200..300).contains(&c.close()));
+    }
+    // A version the server does not know: it answers with its newest one
+    // that still has an initialize handshake.
+    let mut c = McpClient::new(&s);
+    let info = c.initialize("2099-01-01");
+    assert_eq!(info["protocolVersion"], "2025-11-25", "{info}");
+}
+
+/// 2026-07-28: no initialize, no session; each request carries its version
+/// and capabilities in `_meta`.
+#[test]
+fn stateless_2026_07_28_requests_list_and_call() {
+    let s = server();
+    let c = McpClient::new(&s);
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "toolhost-e2e", "version": "0"}
+    });
+    let send = |id: i64, method: &str, mut params: Value| {
+        params["_meta"] = meta.clone();
+        let mut r = c.http.post(s.url("/mcp")).header("mcp-method", method);
+        if let Some(name) = params["name"].as_str() {
+            r = r.header("mcp-name", name);
+        }
+        let r = r
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-protocol-version", "2026-07-28")
+            .body(
+                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+            )
+            .send()
+            .unwrap();
+        let answer = toolhost_e2e::mcp::read(r);
+        assert_eq!(answer.status, 200, "{method}: {}", answer.text);
+        assert!(answer.session.is_none(), "no session in 2026-07-28");
+        answer
+            .response(id)
+            .cloned()
+            .unwrap_or_else(|| panic!("{}", answer.text))
+    };
+    let list = send(1, "tools/list", json!({}));
+    let tools = list["result"]["tools"].as_array().expect("tools");
+    assert!(tools.iter().any(|t| t["name"] == "calc_evaluate"), "{list}");
+    let call = send(
+        2,
+        "tools/call",
+        json!({"name": "calc_evaluate", "arguments": {"expression": "6*7"}}),
+    );
+    assert_eq!(call["result"]["isError"], false, "{call}");
+    assert_eq!(call["result"]["structuredContent"]["value"], 42.0, "{call}");
+    let write = send(
+        3,
+        "tools/call",
+        json!({"name": "files_write", "arguments": {"path": "a.txt", "content": "x"}}),
+    );
+    assert_eq!(write["result"]["isError"], false, "{write}");
+    // Each stateless request had a toolhost session of its own, closed with it.
+    let workspaces = s.data.path().join("data/workspaces");
+    let left = wait_for(Duration::from_secs(5), || {
+        let n = std::fs::read_dir(&workspaces)
+            .map(|d| d.count())
+            .unwrap_or(0);
+        (n == 0).then_some(())
+    });
+    assert!(
+        left.is_some(),
+        "stateless sessions are closed with their request"
+    );
+}
+
+#[test]
+fn results_errors_and_limits_map_onto_mcp() {
+    let s = server();
+    let mut c = McpClient::new(&s);
+    c.initialize("2025-11-25");
+
+    let ok = c.call(1, "calc_evaluate", json!({"expression": "2^10"}));
+    let result = &ok["result"];
+    assert_eq!(result["isError"], false, "{ok}");
+    assert_eq!(result["structuredContent"]["value"], 1024.0);
+    let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text["value"], 1024.0);
+    assert!(result["_meta"]["toolhost/version"].is_string(), "{ok}");
+
+    let cases = [
+        (
+            "hostile_fail",
+            json!({"invalid": false}),
+            "tool_error",
+            "tool failed on purpose",
+        ),
+        (
+            "hostile_fail",
+            json!({"invalid": true}),
+            "invalid_input",
+            "bad input on purpose",
+        ),
+        (
+            "calc_evaluate",
+            json!({"expr": "1"}),
+            "invalid_input",
+            "schema",
+        ),
+        ("hostile_spin", json!({}), "timeout", "time limit"),
+        ("hostile_hog", json!({}), "out_of_memory", "memory"),
+        ("hostile_panic", json!({"message": "boom"}), "trap", "boom"),
+    ];
+    for (i, (tool, args, kind, text)) in cases.into_iter().enumerate() {
+        let r = c.call(10 + i as i64, tool, args);
+        let result = &r["result"];
+        assert_eq!(result["isError"], true, "{tool}: {r}");
+        assert_eq!(result["_meta"]["toolhost/error_kind"], kind, "{tool}: {r}");
+        let message = result["content"][0]["text"].as_str().unwrap();
+        assert!(message.starts_with(&format!("[{kind}]")), "{message}");
+        assert!(message.contains(text), "{tool}: {message}");
+    }
+
+    // Protocol errors: unknown tool, arguments that are not an object.
+    let r = c.call(30, "no_such_tool", json!({}));
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no_such_tool")
+    );
+    let r = c.request(
+        31,
+        "tools/call",
+        json!({"name": "calc_evaluate", "arguments": [1, 2]}),
+    );
+    assert!(r["error"]["code"].as_i64().is_some(), "{r}");
+    let r = c.request(32, "no/such/method", json!({}));
+    assert_eq!(r["error"]["code"], -32601, "{r}");
+
+    // Nothing above disturbed the session.
+    let ok = c.call(40, "calc_evaluate", json!({"expression": "1+1"}));
+    assert_eq!(ok["result"]["structuredContent"]["value"], 2.0, "{ok}");
+}
+
+#[test]
+fn progress_reaches_the_client_before_the_result() {
+    let s = server();
+    let mut c = McpClient::new(&s);
+    c.initialize("2025-11-25");
+    let answer = c.send(&json!({
+        "jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "hostile_host_calls", "arguments": {"key": "greeting"},
+                   "_meta": {"progressToken": "tok-1"}}
+    }));
+    let progress = answer.notifications("notifications/progress");
+    assert_eq!(progress.len(), 1, "{}", answer.text);
+    let p = &progress[0]["params"];
+    assert_eq!(p["progressToken"], "tok-1");
+    assert_eq!(p["progress"], 1.0);
+    assert_eq!(p["total"], 2.0);
+    assert_eq!(p["message"], "half");
+    let at = |pred: &dyn Fn(&Value) -> bool| answer.messages.iter().position(pred).unwrap();
+    assert!(
+        at(&|m| m["method"] == "notifications/progress") < at(&|m| m["id"] == 5),
+        "progress comes first: {}",
+        answer.text
+    );
+    assert_eq!(
+        answer.response(5).unwrap()["result"]["content"][0]["text"],
+        "hello from the manifest"
+    );
+    // Without a progress token there are no notifications.
+    let answer = c.send(&json!({
+        "jsonrpc": "2.0", "id": 6, "method": "tools/call",
+        "params": {"name": "hostile_host_calls", "arguments": {"key": "greeting"}}
+    }));
+    assert!(answer.notifications("notifications/progress").is_empty());
+}
+
+#[test]
+fn cancellation_stops_the_wasm_call() {
+    let s = server();
+    let mut c = McpClient::new(&s);
+    c.initialize("2025-11-25");
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        let spin = scope.spawn(|| {
+            c.send(&json!({
+                "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": "hostile_spin", "arguments": {}}
+            }))
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let ack = c.send(&json!({
+            "jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 7, "reason": "the user changed their mind"}
+        }));
+        assert!(ack.status < 300, "{}", ack.text);
+        let answer = spin.join().unwrap();
+        // The spin would run into its 2 s time limit; cancelled, its stream
+        // ends at once and carries no result.
+        assert!(
+            started.elapsed() < Duration::from_millis(1500),
+            "the cancelled call ended after {:?}",
+            started.elapsed()
+        );
+        assert!(
+            answer.response(7).and_then(|r| r.get("result")).is_none(),
+            "{}",
+            answer.text
+        );
+    });
+    // Cancelled calls are never counted: the sandbox was torn down mid-call.
+    std::thread::sleep(Duration::from_millis(2500));
+    let (_, tool) = s.get("/tools/hostile_spin");
+    assert_eq!(tool["stats"]["call_count"], 0, "{tool}");
+    let ok = c.call(8, "calc_evaluate", json!({"expression": "1+1"}));
+    assert_eq!(ok["result"]["isError"], false, "{ok}");
+}
+
+#[test]
+fn each_mcp_session_has_its_own_workspace_closed_with_it() {
+    let s = server();
+    let workspaces = s.data.path().join("data/workspaces");
+    let count = || {
+        std::fs::read_dir(&workspaces)
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    let mut a = McpClient::new(&s);
+    a.initialize("2025-11-25");
+    let mut b = McpClient::new(&s);
+    b.initialize("2025-11-25");
+    let w = a.call(
+        1,
+        "files_write",
+        json!({"path": "note.txt", "content": "from a"}),
+    );
+    assert_eq!(w["result"]["isError"], false, "{w}");
+    let r = a.call(2, "files_read", json!({"path": "note.txt"}));
+    assert!(r["result"]["content"].to_string().contains("from a"), "{r}");
+    let r = b.call(3, "files_read", json!({"path": "note.txt"}));
+    assert_eq!(r["result"]["isError"], true, "b must not see a's file: {r}");
+    assert_eq!(count(), 2, "one workspace per MCP session");
+
+    // Ending the MCP session closes its toolhost session and workspace.
+    assert!((200..300).contains(&a.close()));
+    assert!(
+        wait_for(Duration::from_secs(10), || (count() == 1).then_some(())).is_some(),
+        "a's workspace is deleted with its MCP session"
+    );
+    // A closed MCP session id is unknown from then on.
+    let gone = a.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}));
+    assert_eq!(gone.status, 404, "{}", gone.text);
+
+    // The native API's session header pins a toolhost session on MCP too.
+    let (status, _) = s.invoke_in(
+        "pinned-1",
+        "files_write",
+        json!({"path": "p.txt", "content": "native"}),
+    );
+    assert_eq!(status, 200);
+    let mut p = McpClient::new(&s);
+    p.header = Some(("x-toolhost-session".into(), "pinned-1".into()));
+    p.initialize("2025-11-25");
+    let r = p.call(1, "files_read", json!({"path": "p.txt"}));
+    assert!(r["result"]["content"].to_string().contains("native"), "{r}");
+    assert!((200..300).contains(&p.close()));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        workspaces.join("pinned-1").is_dir(),
+        "a pinned session outlives the MCP session"
+    );
+    let mut bad = McpClient::new(&s);
+    bad.initialize("2025-11-25");
+    bad.header = Some(("x-toolhost-session".into(), "../etc".into()));
+    let r = bad.call(2, "files_read", json!({"path": "p.txt"}));
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("session"),
+        "{r}"
+    );
+}
+
+#[test]
+fn bad_input_on_mcp_gets_clear_errors_and_disturbs_nothing() {
+    let s = server();
+    let mut c = McpClient::new(&s);
+    c.initialize("2025-11-25");
+
+    // Not JSON, not JSON-RPC, a batch (removed from the protocol), a huge batch.
+    for body in [
+        "this is not json".to_owned(),
+        "{\"jsonrpc\": \"2.0\", \"id\": 1}".to_owned(),
+        "[]".to_owned(),
+        json!([{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]).to_string(),
+        serde_json::to_string(&vec![json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}); 10_000]).unwrap(),
+        "{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"tools/call\", \"params\": ".to_owned()
+            + &"[".repeat(100_000),
+    ] {
+        let a = c.send_raw(body.clone());
+        assert!(
+            (400..500).contains(&a.status) || a.messages.iter().any(|m| m.get("error").is_some()),
+            "{}...: {} {}",
+            &body[..body.len().min(40)],
+            a.status,
+            a.text
+        );
+    }
+
+    // Oversize body: refused before it is read in full.
+    let big = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"hostile_echo\",\"arguments\":{{\"value\":\"{}\"}}}}}}",
+        "x".repeat(5 << 20)
+    );
+    let mut fresh = McpClient::new(&s); // the server closes this connection
+    fresh.session = c.session.clone();
+    assert_eq!(fresh.send_raw(big).status, 413);
+
+    // Wrong headers.
+    let r = c
+        .http
+        .post(s.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .body("{}")
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 406);
+    let r = c
+        .http
+        .post(s.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "text/plain")
+        .body("{}")
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 415);
+
+    // An unknown session id, and a request without one after initialize.
+    let mut ghost = McpClient::new(&s);
+    ghost.session = Some("no-such-session".into());
+    let a = ghost.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    assert_eq!(a.status, 404, "{}", a.text);
+    let r = c
+        .http
+        .post(s.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string())
+        .send()
+        .unwrap();
+    assert!((400..500).contains(&r.status().as_u16()), "{}", r.status());
+
+    // A foreign Host header (DNS rebinding) is refused on a loopback server.
+    let r = c
+        .http
+        .post(s.url("/mcp"))
+        .header("host", "evil.example")
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+
+    // The session still works, and so does the server.
+    let ok = c.call(50, "calc_evaluate", json!({"expression": "3*3"}));
+    assert_eq!(ok["result"]["structuredContent"]["value"], 9.0, "{ok}");
+    assert_eq!(s.get("/health").0, 200);
+}
+
+/// Cancelling a call whose shell command is running removes the session's
+/// node: the container, and the command with it, stop; the next call gets a
+/// fresh node and a note saying why.
+#[test]
+fn cancellation_stops_a_running_shell_command() {
+    if !toolhost_e2e::require_docker() {
+        return;
+    }
+    let s = Server::start(PluginsDir::new().add_toolkit("shell"));
+    let mut c = McpClient::new(&s);
+    c.initialize("2025-11-25");
+    let run = |id: i64, command: &str| {
+        let r = c.call(id, "shell_run", json!({"command": command}));
+        assert_eq!(r["result"]["isError"], false, "{r}");
+        r["result"]["content"].to_string()
+    };
+    let first = run(1, "export MARK=before; hostname");
+    let host: String = serde_json::from_str::<Value>(&first).unwrap()[0]["text"]
+        .as_str()
+        .and_then(|t| serde_json::from_str::<Value>(t).ok())
+        .and_then(|v| v["stdout"].as_str().map(|s| s.trim().to_owned()))
+        .unwrap_or_else(|| panic!("hostname in {first}"));
+    assert!(
+        s.containers().iter().any(|id| id.starts_with(&host)),
+        "{host} among {:?}",
+        s.containers()
+    );
+    std::thread::scope(|scope| {
+        let long = scope.spawn(|| {
+            c.send(&json!({
+                "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "shell_run", "arguments": {"command": "sleep 120"}}
+            }))
+        });
+        std::thread::sleep(Duration::from_millis(1000));
+        c.send(&json!({
+            "jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 2}
+        }));
+        let answer = long.join().unwrap();
+        assert!(answer.response(2).and_then(|r| r.get("result")).is_none());
+    });
+    let gone = wait_for(Duration::from_secs(30), || {
+        (!s.containers().iter().any(|id| id.starts_with(&host))).then_some(())
+    });
+    assert!(
+        gone.is_some(),
+        "the node of the cancelled command is removed"
+    );
+    let after = run(3, "echo \"mark=$MARK\"");
+    assert!(
+        after.contains("mark=\\\\n") || after.contains("mark=\\n"),
+        "fresh shell: {after}"
+    );
+    assert!(after.contains("cancelled"), "the note says why: {after}");
+}
