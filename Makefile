@@ -10,11 +10,11 @@ PLUGINS      := calc files
 FIXTURES     := hostile wrong-version
 GUESTS       := $(PLUGINS) $(FIXTURES)
 # Python plugins (componentize-py, via sdk/python/build.sh).
-PY_PLUGINS   := textstats
+PY_PLUGINS   := textstats python
 # Docker toolkits (a folder each: manifest + in-container driver).
 TOOLKITS     := shell notebook browser
 
-.PHONY: run test plugins fixtures guests wasm-target build lint bench clean docker node-image driver-test
+.PHONY: run test py-unit plugins fixtures guests wasm-target build lint bench clean docker node-image driver-test
 
 ## Serve the example plugins on $(BIND) (release build). The heavy tools need the
 ## Docker engine and the node image: built here when missing (once, ~2 min);
@@ -31,6 +31,7 @@ test: wasm-target plugins fixtures node-image
 	$(CARGO) clippy --target $(WASM_TARGET) $(GUESTS:%=-p %) -p toolhost-sdk -- -D warnings
 	$(CARGO) build -p toolhost
 	$(CARGO) test --workspace
+	@$(MAKE) --no-print-directory py-unit
 	python3 plugins/node/test_drivers.py
 
 wasm-target:
@@ -60,6 +61,13 @@ fixtures: guests
 	@for p in $(FIXTURES); do \
 	  cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm target/fixtures/$$p.wasm || exit 1; \
 	  if [ -f tests/fixtures/$$p/$$p.toml ]; then cp tests/fixtures/$$p/$$p.toml target/fixtures/; fi; \
+	done
+
+## Unit tests of the Python SDK and the Python plugins, on plain CPython.
+py-unit:
+	PYTHONPATH=sdk/python python3 -m unittest discover -s sdk/python/tests
+	@for p in $(PY_PLUGINS); do \
+	  PYTHONPATH=sdk/python:plugins/$$p python3 -m unittest discover -s plugins/$$p/tests || exit 1; \
 	done
 
 build:

@@ -1,0 +1,159 @@
+//! A plugin in each wasm language, built from source by `make plugins` (Rust:
+//! cargo; Python: componentize-py through `sdk/python/build.sh`), dropped into
+//! the plugins directory of a running server (hot load), listed, invoked, and
+//! made to fail: the plugin's own error, an unexpected exception, a limit.
+//! Includes `python_run`, sandboxed Python in wasm.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolhost_e2e::{PluginsDir, Server, component, kind, wait_for, write_then_rename};
+
+/// Drop component `name` (and its manifest) into the running server's
+/// plugins directory and wait until `tool` is listed.
+fn hot_load(s: &Server, name: &str, tool: &str) {
+    let (wasm, toml) = component(name);
+    if let Some(toml) = toml {
+        std::fs::copy(toml, s.plugins_dir().join(format!("{name}.toml"))).unwrap();
+    }
+    write_then_rename(
+        &s.plugins_dir().join(format!("{name}.wasm")),
+        &std::fs::read(wasm).unwrap(),
+    );
+    // A Python component compiles for ~15 s on 2 cores.
+    let listed = wait_for(Duration::from_secs(180), || {
+        s.tool_ids().iter().any(|t| t == tool).then_some(())
+    });
+    assert!(
+        listed.is_some(),
+        "{tool} never listed: {:?}\n{}",
+        s.plugin(name),
+        s.log()
+    );
+}
+
+fn invoke_limited(s: &Server, tool: &str, params: Value, limits: Value) -> (u16, Value) {
+    let r = s
+        .client()
+        .post(s.url(&format!("/tools/{tool}/invoke")))
+        .json(&json!({"params": params, "limits": limits}))
+        .send()
+        .unwrap();
+    (r.status().as_u16(), r.json().unwrap())
+}
+
+#[test]
+fn rust_and_python_plugins_hot_load_answer_and_fail_cleanly() {
+    let s = Server::start(PluginsDir::new());
+    hot_load(&s, "calc", "calc_evaluate");
+    hot_load(&s, "textstats", "textstats_summary");
+    hot_load(&s, "python", "python_run");
+
+    // Rust.
+    let (status, out) = s.invoke("calc_evaluate", json!({"expression": "2^8"}));
+    assert_eq!(
+        (status, &out["result"]["value"]),
+        (200, &json!(256.0)),
+        "{out}"
+    );
+    let (status, out) = s.invoke("calc_evaluate", json!({"expression": "1/0"}));
+    assert_eq!((status, kind(&out)), (422, "invalid_input"), "{out}");
+    let (status, out) = invoke_limited(
+        &s,
+        "calc_evaluate",
+        json!({"expression": "1+1"}),
+        json!({"fuel": 10}),
+    );
+    assert_eq!((status, kind(&out)), (500, "out_of_fuel"), "{out}");
+
+    // Python (the SDK: schema from type hints, typed errors).
+    let (status, out) = s.invoke(
+        "textstats_summary",
+        json!({"text": "One two. Three four five!"}),
+    );
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(out["result"]["words"], 5, "{out}");
+    let (status, out) = s.invoke("textstats_summary", json!({"text": 5}));
+    assert_eq!(
+        (status, kind(&out)),
+        (422, "invalid_input"),
+        "the schema from the type hints: {out}"
+    );
+    let (status, out) = invoke_limited(
+        &s,
+        "textstats_summary",
+        json!({"text": "a b"}),
+        json!({"memory_mb": 4}),
+    );
+    assert_eq!(status, 500, "{out}");
+    assert!(
+        ["out_of_memory", "trap"].contains(&kind(&out)),
+        "a 4 MiB ceiling under the interpreter's 13 MiB snapshot: {out}"
+    );
+}
+
+#[test]
+fn python_run_is_sandboxed_python_in_milliseconds() {
+    let s = Server::start(PluginsDir::new().add("python", "python"));
+    let run = |session: &str, code: &str| {
+        let (status, out) = s.invoke_in(session, "python_run", json!({"code": code}));
+        assert_eq!(status, 200, "{code}: {out}");
+        out["result"].clone()
+    };
+    let out = run(
+        "p1",
+        "import statistics\nprint('mean')\nstatistics.mean([1, 2, 3, 4])",
+    );
+    assert_eq!(out["stdout"], "mean\n");
+    assert_eq!(out["result"], "2.5");
+    assert_eq!(out["error"], Value::Null);
+
+    // A snippet's exception is a result the agent reads, with the traceback.
+    let out = run("p1", "def f():\n    return 1 / 0\nf()");
+    assert_eq!(out["error"]["type"], "ZeroDivisionError", "{out}");
+    assert!(
+        out["error"]["traceback"]
+            .as_str()
+            .unwrap()
+            .contains("line 2, in f"),
+        "{out}"
+    );
+
+    // The session workspace is the current directory; nothing else is there.
+    let out = run("p1", "open('data.csv', 'w').write('a,b\\n1,2\\n')");
+    assert_eq!(out["error"], Value::Null, "{out}");
+    let written = s.data.path().join("data/workspaces/p1/data.csv");
+    assert_eq!(std::fs::read_to_string(written).unwrap(), "a,b\n1,2\n");
+    let out = run("p2", "import os\nos.listdir('.')");
+    assert_eq!(
+        out["result"], "[]",
+        "another session sees its own workspace: {out}"
+    );
+    for escape in [
+        "open('/etc/passwd').read()",
+        "open('../p1/data.csv').read()",
+        "import os\nos.listdir('/')",
+    ] {
+        let out = run("p2", escape);
+        let listed = out["result"].as_str().unwrap_or_default();
+        assert!(
+            out["error"].is_object() || !listed.contains("etc"),
+            "{escape}: {out}"
+        );
+        assert!(!out.to_string().contains("root:"), "{escape}: {out}");
+    }
+    // No environment, no network.
+    assert_eq!(run("p2", "import os\ndict(os.environ)")["result"], "{}");
+    let out = run("p2", "import socket");
+    assert_eq!(out["error"]["type"], "ModuleNotFoundError", "{out}");
+
+    // Limits end runaway snippets; the next call is unaffected.
+    let (status, out) = s.invoke("python_run", json!({"code": "while True: pass"}));
+    assert_eq!(status, 500, "{out}");
+    assert!(["out_of_fuel", "timeout"].contains(&kind(&out)), "{out}");
+    let (status, out) = s.invoke("python_run", json!({"code": "x = bytearray(10**9)"}));
+    assert_eq!((status, kind(&out)), (500, "out_of_memory"), "{out}");
+    let (status, out) = s.invoke("python_run", json!({"code": 42}));
+    assert_eq!((status, kind(&out)), (422, "invalid_input"), "{out}");
+    assert_eq!(run("p3", "1+1")["result"], "2");
+}
