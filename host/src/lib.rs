@@ -18,6 +18,7 @@ pub mod config;
 pub mod dispatch;
 pub mod docker;
 pub mod plugins;
+pub mod scaffold;
 pub mod server;
 pub mod sessions;
 pub mod tool;

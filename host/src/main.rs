@@ -53,6 +53,29 @@ enum Command {
     },
     /// Print a component's tools and their schemas.
     Inspect { component: PathBuf },
+    /// Start a plugin from a template: `<dir>/<name>/` with the tool code, the
+    /// manifest `<name>.toml` and a README with the build command.
+    New {
+        /// The plugin's language.
+        #[arg(long, value_enum)]
+        lang: toolhost::scaffold::Lang,
+        /// Plugin name: lowercase letters, digits and `-` (tool ids are `<name>_<tool>`).
+        name: String,
+        /// Folder to create the plugin in.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+    },
+    /// Build a plugin folder into `<name>.wasm` + `<name>.toml`, ready for the
+    /// plugins directory (a running server hot-loads them from there).
+    Build {
+        /// The plugin folder (made by `toolhost new`).
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// Where to put the component and its manifest, e.g. the server's
+        /// plugins directory [default: <dir>/dist].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -81,6 +104,24 @@ fn main() -> anyhow::Result<()> {
                 workspace,
             } => call(&component, &tool, &input, workspace).await,
             Command::Inspect { component } => inspect(&component).await,
+            Command::New { lang, name, dir } => {
+                let made = toolhost::scaffold::new_plugin(lang, &name, &dir)?;
+                println!(
+                    "created {}: write your tools, then `toolhost build {}` (see its README.md)",
+                    made.display(),
+                    made.display()
+                );
+                Ok(())
+            }
+            Command::Build { dir, out } => {
+                let out = out.unwrap_or_else(|| dir.join("dist"));
+                let wasm = toolhost::scaffold::build(&dir, &out)?;
+                println!(
+                    "built {} (+ manifest): copy both into the server's plugins directory, or pass --out <plugins dir>",
+                    wasm.display()
+                );
+                Ok(())
+            }
         }
     })
 }

@@ -157,3 +157,63 @@ fn python_run_is_sandboxed_python_in_milliseconds() {
     assert_eq!((status, kind(&out)), (422, "invalid_input"), "{out}");
     assert_eq!(run("p3", "1+1")["result"], "2");
 }
+
+/// `toolhost new` + `toolhost build --out <plugins dir>`: from nothing to a
+/// tool answering on a running server, the way the SDK docs say.
+#[test]
+fn a_new_python_plugin_builds_into_a_running_server() {
+    let s = Server::start(PluginsDir::new());
+    let work = tempfile::tempdir().unwrap();
+    let toolhost = |args: &[&std::ffi::OsStr]| {
+        let out = std::process::Command::new(toolhost_e2e::binary())
+            .args(args)
+            .env_remove("RUST_BACKTRACE")
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let os = |s: &str| std::ffi::OsString::from(s);
+    let (ok, err) = toolhost(&[
+        &os("new"),
+        &os("--lang"),
+        &os("python"),
+        &os("greeter"),
+        &os("--dir"),
+        work.path().as_os_str(),
+    ]);
+    assert!(ok, "{err}");
+    let dir = work.path().join("greeter");
+    let (ok, err) = toolhost(&[
+        &os("build"),
+        dir.as_os_str(),
+        &os("--out"),
+        s.plugins_dir().as_os_str(),
+    ]);
+    assert!(ok, "{err}");
+    let listed = wait_for(Duration::from_secs(180), || {
+        s.tool_ids()
+            .iter()
+            .any(|t| t == "greeter_greet")
+            .then_some(())
+    });
+    assert!(listed.is_some(), "{:?}\n{}", s.plugin("greeter"), s.log());
+    let (status, out) = s.invoke("greeter_greet", json!({"name": "Ada", "excited": true}));
+    assert_eq!(
+        (status, &out["result"]),
+        (200, &json!("Hello, Ada!")),
+        "{out}"
+    );
+    let (status, out) = s.invoke("greeter_greet", json!({"name": "  "}));
+    assert_eq!((status, kind(&out)), (422, "invalid_input"), "{out}");
+
+    // Bad input to the commands: a clear one-line reason, no traceback.
+    let (ok, err) = toolhost(&[&os("new"), &os("--lang"), &os("python"), &os("Bad_Name")]);
+    assert!(!ok && err.contains("invalid plugin name"), "{err}");
+    let (ok, err) = toolhost(&[&os("build"), work.path().as_os_str()]);
+    assert!(!ok && err.contains("not a plugin folder"), "{err}");
+    let (ok, err) = toolhost(&[&os("new"), &os("--lang"), &os("cobol"), &os("x")]);
+    assert!(!ok && err.contains("invalid value"), "{err}");
+}
