@@ -11,44 +11,74 @@ FIXTURES     := hostile wrong-version
 GUESTS       := $(PLUGINS) $(FIXTURES)
 # Python plugins (componentize-py, via sdk/python/build.sh).
 PY_PLUGINS   := textstats python
+# JavaScript plugins and fixtures (componentize-js, via sdk/js/build.sh).
+JS_PLUGINS   := mdhtml
+JS_FIXTURES  := js-throws
+# C plugins and fixtures (clang + wasi-libc, then `toolhost componentize`, via
+# sdk/c/build.sh, which uses the toolhost binary TOOLHOST_BIN).
+C_PLUGINS    := checksum
+C_FIXTURES   := c-bad
+TOOLHOST_BIN ?= target/debug/toolhost
+export TOOLHOST_BIN
 # Docker toolkits (a folder each: manifest + in-container driver).
 TOOLKITS     := shell notebook browser
 
-.PHONY: run test py-unit plugins fixtures guests wasm-target build lint bench clean docker node-image driver-test
+.PHONY: run test py-unit js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build lint bench clean docker node-image driver-test
 
 ## Serve the example plugins on $(BIND) (release build). The heavy tools need the
 ## Docker engine and the node image: built here when missing (once, ~2 min);
 ## without them the server still serves the wasm tools.
-run: plugins
+run: build
+	@$(MAKE) --no-print-directory plugins TOOLHOST_BIN=target/release/toolhost
 	@$(MAKE) --no-print-directory node-image || echo "warning: no Docker engine or node image: shell/notebook/browser tools will answer 503"
 	$(CARGO) run --release -p toolhost -- serve --bind $(BIND) --plugins target/plugins --data target/data
 
 ## Everything: format check, clippy (host and guests), unit, router and end-to-end
 ## tests, with the Docker engine started and the node image built when missing.
-test: wasm-target plugins fixtures node-image
+test: wasm-target host-bin plugins fixtures node-image
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --target $(WASM_TARGET) $(GUESTS:%=-p %) -p toolhost-sdk -- -D warnings
-	$(CARGO) build -p toolhost
 	$(CARGO) test --workspace
-	@$(MAKE) --no-print-directory py-unit
+	@$(MAKE) --no-print-directory py-unit js-unit c-unit
 	python3 plugins/node/test_drivers.py
 
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
+
+## The debug binary: `toolhost componentize` builds the C plugins.
+host-bin:
+	$(CARGO) build -p toolhost
+
+## clang 19 with the wasm32 runtime, lld and wasi-libc for the C plugins
+## (Debian packages; installed when missing and running as root).
+c-toolchain:
+	@if ! command -v clang-19 >/dev/null || ! command -v wasm-ld-19 >/dev/null || \
+	   ! [ -d /usr/include/wasm32-wasi ] || ! ls /usr/lib/llvm-19/lib/clang/19/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing the C toolchain: apt-get install clang-19 lld-19 libclang-rt-19-dev-wasm32 wasi-libc"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q clang-19 lld-19 libclang-rt-19-dev-wasm32 wasi-libc >/dev/null || \
+	    (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q clang-19 lld-19 libclang-rt-19-dev-wasm32 wasi-libc >/dev/null); \
+	  else \
+	    echo "the C plugins need clang-19 lld-19 libclang-rt-19-dev-wasm32 wasi-libc: apt-get install them as root" >&2; exit 1; \
+	  fi; \
+	fi
 
 guests: wasm-target
 	$(CARGO) build --target $(WASM_TARGET) --profile plugin $(GUESTS:%=-p %)
 
 ## Every example component + manifest into target/plugins/ (Rust and Python
 ## components, Docker toolkit folders).
-plugins: guests
+plugins: guests c-toolchain
 	@mkdir -p target/plugins
 	@for p in $(PLUGINS); do \
 	  cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm target/plugins/$$p.wasm && \
 	  cp plugins/$$p/$$p.toml target/plugins/$$p.toml || exit 1; \
 	done
 	@for p in $(PY_PLUGINS); do sdk/python/build.sh plugins/$$p target/plugins || exit 1; done
+	@for p in $(JS_PLUGINS); do sdk/js/build.sh plugins/$$p target/plugins || exit 1; done
+	@[ -x "$(TOOLHOST_BIN)" ] || $(CARGO) build -p toolhost
+	@for p in $(C_PLUGINS); do sdk/c/build.sh plugins/$$p target/plugins || exit 1; done
 	@for t in $(TOOLKITS); do \
 	  mkdir -p target/plugins/$$t && \
 	  cp plugins/$$t/$$t.toml plugins/$$t/driver.py target/plugins/$$t/ || exit 1; \
@@ -56,8 +86,11 @@ plugins: guests
 	@ls -l target/plugins
 
 ## Test fixtures into target/fixtures/ (kept out of the served examples).
-fixtures: guests
+fixtures: guests c-toolchain
 	@mkdir -p target/fixtures
+	@for p in $(JS_FIXTURES); do sdk/js/build.sh tests/fixtures/$$p target/fixtures || exit 1; done
+	@[ -x "$(TOOLHOST_BIN)" ] || $(CARGO) build -p toolhost
+	@for p in $(C_FIXTURES); do sdk/c/build.sh tests/fixtures/$$p target/fixtures || exit 1; done
 	@for p in $(FIXTURES); do \
 	  cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm target/fixtures/$$p.wasm || exit 1; \
 	  if [ -f tests/fixtures/$$p/$$p.toml ]; then cp tests/fixtures/$$p/$$p.toml target/fixtures/; fi; \
@@ -69,6 +102,16 @@ py-unit:
 	@for p in $(PY_PLUGINS); do \
 	  PYTHONPATH=sdk/python:plugins/$$p python3 -m unittest discover -s plugins/$$p/tests || exit 1; \
 	done
+
+## Unit tests of the JavaScript SDK and plugins, on node.
+js-unit:
+	node --test sdk/js/tests/ $(JS_PLUGINS:%=plugins/%/tests/)
+
+## Unit tests of the C SDK's JSON helpers and the C plugins, natively with
+## AddressSanitizer and UBSan.
+c-unit:
+	sdk/c/tests/run.sh
+	@for p in $(C_PLUGINS); do [ ! -x plugins/$$p/tests/run.sh ] || plugins/$$p/tests/run.sh || exit 1; done
 
 build:
 	$(CARGO) build --release -p toolhost

@@ -14,6 +14,7 @@
 
 pub mod api;
 pub mod catalog;
+pub mod componentize;
 pub mod config;
 pub mod dispatch;
 pub mod docker;

@@ -76,6 +76,16 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Turn a core wasm module (C: clang + wasi-libc, linked with the C SDK's
+    /// `plugin_component_type.o`) into a plugin component; WASI preview 1 is
+    /// bridged by the embedded adapter.
+    Componentize {
+        /// The core module.
+        module: PathBuf,
+        /// Where to write the component.
+        #[arg(short, long)]
+        out: PathBuf,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -111,6 +121,15 @@ fn main() -> anyhow::Result<()> {
                     made.display(),
                     made.display()
                 );
+                Ok(())
+            }
+            Command::Componentize { module, out } => {
+                let core = std::fs::read(&module)
+                    .with_context(|| format!("cannot read {}", module.display()))?;
+                let component = toolhost::componentize::componentize(&core)
+                    .with_context(|| format!("{} is not a plugin module", module.display()))?;
+                std::fs::write(&out, component)
+                    .with_context(|| format!("cannot write {}", out.display()))?;
                 Ok(())
             }
             Command::Build { dir, out } => {

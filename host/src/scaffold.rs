@@ -19,6 +19,8 @@ use crate::tool::is_valid_plugin_name;
 pub enum Lang {
     Rust,
     Python,
+    Js,
+    C,
 }
 
 /// The placeholder name in the templates.
@@ -53,6 +55,22 @@ fn template(lang: Lang) -> &'static [(&'static str, &'static str)] {
             (
                 "my-plugin.toml",
                 include_str!("../../sdk/python/template/my-plugin.toml"),
+            ),
+        ],
+        Lang::Js => &[
+            ("app.js", include_str!("../../sdk/js/template/app.js")),
+            ("README.md", include_str!("../../sdk/js/template/README.md")),
+            (
+                "my-plugin.toml",
+                include_str!("../../sdk/js/template/my-plugin.toml"),
+            ),
+        ],
+        Lang::C => &[
+            ("app.c", include_str!("../../sdk/c/template/app.c")),
+            ("README.md", include_str!("../../sdk/c/template/README.md")),
+            (
+                "my-plugin.toml",
+                include_str!("../../sdk/c/template/my-plugin.toml"),
             ),
         ],
     }
@@ -141,9 +159,13 @@ pub fn detect(dir: &Path) -> anyhow::Result<PluginSource> {
         Lang::Rust
     } else if dir.join("app.py").is_file() {
         Lang::Python
+    } else if dir.join("app.js").is_file() {
+        Lang::Js
+    } else if dir.join("app.c").is_file() {
+        Lang::C
     } else {
         bail!(
-            "{} is not a plugin folder: expected Cargo.toml (Rust) or app.py (Python); start one with `toolhost new --lang <lang> <name>`",
+            "{} is not a plugin folder: expected Cargo.toml (Rust), app.py (Python), app.js (JavaScript) or app.c (C); start one with `toolhost new --lang <lang> <name>`",
             dir.display()
         );
     };
@@ -193,6 +215,29 @@ pub fn build(dir: &Path, out: &Path) -> anyhow::Result<PathBuf> {
                 "install Python 3.9+ with venv (Debian: apt-get install python3-venv)",
             )?;
             run_script(&sdk()?.join("python/build.sh"), dir, out)?
+        }
+        Lang::Js => {
+            need(
+                "node",
+                "install Node.js 18+ with npm (Debian: apt-get install nodejs npm)",
+            )?;
+            run_script(&sdk()?.join("js/build.sh"), dir, out)?
+        }
+        Lang::C => {
+            // build.sh names the Debian packages of a missing clang / wasi-libc,
+            // and componentizes with this very binary.
+            let script = sdk()?.join("c/build.sh");
+            let exe = std::env::current_exe().context("cannot find the toolhost binary")?;
+            let status = Command::new("bash")
+                .arg(&script)
+                .arg(dir)
+                .arg(out)
+                .env("TOOLHOST_BIN", exe)
+                .status()
+                .with_context(|| format!("cannot run {}", script.display()))?;
+            if !status.success() {
+                bail!("{} failed ({status})", script.display());
+            }
         }
     }
     let wasm = out.join(format!("{}.wasm", src.name));
@@ -284,7 +329,12 @@ mod tests {
     #[test]
     fn new_fills_in_the_name_and_detect_reads_it_back() {
         let parent = tempfile::tempdir().unwrap();
-        for (lang, main) in [(Lang::Rust, "src/lib.rs"), (Lang::Python, "app.py")] {
+        for (lang, main) in [
+            (Lang::Rust, "src/lib.rs"),
+            (Lang::Python, "app.py"),
+            (Lang::Js, "app.js"),
+            (Lang::C, "app.c"),
+        ] {
             let name = format!("demo-{lang:?}").to_lowercase();
             let dir = new_plugin(lang, &name, parent.path()).unwrap();
             assert!(dir.join(main).is_file());

@@ -208,7 +208,15 @@ fn classify(
     if let Some(e) = err.downcast_ref::<PoolConcurrencyLimitError>() {
         return CallError::Overloaded(format!("no sandbox slot free ({e}); retry later"));
     }
-    CallError::Trap(with_output(format!("{err:#}"), output))
+    let message = format!("{err:#}");
+    if message.contains("invalid utf-8") {
+        // Lifting a WIT `string` that is not UTF-8: the plugin broke the
+        // contract (a C plugin can); the instance is thrown away like a trap.
+        return CallError::Trap(format!(
+            "the plugin returned a string that is not valid UTF-8 ({message})"
+        ));
+    }
+    CallError::Trap(with_output(message, output))
 }
 
 /// `message` plus the tail of what the guest printed (a panic message, say).

@@ -1,5 +1,7 @@
 //! A plugin in each wasm language, built from source by `make plugins` (Rust:
-//! cargo; Python: componentize-py through `sdk/python/build.sh`), dropped into
+//! cargo; Python: componentize-py through `sdk/python/build.sh`; JavaScript:
+//! componentize-js through `sdk/js/build.sh`; C: clang + wasi-libc and
+//! `toolhost componentize` through `sdk/c/build.sh`), dropped into
 //! the plugins directory of a running server (hot load), listed, invoked, and
 //! made to fail: the plugin's own error, an unexpected exception, a limit.
 //! Includes `python_run`, sandboxed Python in wasm.
@@ -93,6 +95,115 @@ fn rust_and_python_plugins_hot_load_answer_and_fail_cleanly() {
 }
 
 #[test]
+fn javascript_plugins_hot_load_answer_and_fail_cleanly() {
+    let s = Server::start(PluginsDir::new());
+    hot_load(&s, "mdhtml", "mdhtml_render");
+    hot_load(&s, "js-throws", "js-throws_ok");
+
+    let (status, out) = s.invoke(
+        "mdhtml_render",
+        json!({"markdown": "# Hi there\n\nSome *em* and <script>x</script>"}),
+    );
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(
+        out["result"],
+        "<h1 id=\"hi-there\">Hi there</h1>\n<p>Some <em>em</em> and &lt;script&gt;x&lt;/script&gt;</p>\n"
+    );
+    let (status, out) = s.invoke("mdhtml_toc", json!({"markdown": "# A\n## B"}));
+    assert_eq!((status, &out["result"]["count"]), (200, &json!(2)), "{out}");
+    let (status, out) = s.invoke("mdhtml_render", json!({"markdown": 7}));
+    assert_eq!((status, kind(&out)), (422, "invalid_input"), "{out}");
+
+    // Every way a JS tool can fail ends that call only, with its kind.
+    let message = |out: &Value| out["error"]["message"].as_str().unwrap_or("").to_owned();
+    let (status, out) = s.invoke("js-throws_boom", json!({}));
+    assert_eq!((status, kind(&out)), (500, "tool_error"), "{out}");
+    assert!(message(&out).contains("Error: boom from js"), "{out}");
+    assert!(
+        message(&out).contains("deeper"),
+        "the stack names the function: {out}"
+    );
+    let (status, out) = s.invoke("js-throws_typed", json!({}));
+    assert_eq!((status, kind(&out)), (422, "invalid_input"), "{out}");
+    assert!(message(&out).contains("typed error from js"), "{out}");
+    let (status, out) = s.invoke("js-throws_nonstring", json!({}));
+    assert_eq!((status, kind(&out)), (500, "tool_error"), "{out}");
+    assert!(message(&out).contains("42"), "{out}");
+    let (status, out) = s.invoke("js-throws_rejects", json!({}));
+    assert_eq!((status, kind(&out)), (500, "tool_error"), "{out}");
+    assert!(message(&out).contains("rejected from js"), "{out}");
+    let (status, out) = s.invoke("js-throws_spin", json!({}));
+    assert_eq!((status, kind(&out)), (504, "timeout"), "{out}");
+    let (status, out) = s.invoke("js-throws_hog", json!({}));
+    assert_eq!((status, kind(&out)), (500, "out_of_memory"), "{out}");
+    let (status, out) = invoke_limited(&s, "js-throws_ok", json!({}), json!({"fuel": 1000}));
+    assert_eq!((status, kind(&out)), (500, "out_of_fuel"), "{out}");
+    let (status, out) = s.invoke("js-throws_ok", json!({}));
+    assert_eq!((status, &out["result"]), (200, &json!("ok")), "{out}");
+}
+
+#[test]
+fn c_plugins_hot_load_answer_and_fail_cleanly() {
+    let s = Server::start(PluginsDir::new());
+    hot_load(&s, "checksum", "checksum_hash");
+    hot_load(&s, "c-bad", "c-bad_ok");
+
+    let hash = |text: &str, algorithm: &str| {
+        let (status, out) = s.invoke(
+            "checksum_hash",
+            json!({"text": text, "algorithm": algorithm}),
+        );
+        assert_eq!(status, 200, "{out}");
+        out["result"]["hex"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(
+        hash("abc", "sha256"),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
+    assert_eq!(hash("123456789", "crc32"), "cbf43926");
+    let (status, out) = s.invoke(
+        "checksum_verify",
+        json!({"text": "aGk=", "encoding": "base64", "algorithm": "sha256",
+               "expected": "8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4"}),
+    );
+    assert_eq!(
+        (status, &out["result"]["match"]),
+        (200, &json!(true)),
+        "{out}"
+    );
+    let (status, out) = s.invoke(
+        "checksum_hash",
+        json!({"text": "a*b", "encoding": "base64", "algorithm": "sha256"}),
+    );
+    assert_eq!((status, kind(&out)), (422, "invalid_input"), "{out}");
+    let (status, out) = s.invoke("checksum_hash", json!({"text": "abc", "algorithm": "md5"}));
+    assert_eq!(
+        (status, kind(&out)),
+        (422, "invalid_input"),
+        "not in the enum: {out}"
+    );
+
+    // What a C plugin can get wrong ends that call only, with a clear kind.
+    let message = |out: &Value| out["error"]["message"].as_str().unwrap_or("").to_owned();
+    let (status, out) = s.invoke("c-bad_bad_utf8", json!({}));
+    assert_eq!((status, kind(&out)), (500, "trap"), "{out}");
+    assert!(message(&out).contains("not valid UTF-8"), "{out}");
+    let (status, out) = s.invoke("c-bad_bad_json", json!({}));
+    assert_eq!((status, kind(&out)), (500, "tool_error"), "{out}");
+    assert!(message(&out).contains("invalid JSON"), "{out}");
+    for how in ["abort", "trap", "stack"] {
+        let (status, out) = s.invoke("c-bad_crash", json!({"how": how}));
+        assert_eq!((status, kind(&out)), (500, "trap"), "{how}: {out}");
+    }
+    let (status, out) = s.invoke("c-bad_leak", json!({}));
+    assert_eq!((status, kind(&out)), (500, "out_of_memory"), "{out}");
+    let (status, out) = s.invoke("c-bad_leak", json!({"graceful": true}));
+    assert_eq!((status, kind(&out)), (500, "tool_error"), "{out}");
+    let (status, out) = s.invoke("c-bad_ok", json!({}));
+    assert_eq!((status, &out["result"]), (200, &json!("ok")), "{out}");
+}
+
+#[test]
 fn python_run_is_sandboxed_python_in_milliseconds() {
     let s = Server::start(PluginsDir::new().add("python", "python"));
     let run = |session: &str, code: &str| {
@@ -159,9 +270,10 @@ fn python_run_is_sandboxed_python_in_milliseconds() {
 }
 
 /// `toolhost new` + `toolhost build --out <plugins dir>`: from nothing to a
-/// tool answering on a running server, the way the SDK docs say.
+/// tool answering on a running server, the way the SDK docs say, in each
+/// language whose template builds without compiling a Rust crate graph.
 #[test]
-fn a_new_python_plugin_builds_into_a_running_server() {
+fn a_new_plugin_in_each_language_builds_into_a_running_server() {
     let s = Server::start(PluginsDir::new());
     let work = tempfile::tempdir().unwrap();
     let toolhost = |args: &[&std::ffi::OsStr]| {
@@ -176,16 +288,52 @@ fn a_new_python_plugin_builds_into_a_running_server() {
         )
     };
     let os = |s: &str| std::ffi::OsString::from(s);
-    let (ok, err) = toolhost(&[
-        &os("new"),
-        &os("--lang"),
-        &os("python"),
-        &os("greeter"),
-        &os("--dir"),
-        work.path().as_os_str(),
-    ]);
-    assert!(ok, "{err}");
-    let dir = work.path().join("greeter");
+    for lang in ["python", "js", "c"] {
+        let name = format!("greeter-{lang}");
+        let (ok, err) = toolhost(&[
+            &os("new"),
+            &os("--lang"),
+            &os(lang),
+            &os(&name),
+            &os("--dir"),
+            work.path().as_os_str(),
+        ]);
+        assert!(ok, "{lang}: {err}");
+        let dir = work.path().join(&name);
+        let (ok, err) = toolhost(&[
+            &os("build"),
+            dir.as_os_str(),
+            &os("--out"),
+            s.plugins_dir().as_os_str(),
+        ]);
+        assert!(ok, "{lang}: {err}");
+        let tool = format!("{name}_greet");
+        let listed = wait_for(Duration::from_secs(180), || {
+            s.tool_ids().contains(&tool).then_some(())
+        });
+        assert!(listed.is_some(), "{:?}\n{}", s.plugin(&name), s.log());
+        let (status, out) = s.invoke(&tool, json!({"name": "Ada", "excited": true}));
+        assert_eq!(
+            (status, &out["result"]),
+            (200, &json!("Hello, Ada!")),
+            "{lang}: {out}"
+        );
+        let (status, out) = s.invoke(&tool, json!({"name": "  "}));
+        assert_eq!(
+            (status, kind(&out)),
+            (422, "invalid_input"),
+            "{lang}: {out}"
+        );
+    }
+
+    // A plugin whose schema is not JSON Schema is refused at load, with the
+    // tool and the reason in GET /plugins; the others keep serving.
+    let dir = work.path().join("greeter-c");
+    let app = std::fs::read_to_string(dir.join("app.c")).unwrap();
+    // The schema is a C string literal: `\"type\": \"object\",` in the source.
+    let broken = app.replacen(r#"\"type\": \"object\","#, r#"\"type\": 12,"#, 1);
+    assert_ne!(app, broken, "the C template's schema changed shape");
+    std::fs::write(dir.join("app.c"), broken).unwrap();
     let (ok, err) = toolhost(&[
         &os("build"),
         dir.as_os_str(),
@@ -193,21 +341,21 @@ fn a_new_python_plugin_builds_into_a_running_server() {
         s.plugins_dir().as_os_str(),
     ]);
     assert!(ok, "{err}");
-    let listed = wait_for(Duration::from_secs(180), || {
-        s.tool_ids()
-            .iter()
-            .any(|t| t == "greeter_greet")
-            .then_some(())
+    let refused = wait_for(Duration::from_secs(60), || {
+        s.plugin("greeter-c").filter(|p| {
+            p["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("schema") && e.contains("greet"))
+        })
     });
-    assert!(listed.is_some(), "{:?}\n{}", s.plugin("greeter"), s.log());
-    let (status, out) = s.invoke("greeter_greet", json!({"name": "Ada", "excited": true}));
-    assert_eq!(
-        (status, &out["result"]),
-        (200, &json!("Hello, Ada!")),
-        "{out}"
+    assert!(
+        refused.is_some(),
+        "{:?}\n{}",
+        s.plugin("greeter-c"),
+        s.log()
     );
-    let (status, out) = s.invoke("greeter_greet", json!({"name": "  "}));
-    assert_eq!((status, kind(&out)), (422, "invalid_input"), "{out}");
+    let (status, out) = s.invoke("greeter-js_greet", json!({"name": "Bo"}));
+    assert_eq!(status, 200, "{out}");
 
     // Bad input to the commands: a clear one-line reason, no traceback.
     let (ok, err) = toolhost(&[&os("new"), &os("--lang"), &os("python"), &os("Bad_Name")]);

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Build a JavaScript toolhost plugin into a WebAssembly component.
+#
+#   sdk/js/build.sh <plugin dir> <out dir>
+#
+# <plugin dir> holds app.js (the module with the tools; it imports from
+# "toolhost-sdk") and exactly one manifest <name>.toml, whose name is the
+# plugin's. Writes <out dir>/<name>.wasm and copies <name>.toml beside it.
+#
+# componentize-js (pinned in sdk/js/package.json and package-lock.json) is
+# installed on first use with `npm ci` (or, if the registry lacks optional
+# platform packages the lock lists, `npm install` with the same lock file) into
+# sdk/js/node_modules, so node (18+) and npm are needed, and the npm registry
+# reachable then (or npm configured for a mirror). The component is rebuilt only when a .js/.mjs file of the
+# plugin or the SDK, the WIT package, this script or the lock file is newer
+# than it (builds are not byte-for-byte reproducible, so a needless rebuild
+# would make a server recompile it); the manifest is copied if changed. The WIT
+# package is always <repo>/wit, the single source of the contract.
+set -euo pipefail
+
+die() {
+    echo "build.sh: $*" >&2
+    exit 1
+}
+
+[ $# -eq 2 ] || die "usage: sdk/js/build.sh <plugin dir> <out dir>"
+plugin_dir=$(cd "$1" 2>/dev/null && pwd) || die "no such plugin directory: $1"
+mkdir -p "$2" || die "cannot create the output directory $2"
+out_dir=$(cd "$2" && pwd)
+
+sdk_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$sdk_dir/../.." && pwd)
+wit_dir=$repo/wit
+
+[ -f "$wit_dir/plugin.wit" ] || die "no WIT package at $wit_dir"
+[ -f "$plugin_dir/app.js" ] || die "$plugin_dir has no app.js (the module with the tools)"
+
+# The manifest names the plugin.
+manifests=()
+for f in "$plugin_dir"/*.toml; do
+    [ -e "$f" ] || continue
+    manifests+=("$f")
+done
+[ ${#manifests[@]} -eq 1 ] ||
+    die "$plugin_dir needs exactly one manifest <name>.toml (found ${#manifests[@]})"
+manifest=${manifests[0]}
+name=$(basename "$manifest" .toml)
+[[ $name =~ ^[a-z][a-z0-9-]*$ && ${#name} -le 48 ]] ||
+    die "plugin name '$name' (from $manifest) must match ^[a-z][a-z0-9-]*\$, at most 48 characters"
+wasm=$out_dir/$name.wasm
+
+# node and npm, then componentize-js (pinned by the lock file) in sdk/js/node_modules.
+command -v node >/dev/null ||
+    die "no node: install Node.js 18 or newer with npm (e.g. apt-get install nodejs npm, or https://nodejs.org)"
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+[ "$node_major" -ge 18 ] || die "node $(node --version) is too old: install Node.js 18 or newer"
+pinned=$(node -p 'require(process.argv[1]).devDependencies["@bytecodealliance/componentize-js"]' "$sdk_dir/package.json")
+cjs_pkg=$sdk_dir/node_modules/@bytecodealliance/componentize-js/package.json
+installed_version() {
+    node -p 'require(process.argv[1]).version' "$cjs_pkg" 2>/dev/null || true
+}
+if [ "$(installed_version)" != "$pinned" ] || [ ! -f "$sdk_dir/node_modules/.package-lock.json" ]; then
+    mkdir -p "$repo/target"
+    exec 9>"$repo/target/js-sdk-npm.lock"
+    flock 9 2>/dev/null || true # another build may be installing it
+    if [ "$(installed_version)" != "$pinned" ] || [ ! -f "$sdk_dir/node_modules/.package-lock.json" ]; then
+        command -v npm >/dev/null ||
+            die "no npm: install npm (it comes with Node.js; on Debian: apt-get install npm)"
+        echo "build.sh: installing componentize-js $pinned into $sdk_dir/node_modules (npm ci)" >&2
+        if ! (cd "$sdk_dir" && npm ci --no-audit --no-fund --loglevel=error 2>"$repo/target/js-sdk-npm-ci.log"); then
+            # `npm ci` refuses a lock file that lacks optional platform packages
+            # (binaries of other OSes) which the registry in use does not serve;
+            # `npm install` still installs the versions the lock file pins. The
+            # lock file is restored, so the repository does not change.
+            echo "build.sh: npm ci failed ($(grep -m1 'npm error' "$repo/target/js-sdk-npm-ci.log" | cut -c1-160)); trying npm install with the same lock file" >&2
+            cp "$sdk_dir/package-lock.json" "$repo/target/js-sdk-package-lock.json"
+            status=0
+            (cd "$sdk_dir" && npm install --no-audit --no-fund --no-save --loglevel=error) || status=$?
+            cp "$repo/target/js-sdk-package-lock.json" "$sdk_dir/package-lock.json"
+            [ $status -eq 0 ] ||
+                die "npm could not install the build tooling in $sdk_dir (is the npm registry reachable? configure a mirror with npm config set registry <url>); see $repo/target/js-sdk-npm-ci.log"
+        fi
+        [ "$(installed_version)" = "$pinned" ] ||
+            die "componentize-js in $sdk_dir/node_modules reports version '$(installed_version)', expected $pinned"
+    fi
+    exec 9>&-
+fi
+
+# Up to date? Every input older than the component (and the manifest in place).
+copy_manifest() {
+    cmp -s "$manifest" "$out_dir/$name.toml" || cp "$manifest" "$out_dir/$name.toml"
+}
+# Only modules end up in the component (StarlingMonkey snapshots what the entry
+# imports), so other files, the manifest included, do not count.
+if [ -f "$wasm" ] &&
+    [ -z "$(find "$plugin_dir" -name node_modules -prune -o \( -name '*.js' -o -name '*.mjs' \) -newer "$wasm" -print -quit)" ] &&
+    [ -z "$(find "$wit_dir" "$sdk_dir/toolhost-sdk.js" "$sdk_dir/core.js" "$sdk_dir/build.mjs" \
+        "$sdk_dir/build.sh" "$sdk_dir/package-lock.json" -newer "$wasm" -print -quit)" ]; then
+    copy_manifest
+    echo "build.sh: $wasm is up to date"
+    exit 0
+fi
+
+# Build from a staged copy (the plugin with its "toolhost-sdk" imports pointed
+# at the SDK, and the SDK's entry module): see build.mjs.
+mkdir -p "$repo/target/js-build"
+stage=$(mktemp -d "$repo/target/js-build/$name.XXXXXX")
+trap 'rm -rf "$stage"' EXIT
+
+start=$(date +%s.%N)
+node "$sdk_dir/build.mjs" "$plugin_dir" "$stage/src" "$wit_dir" "$stage/$name.wasm" ||
+    die "componentize-js failed for $plugin_dir (see above)"
+
+# Manifest first, then the component, each replaced atomically: a server
+# watching <out dir> never sees a half-written file.
+copy_manifest
+cp "$stage/$name.wasm" "$out_dir/.$name.wasm.tmp"
+mv -f "$out_dir/.$name.wasm.tmp" "$wasm"
+size=$(wc -c <"$wasm")
+secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+echo "build.sh: built $wasm ($((size / 1024)) KiB) in $secs s"
