@@ -13,13 +13,18 @@
 //! 4. Docker nodes (see [`nodes`]): first shell call (hot pool / cold), shell
 //!    round trip, notebook cell, browser open.
 //!
-//! `toolhost-bench [invoke|hotload|nodes]` runs one part; no argument runs all.
+//! 5. Plugin languages (see [`languages`]): per language, component size, cold
+//!    and cached load, a trivial call's latency and fuel.
+//!
+//! `toolhost-bench [invoke|hotload|nodes|languages]` runs one part; no argument
+//! runs all.
 //! Bounded: each load phase runs `BENCH_SECONDS` (default 10) and only targets
 //! 127.0.0.1. Settings: BENCH_SECONDS, BENCH_CONNECTIONS (50), BENCH_SAMPLES
 //! (5000), BENCH_SWAPS (20), BENCH_CONFIG (a server config file, to compare
 //! engine settings).
 
 mod hotload;
+mod languages;
 mod nodes;
 mod surfaces;
 
@@ -67,6 +72,9 @@ async fn main() -> anyhow::Result<()> {
     if part == "nodes" {
         return nodes::run(&plugins).await;
     }
+    if part == "languages" {
+        return languages::run(&plugins, samples).await;
+    }
 
     // The invoke figures are of calc alone: no other plugin compiling, no
     // Docker pool starting, in the same process.
@@ -88,6 +96,7 @@ async fn main() -> anyhow::Result<()> {
     drop(server);
     if part.is_empty() {
         hotload::run(&plugins, env_num("BENCH_SWAPS", 20) as usize).await?;
+        languages::run(&plugins, samples).await?;
         nodes::run(&plugins).await?;
     }
     Ok(())
