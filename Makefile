@@ -18,8 +18,7 @@ JS_FIXTURES  := js-throws
 # sdk/c/build.sh, which uses the toolhost binary TOOLHOST_BIN).
 C_PLUGINS    := checksum
 C_FIXTURES   := c-bad
-TOOLHOST_BIN ?= target/debug/toolhost
-export TOOLHOST_BIN
+TOOLHOST_BIN ?= $(CURDIR)/target/debug/toolhost
 # Docker toolkits (a folder each: manifest + in-container driver).
 TOOLKITS     := shell notebook browser
 
@@ -29,7 +28,7 @@ TOOLKITS     := shell notebook browser
 ## Docker engine and the node image: built here when missing (once, ~2 min);
 ## without them the server still serves the wasm tools.
 run: build
-	@$(MAKE) --no-print-directory plugins TOOLHOST_BIN=target/release/toolhost
+	@$(MAKE) --no-print-directory plugins TOOLHOST_BIN=$(CURDIR)/target/release/toolhost
 	@$(MAKE) --no-print-directory node-image || echo "warning: no Docker engine or node image: shell/notebook/browser tools will answer 503"
 	$(CARGO) run --release -p toolhost -- serve --bind $(BIND) --plugins target/plugins --data target/data
 
@@ -78,7 +77,7 @@ plugins: guests c-toolchain
 	@for p in $(PY_PLUGINS); do sdk/python/build.sh plugins/$$p target/plugins || exit 1; done
 	@for p in $(JS_PLUGINS); do sdk/js/build.sh plugins/$$p target/plugins || exit 1; done
 	@[ -x "$(TOOLHOST_BIN)" ] || $(CARGO) build -p toolhost
-	@for p in $(C_PLUGINS); do sdk/c/build.sh plugins/$$p target/plugins || exit 1; done
+	@for p in $(C_PLUGINS); do TOOLHOST_BIN=$(TOOLHOST_BIN) sdk/c/build.sh plugins/$$p target/plugins || exit 1; done
 	@for t in $(TOOLKITS); do \
 	  mkdir -p target/plugins/$$t && \
 	  cp plugins/$$t/$$t.toml plugins/$$t/driver.py target/plugins/$$t/ || exit 1; \
@@ -90,7 +89,7 @@ fixtures: guests c-toolchain
 	@mkdir -p target/fixtures
 	@for p in $(JS_FIXTURES); do sdk/js/build.sh tests/fixtures/$$p target/fixtures || exit 1; done
 	@[ -x "$(TOOLHOST_BIN)" ] || $(CARGO) build -p toolhost
-	@for p in $(C_FIXTURES); do sdk/c/build.sh tests/fixtures/$$p target/fixtures || exit 1; done
+	@for p in $(C_FIXTURES); do TOOLHOST_BIN=$(TOOLHOST_BIN) sdk/c/build.sh tests/fixtures/$$p target/fixtures || exit 1; done
 	@for p in $(FIXTURES); do \
 	  cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm target/fixtures/$$p.wasm || exit 1; \
 	  if [ -f tests/fixtures/$$p/$$p.toml ]; then cp tests/fixtures/$$p/$$p.toml target/fixtures/; fi; \

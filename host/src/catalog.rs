@@ -33,6 +33,8 @@ pub struct Invocation {
     pub limits: Limits,
     /// Where progress reports go, when the caller streams.
     pub progress: Option<mpsc::UnboundedSender<Progress>>,
+    /// What the call used, filled in by the backend as far as it can tell.
+    pub usage: Arc<crate::metrics::Usage>,
 }
 
 /// A loaded toolkit, as a backend implements it. Backends are peers behind this

@@ -70,13 +70,40 @@ impl Default for PluginsConfig {
 }
 
 /// Access control.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
     /// Bearer token of the admin routes (plugin upload and delete). Unset:
     /// those routes are refused. The environment variable
     /// `TOOLHOST_ADMIN_TOKEN` sets it too.
     pub admin_token: Option<String>,
+    /// Bearer tokens of callers. When any is set (here or with the
+    /// environment variable `TOOLHOST_TOKEN`), every route but `/health`
+    /// needs `Authorization: Bearer <token>` (the admin token is accepted too).
+    pub tokens: Vec<String>,
+    /// Requests per second each token may make, sustained (0: no limit).
+    /// Beyond it: 429 with `Retry-After`.
+    pub rate_limit_per_s: u32,
+    /// Requests a token may make at once above the sustained rate.
+    pub rate_limit_burst: u32,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            admin_token: None,
+            tokens: Vec::new(),
+            rate_limit_per_s: 0,
+            rate_limit_burst: 50,
+        }
+    }
+}
+
+impl AuthConfig {
+    /// Whether callers must present a token.
+    pub fn required(&self) -> bool {
+        !self.tokens.is_empty()
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -182,6 +209,18 @@ impl Config {
         Ok(config)
     }
 
+    /// A warning for an exposed server: a non-loopback address and no caller
+    /// tokens, so anyone who reaches it can run tools.
+    pub fn exposure_warning(&self) -> Option<String> {
+        (!self.server.bind.ip().is_loopback() && !self.auth.required()).then(|| {
+            format!(
+                "!!! listening on {} WITHOUT caller tokens: anyone who can reach it can run \
+                 tools and read session workspaces. Set TOOLHOST_TOKEN (or [auth] tokens) !!!",
+                self.server.bind
+            )
+        })
+    }
+
     /// Reject impossible values.
     pub fn check(&self) -> anyhow::Result<()> {
         let e = &self.engine;
@@ -219,6 +258,16 @@ impl Config {
                 "auth.admin_token must be at least 16 characters"
             );
         }
+        for token in &self.auth.tokens {
+            anyhow::ensure!(
+                token.len() >= 16 && !token.chars().any(char::is_whitespace),
+                "every auth token must be at least 16 characters, without spaces"
+            );
+        }
+        anyhow::ensure!(
+            self.auth.rate_limit_per_s == 0 || self.auth.rate_limit_burst >= 1,
+            "auth.rate_limit_burst must be at least 1 when auth.rate_limit_per_s is set"
+        );
         Ok(())
     }
 }
@@ -236,6 +285,23 @@ mod tests {
         let c: Config = toml::from_str("[limits]\nfuel = 5\nmemory_mb = 8\ntimeout_ms = 10\nmax_concurrency = 1\nmax_queue = 0\nmax_output_kb = 1").unwrap();
         assert_eq!(c.limits.fuel, 5);
         let c: Config = toml::from_str("[engine]\nmax_memory_mb = 8192").unwrap();
+        assert!(c.check().is_err());
+    }
+
+    #[test]
+    fn an_exposed_server_without_tokens_is_warned_about() {
+        let mut c = Config::default();
+        assert_eq!(c.exposure_warning(), None, "loopback");
+        c.server.bind = "0.0.0.0:8001".parse().unwrap();
+        assert!(
+            c.exposure_warning()
+                .unwrap()
+                .contains("WITHOUT caller tokens")
+        );
+        c.auth.tokens.push("a-token-of-16-chars".into());
+        c.check().unwrap();
+        assert_eq!(c.exposure_warning(), None);
+        c.auth.tokens.push("short".into());
         assert!(c.check().is_err());
     }
 

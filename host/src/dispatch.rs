@@ -14,6 +14,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::catalog::{Catalog, Invocation, ToolEntry};
+use crate::metrics::{Metrics, Usage};
 use crate::sessions::{Session, Sessions};
 use crate::tool::{CallError, Content, LimitOverrides, Progress};
 
@@ -34,16 +35,27 @@ pub struct CallOutput {
     pub elapsed: Duration,
     /// Version (content hash) of the toolkit that ran the call.
     pub version: String,
+    /// Fuel units the call consumed (wasm tools; `None` for Docker tools).
+    pub fuel: Option<u64>,
 }
 
 pub struct Dispatcher {
     catalog: Arc<Catalog>,
     sessions: Arc<Sessions>,
+    metrics: Arc<Metrics>,
 }
 
 impl Dispatcher {
     pub fn new(catalog: Arc<Catalog>, sessions: Arc<Sessions>) -> Self {
-        Dispatcher { catalog, sessions }
+        Dispatcher {
+            catalog,
+            sessions,
+            metrics: Arc::default(),
+        }
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     pub fn catalog(&self) -> &Arc<Catalog> {
@@ -67,19 +79,33 @@ impl Dispatcher {
             .get(tool_id)
             .ok_or_else(|| CallError::NotFound(tool_id.to_owned()))?;
         let started = Instant::now();
-        let result = run(&tool, session, input, options).await;
+        let usage = Arc::new(Usage::default());
+        let result = run(&tool, session, input, options, &usage, &self.metrics).await;
         let elapsed = started.elapsed();
         tool.stats.record(elapsed, result.is_ok());
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(e) => e.kind().as_str(),
+        };
+        self.metrics.record_call(
+            tool_id,
+            tool.toolkit.toolkit.backend(),
+            outcome,
+            elapsed,
+            &usage,
+        );
         match &result {
             Ok(_) => tracing::debug!(tool = tool_id, session = session.id(), ?elapsed, "call ok"),
             Err(e) => {
                 tracing::info!(tool = tool_id, session = session.id(), ?elapsed, kind = %e.kind(), error = %e, "call failed")
             }
         }
+        let fuel = usage.fuel.load(Ordering::Relaxed);
         result.map(|content| CallOutput {
             content,
             elapsed,
             version: tool.toolkit.version.clone(),
+            fuel: (fuel > 0).then_some(fuel),
         })
     }
 }
@@ -89,6 +115,8 @@ async fn run(
     session: &Arc<Session>,
     input: Value,
     options: CallOptions,
+    usage: &Arc<Usage>,
+    metrics: &Metrics,
 ) -> Result<Vec<Content>, CallError> {
     validate(tool, &input)?;
     let toolkit = &tool.toolkit;
@@ -109,8 +137,12 @@ async fn run(
                 )));
             }
             let wait = Duration::from_millis(limits.timeout_ms);
+            let queued = Instant::now();
             match tokio::time::timeout(wait, toolkit.slots.acquire()).await {
-                Ok(Ok(permit)) => permit,
+                Ok(Ok(permit)) => {
+                    metrics.record_queue_wait(&tool.id, queued.elapsed());
+                    permit
+                }
                 Ok(Err(_)) => {
                     return Err(CallError::Overloaded("the plugin is shutting down".into()));
                 }
@@ -134,6 +166,7 @@ async fn run(
             session: session.clone(),
             limits,
             progress: options.progress,
+            usage: usage.clone(),
         })
         .await?;
     let size: usize = content.iter().map(Content::size).sum();

@@ -18,6 +18,7 @@ pub mod componentize;
 pub mod config;
 pub mod dispatch;
 pub mod docker;
+pub mod metrics;
 pub mod plugins;
 pub mod scaffold;
 pub mod server;

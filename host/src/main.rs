@@ -38,6 +38,10 @@ enum Command {
         /// [default: the config file's `[auth] admin_token`; unset: refused].
         #[arg(long, env = "TOOLHOST_ADMIN_TOKEN", hide_env_values = true)]
         admin_token: Option<String>,
+        /// A bearer token callers must present on every route but /health
+        /// [default: the config file's `[auth] tokens`; none: no caller auth].
+        #[arg(long, env = "TOOLHOST_TOKEN", hide_env_values = true)]
+        token: Option<String>,
     },
     /// Run one tool of a component locally, without a server.
     Call {
@@ -106,7 +110,8 @@ fn main() -> anyhow::Result<()> {
                 data,
                 config,
                 admin_token,
-            } => serve(bind, &plugins, &data, config.as_deref(), admin_token).await,
+                token,
+            } => serve(bind, &plugins, &data, config.as_deref(), admin_token, token).await,
             Command::Call {
                 component,
                 tool,
@@ -151,6 +156,7 @@ async fn serve(
     data: &Path,
     config: Option<&Path>,
     admin_token: Option<String>,
+    token: Option<String>,
 ) -> anyhow::Result<()> {
     let mut config = match config {
         Some(path) => Config::from_file(path)?,
@@ -161,7 +167,13 @@ async fn serve(
     }
     if let Some(token) = admin_token.filter(|t| !t.is_empty()) {
         config.auth.admin_token = Some(token);
-        config.check()?;
+    }
+    if let Some(token) = token.filter(|t| !t.is_empty()) {
+        config.auth.tokens.push(token);
+    }
+    config.check()?;
+    if let Some(warning) = config.exposure_warning() {
+        tracing::warn!("{warning}");
     }
     let server = Server::start(&config, plugins, data).await?;
     let listener = tokio::net::TcpListener::bind(config.server.bind)

@@ -141,6 +141,7 @@ impl Server {
             },
             limits,
             mcp_allowed_hosts(config.server.bind.ip()),
+            api::auth::CallerAuth::from_config(&config.auth),
         )
     }
 }

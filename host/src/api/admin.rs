@@ -1,30 +1,12 @@
 //! The admin token: who may change the plugins directory through the API.
 
-use axum::http::{HeaderMap, StatusCode, header};
-use sha2::{Digest, Sha256};
+use axum::http::{HeaderMap, StatusCode};
 
+use super::auth::{Presented, Token, bearer};
 use super::error::ApiError;
 
-/// The configured admin token, kept as a digest so checks take the same time
-/// whatever the presented token looks like.
-#[derive(Clone)]
-pub struct AdminToken([u8; 32]);
-
-impl AdminToken {
-    pub fn new(token: &str) -> Self {
-        AdminToken(Sha256::digest(token.as_bytes()).into())
-    }
-
-    /// Constant-time comparison of digests (no early exit, no length leak).
-    fn matches(&self, presented: &str) -> bool {
-        let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-        digest
-            .iter()
-            .zip(self.0.iter())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
-    }
-}
+/// The configured admin token.
+pub type AdminToken = Token;
 
 /// Allow an admin request: a token must be configured and presented as
 /// `Authorization: Bearer <token>`.
@@ -37,13 +19,8 @@ pub fn check(token: Option<&AdminToken>, headers: &HeaderMap) -> Result<(), ApiE
              (TOOLHOST_ADMIN_TOKEN or [auth] admin_token)",
         ));
     };
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    match presented {
-        Some(p) if token.matches(p) => Ok(()),
+    match bearer(headers).map(Presented::new) {
+        Some(p) if token.matches(&p) => Ok(()),
         Some(_) => Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
@@ -60,7 +37,7 @@ pub fn check(token: Option<&AdminToken>, headers: &HeaderMap) -> Result<(), ApiE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::HeaderValue;
+    use axum::http::{HeaderValue, header};
 
     fn with_auth(v: &str) -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -2,11 +2,13 @@
 //! REST API, the plugin admin routes, the XAgent ToolServer protocol and MCP.
 
 pub mod admin;
+pub mod auth;
 pub mod body;
 pub mod error;
 pub mod formats;
 pub mod mcp;
 pub mod native;
+pub mod observe;
 pub mod plugins;
 pub mod retrieval;
 pub mod workspace;
@@ -50,11 +52,13 @@ pub struct ApiLimits {
 }
 
 /// The whole HTTP API. `mcp_allowed_hosts`: the `Host` headers `/mcp`
-/// accepts (DNS-rebinding protection); `None` accepts any.
+/// accepts (DNS-rebinding protection); `None` accepts any. `callers`: the
+/// caller tokens every route but `/health` requires, if any.
 pub fn router(
     state: AppState,
     limits: ApiLimits,
     mcp_allowed_hosts: Option<Vec<String>>,
+    callers: Option<Arc<auth::CallerAuth>>,
 ) -> Router {
     let max_body_bytes = limits.max_body_bytes;
     let mcp = mcp::service(
@@ -63,7 +67,7 @@ pub fn router(
         mcp_allowed_hosts,
         state.shutdown.clone(),
     );
-    Router::new()
+    let router = Router::new()
         .route_service("/mcp", mcp)
         .merge(native::routes())
         .merge(plugins::routes(limits.max_upload_bytes))
@@ -72,5 +76,13 @@ pub fn router(
             |uri: Uri| async move { ApiError::not_found(format!("no route for {}", uri.path())) },
         )
         .layer(DefaultBodyLimit::max(max_body_bytes))
-        .with_state(state)
+        .with_state(state);
+    let router = match callers {
+        Some(callers) => router.layer(axum::middleware::from_fn_with_state(
+            callers,
+            auth::require_token,
+        )),
+        None => router,
+    };
+    observe::layer(router)
 }

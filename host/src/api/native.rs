@@ -31,6 +31,7 @@ pub const VERSION_HEADER: &str = "x-toolhost-plugin-version";
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/health", routing::get(health))
+        .route("/metrics", routing::get(metrics))
         .route("/tools", routing::get(list_tools))
         .route("/tools/{id}", routing::get(describe_tool))
         .route("/tools/{id}/schema", routing::get(tool_schema))
@@ -40,6 +41,19 @@ pub fn routes() -> Router<AppState> {
 
 async fn health() -> Json<Value> {
     Json(json!({"status": "ok"}))
+}
+
+/// Prometheus text exposition (see [`crate::metrics`]).
+async fn metrics(State(state): State<AppState>) -> Response {
+    let census = state.docker.as_ref().map(|d| d.census());
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        state.dispatcher.metrics().render(census),
+    )
+        .into_response()
 }
 
 #[derive(Deserialize, Default)]
@@ -291,6 +305,7 @@ pub fn success_body(out: &CallOutput) -> Value {
         "content": out.content.iter().map(content_json).collect::<Vec<_>>(),
         "error": null,
         "elapsed_ms": out.elapsed.as_secs_f64() * 1000.0,
+        "fuel": out.fuel,
         "version": out.version,
     })
 }

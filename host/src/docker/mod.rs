@@ -81,6 +81,8 @@ pub struct DockerBackend {
     closing: std::sync::atomic::AtomicBool,
     /// Node creations in progress (shutdown waits for them).
     creating: std::sync::atomic::AtomicUsize,
+    /// Containers removed since start (for the metrics).
+    removed: std::sync::atomic::AtomicU64,
 }
 
 /// Label value naming the server that owns a container: a hash of its data
@@ -108,7 +110,23 @@ impl DockerBackend {
             graveyard: Mutex::default(),
             closing: Default::default(),
             creating: Default::default(),
+            removed: Default::default(),
         })
+    }
+
+    /// How many nodes serve sessions, wait in the pools, and were removed.
+    pub fn census(&self) -> crate::metrics::NodeCensus {
+        let running = lock(&self.slots)
+            .values()
+            // A slot locked by a call in flight has its node.
+            .filter(|slot| slot.try_lock().map_or(true, |s| s.node.is_some()))
+            .count() as u64;
+        let pooled = lock(&self.pools).values().map(|p| p.len() as u64).sum();
+        crate::metrics::NodeCensus {
+            running,
+            pooled,
+            removed: self.removed.load(std::sync::atomic::Ordering::Relaxed),
+        }
     }
 
     /// Register every Docker toolkit folder of `plugins` in `catalog`; a
@@ -247,8 +265,12 @@ impl DockerBackend {
             .v(true)
             .build();
         match docker.remove_container(id, Some(options)).await {
-            Ok(())
-            | Err(bollard::errors::Error::DockerResponseServerError {
+            Ok(()) => {
+                lock(&self.graveyard).remove(id);
+                self.removed
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 404, ..
             }) => {
                 lock(&self.graveyard).remove(id);

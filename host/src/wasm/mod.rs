@@ -293,7 +293,7 @@ async fn describe(
     limits: &Limits,
 ) -> Result<Vec<ToolDescriptor>, LoadError> {
     let result = toolkit
-        .run(Op::List, None, "-", limits, None)
+        .run(Op::List, None, "-", limits, None, None)
         .await
         .map_err(|e| LoadError::Describe(format!("{} ({})", e, e.kind())))?;
     let OpResult::Tools(infos) = result else {

@@ -14,6 +14,7 @@ use super::bindings::{PluginPre, exports::toolhost::plugin::toolkit as wit};
 use super::manifest::{Access, GUEST_WORKSPACE};
 use super::state::{CallState, PluginContext, truncate};
 use crate::catalog::{BoxFuture, Invocation, Toolkit};
+use crate::metrics::Usage;
 use crate::tool::{CallError, Content, Limits};
 
 /// Captured stdout + stderr of one call (panic messages land here).
@@ -64,6 +65,7 @@ impl WasmToolkit {
         session: &str,
         limits: &Limits,
         progress: Option<tokio::sync::mpsc::UnboundedSender<crate::tool::Progress>>,
+        usage: Option<&Usage>,
     ) -> Result<OpResult, CallError> {
         let output = MemoryOutputPipe::new(OUTPUT_CAPTURE);
         let mut wasi = WasiCtxBuilder::new();
@@ -116,8 +118,11 @@ impl WasmToolkit {
             }
         });
 
+        let mut instantiated = None;
         let work = async {
+            let started = Instant::now();
             let plugin = self.pre.instantiate_async(&mut store).await?;
+            instantiated = Some(started.elapsed());
             let kit = plugin.toolhost_plugin_toolkit();
             match op {
                 Op::List => kit.call_list_tools(&mut store).await.map(OpResult::Tools),
@@ -129,6 +134,14 @@ impl WasmToolkit {
         };
         // The epoch deadline stops wasm code; this also bounds time spent in host calls.
         let result = tokio::time::timeout(timeout + BACKSTOP_GRACE, work).await;
+        if let Some(usage) = usage {
+            let left = store.get_fuel().unwrap_or(0);
+            Usage::set(&usage.fuel, limits.fuel.saturating_sub(left));
+            Usage::set(&usage.peak_memory, store.data().limiter.peak as u64);
+            if let Some(t) = instantiated {
+                Usage::set(&usage.instantiate_ns, t.as_nanos() as u64);
+            }
+        }
         match result {
             Ok(Ok(r)) => Ok(r),
             Ok(Err(e)) => Err(classify(e, store.data(), limits, &output)),
@@ -167,6 +180,7 @@ impl Toolkit for WasmToolkit {
                     call.session.id(),
                     &call.limits,
                     call.progress,
+                    Some(&call.usage),
                 )
                 .await?;
             match result {

@@ -355,6 +355,7 @@ fn spawn(
         .arg(data.join("data"))
         .env("TOOLHOST_LOG", "info")
         .env_remove("TOOLHOST_ADMIN_TOKEN")
+        .env_remove("TOOLHOST_TOKEN")
         .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log)?);

@@ -1,0 +1,299 @@
+//! What operators see of a running server: Prometheus metrics, served as text
+//! by `GET /metrics`.
+//!
+//! One [`Metrics`] per server (its own registry, no global state, so servers
+//! in one process, as in tests and benchmarks, do not mix figures). Dispatch
+//! records every call; the wasm backend fills the call's [`Usage`] (fuel,
+//! peak memory, instantiation time) that dispatch then records; Docker node
+//! counts are read when the metrics are rendered.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+/// What one call used, as far as its backend can tell (zero: unknown). Shared
+/// between dispatch and the backend through the [`crate::catalog::Invocation`].
+#[derive(Debug, Default)]
+pub struct Usage {
+    /// Fuel units consumed (wasm).
+    pub fuel: AtomicU64,
+    /// Largest linear memory of the instance, in bytes (wasm).
+    pub peak_memory: AtomicU64,
+    /// Time to instantiate the sandbox, in nanoseconds (wasm).
+    pub instantiate_ns: AtomicU64,
+}
+
+impl Usage {
+    pub fn set(field: &AtomicU64, value: u64) {
+        field.store(value, Ordering::Relaxed);
+    }
+
+    fn get(field: &AtomicU64) -> u64 {
+        field.load(Ordering::Relaxed)
+    }
+}
+
+/// Counts of Docker nodes, read at render time.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NodeCensus {
+    /// Nodes serving a session.
+    pub running: u64,
+    /// Pre-started nodes waiting in the hot pools.
+    pub pooled: u64,
+    /// Nodes removed since start (idle, dead, closed sessions, evicted).
+    pub removed: u64,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    calls: IntCounterVec,
+    duration: HistogramVec,
+    queue_wait: HistogramVec,
+    fuel: IntCounterVec,
+    fuel_per_call: HistogramVec,
+    peak_memory: HistogramVec,
+    instantiate: HistogramVec,
+    nodes: IntGaugeVec,
+    nodes_removed: IntCounterVec,
+}
+
+/// Seconds: 100 us .. 60 s.
+const TIME_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0, 60.0,
+];
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry =
+            Registry::new_custom(Some("toolhost".into()), None).expect("a valid metrics prefix");
+        let calls = IntCounterVec::new(
+            Opts::new(
+                "tool_calls_total",
+                "Tool calls by tool, backend and outcome (`ok` or the error kind).",
+            ),
+            &["tool", "backend", "outcome"],
+        )
+        .expect("valid metric");
+        let duration = HistogramVec::new(
+            HistogramOpts::new(
+                "tool_call_duration_seconds",
+                "Wall-clock time of a call, queueing included.",
+            )
+            .buckets(TIME_BUCKETS.to_vec()),
+            &["tool", "backend"],
+        )
+        .expect("valid metric");
+        let queue_wait = HistogramVec::new(
+            HistogramOpts::new(
+                "tool_queue_wait_seconds",
+                "Time a call waited for a free slot of its toolkit (max_concurrency).",
+            )
+            .buckets(TIME_BUCKETS.to_vec()),
+            &["tool"],
+        )
+        .expect("valid metric");
+        let fuel = IntCounterVec::new(
+            Opts::new(
+                "wasm_fuel_consumed_total",
+                "Fuel units consumed by wasm calls (about one per instruction).",
+            ),
+            &["tool"],
+        )
+        .expect("valid metric");
+        let fuel_per_call = HistogramVec::new(
+            HistogramOpts::new("wasm_fuel_per_call", "Fuel units consumed per wasm call.")
+                .buckets(prometheus::exponential_buckets(1e3, 10.0, 9).expect("valid buckets")),
+            &["tool"],
+        )
+        .expect("valid metric");
+        let peak_memory = HistogramVec::new(
+            HistogramOpts::new(
+                "wasm_peak_memory_bytes",
+                "Largest linear memory of a wasm call's instance.",
+            )
+            .buckets(prometheus::exponential_buckets(65536.0, 4.0, 9).expect("valid buckets")),
+            &["tool"],
+        )
+        .expect("valid metric");
+        let instantiate = HistogramVec::new(
+            HistogramOpts::new(
+                "wasm_instantiate_seconds",
+                "Time to create a call's sandbox (Store + instance).",
+            )
+            .buckets(TIME_BUCKETS.to_vec()),
+            &["tool"],
+        )
+        .expect("valid metric");
+        let nodes = IntGaugeVec::new(
+            Opts::new(
+                "docker_nodes",
+                "Docker nodes by state: `running` (serving a session) or `pooled` (pre-started).",
+            ),
+            &["state"],
+        )
+        .expect("valid metric");
+        let nodes_removed = IntCounterVec::new(
+            Opts::new(
+                "docker_nodes_removed_total",
+                "Docker nodes removed (idle, dead, session closed, evicted, shutdown).",
+            ),
+            &[],
+        )
+        .expect("valid metric");
+        for c in [
+            Box::new(calls.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(duration.clone()),
+            Box::new(queue_wait.clone()),
+            Box::new(fuel.clone()),
+            Box::new(fuel_per_call.clone()),
+            Box::new(peak_memory.clone()),
+            Box::new(instantiate.clone()),
+            Box::new(nodes.clone()),
+            Box::new(nodes_removed.clone()),
+        ] {
+            registry.register(c).expect("metric names are unique");
+        }
+        Metrics {
+            registry,
+            calls,
+            duration,
+            queue_wait,
+            fuel,
+            fuel_per_call,
+            peak_memory,
+            instantiate,
+            nodes,
+            nodes_removed,
+        }
+    }
+
+    /// Record one finished call. `outcome` is `ok` or an error kind.
+    pub fn record_call(
+        &self,
+        tool: &str,
+        backend: &str,
+        outcome: &str,
+        elapsed: Duration,
+        usage: &Usage,
+    ) {
+        self.calls
+            .with_label_values(&[tool, backend, outcome])
+            .inc();
+        self.duration
+            .with_label_values(&[tool, backend])
+            .observe(elapsed.as_secs_f64());
+        let fuel = Usage::get(&usage.fuel);
+        if fuel > 0 {
+            self.fuel.with_label_values(&[tool]).inc_by(fuel);
+            self.fuel_per_call
+                .with_label_values(&[tool])
+                .observe(fuel as f64);
+        }
+        let peak = Usage::get(&usage.peak_memory);
+        if peak > 0 {
+            self.peak_memory
+                .with_label_values(&[tool])
+                .observe(peak as f64);
+        }
+        let inst = Usage::get(&usage.instantiate_ns);
+        if inst > 0 {
+            self.instantiate
+                .with_label_values(&[tool])
+                .observe(inst as f64 / 1e9);
+        }
+    }
+
+    /// A call that had to wait for a slot waited `waited`.
+    pub fn record_queue_wait(&self, tool: &str, waited: Duration) {
+        self.queue_wait
+            .with_label_values(&[tool])
+            .observe(waited.as_secs_f64());
+    }
+
+    /// The Prometheus text exposition of every metric, with the Docker
+    /// census (if there is a Docker backend) taken now.
+    pub fn render(&self, census: Option<NodeCensus>) -> String {
+        if let Some(c) = census {
+            self.nodes
+                .with_label_values(&["running"])
+                .set(c.running as i64);
+            self.nodes
+                .with_label_values(&["pooled"])
+                .set(c.pooled as i64);
+            let counter = self.nodes_removed.with_label_values(&[] as &[&str]);
+            counter.inc_by(c.removed.saturating_sub(counter.get()));
+        }
+        let mut out = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .expect("text encoding of gathered metrics");
+        String::from_utf8(out).expect("the text format is UTF-8")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_and_usage_show_up_in_the_text_format() {
+        let m = Metrics::new();
+        let usage = Usage::default();
+        Usage::set(&usage.fuel, 1234);
+        Usage::set(&usage.peak_memory, 1 << 20);
+        Usage::set(&usage.instantiate_ns, 20_000);
+        m.record_call(
+            "calc_evaluate",
+            "wasm",
+            "ok",
+            Duration::from_millis(2),
+            &usage,
+        );
+        m.record_call(
+            "calc_evaluate",
+            "wasm",
+            "out_of_fuel",
+            Duration::from_millis(3),
+            &Usage::default(),
+        );
+        m.record_queue_wait("calc_evaluate", Duration::from_millis(1));
+        let text = m.render(Some(NodeCensus {
+            running: 2,
+            pooled: 1,
+            removed: 5,
+        }));
+        for line in [
+            r#"toolhost_tool_calls_total{backend="wasm",outcome="ok",tool="calc_evaluate"} 1"#,
+            r#"toolhost_tool_calls_total{backend="wasm",outcome="out_of_fuel",tool="calc_evaluate"} 1"#,
+            r#"toolhost_tool_call_duration_seconds_count{backend="wasm",tool="calc_evaluate"} 2"#,
+            r#"toolhost_wasm_fuel_consumed_total{tool="calc_evaluate"} 1234"#,
+            r#"toolhost_wasm_peak_memory_bytes_count{tool="calc_evaluate"} 1"#,
+            r#"toolhost_wasm_instantiate_seconds_count{tool="calc_evaluate"} 1"#,
+            r#"toolhost_tool_queue_wait_seconds_count{tool="calc_evaluate"} 1"#,
+            r#"toolhost_docker_nodes{state="running"} 2"#,
+            r#"toolhost_docker_nodes{state="pooled"} 1"#,
+            "toolhost_docker_nodes_removed_total 5",
+        ] {
+            assert!(text.contains(line), "missing {line}\n{text}");
+        }
+        // The removed counter follows the backend's count without going back.
+        let text = m.render(Some(NodeCensus {
+            removed: 7,
+            ..Default::default()
+        }));
+        assert!(
+            text.contains("toolhost_docker_nodes_removed_total 7"),
+            "{text}"
+        );
+    }
+}
