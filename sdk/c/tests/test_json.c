@@ -307,7 +307,7 @@ static void test_fast_paths(void) {
             for (size_t sp = 0; sp < sizeof specials / sizeof specials[0]; sp++) {
                 const char *special = specials[sp];
                 size_t slen = strlen(special);
-                memset(text, 'a', len);
+                memset(text, 'a', sizeof text); /* all of text[0, tlen) is set */
                 memcpy(text + k, special, slen);
                 size_t tlen = len + slen;
                 text[tlen] = 'b';
