@@ -113,6 +113,9 @@ pub struct ServerConfig {
     pub bind: SocketAddr,
     /// Largest request body, KiB.
     pub max_body_kb: u32,
+    /// Time for a whole request body to arrive, ms (then 408): slow-loris
+    /// bodies cannot hold connections for long.
+    pub body_timeout_ms: u64,
 }
 
 impl Default for ServerConfig {
@@ -120,6 +123,7 @@ impl Default for ServerConfig {
         ServerConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 8001)),
             max_body_kb: 4096,
+            body_timeout_ms: 120_000,
         }
     }
 }
@@ -248,6 +252,10 @@ impl Config {
         );
         crate::wasm::manifest::check_limits(&self.limits, e.max_memory_mb)
             .map_err(|m| anyhow::anyhow!("[limits]: {m}"))?;
+        anyhow::ensure!(
+            self.server.body_timeout_ms >= 100,
+            "server.body_timeout_ms must be at least 100"
+        );
         anyhow::ensure!(
             self.plugins.max_upload_mb >= 1,
             "plugins.max_upload_mb must be at least 1"

@@ -127,6 +127,7 @@ impl Server {
     pub fn router(&self, config: &Config) -> axum::Router {
         let limits = ApiLimits {
             max_body_bytes: config.server.max_body_kb as usize * 1024,
+            body_timeout: std::time::Duration::from_millis(config.server.body_timeout_ms),
             max_upload_bytes: config.plugins.max_upload_mb as usize * 1024 * 1024,
         };
         api::router(

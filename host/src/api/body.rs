@@ -2,9 +2,15 @@
 //! 413 over the size limit, 400 for malformed JSON, 422 for a wrong shape.
 //! It does not insist on a JSON content type, so `curl -d` just works.
 
+use std::time::Duration;
+
+use axum::body::Body;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::Response;
 use bytes::Bytes;
+use futures::StreamExt;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
@@ -21,7 +27,13 @@ where
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             let status = rejection.status();
-            if status == StatusCode::PAYLOAD_TOO_LARGE {
+            if is_deadline(&rejection) {
+                ApiError::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "invalid_input",
+                    "the request body did not arrive in time",
+                )
+            } else if status == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::new(
                     status,
                     "invalid_input",
@@ -37,6 +49,58 @@ where
         })?;
         parse(&bytes).map(JsonBody)
     }
+}
+
+/// The error a body gives when its time is up.
+#[derive(Debug)]
+struct BodyDeadline(Duration);
+
+impl std::fmt::Display for BodyDeadline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the request body took longer than {} ms",
+            self.0.as_millis()
+        )
+    }
+}
+
+impl std::error::Error for BodyDeadline {}
+
+fn is_deadline(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if e.is::<BodyDeadline>() {
+            return true;
+        }
+        next = e.source();
+    }
+    false
+}
+
+/// Middleware: a request body must arrive whole within `total` of the
+/// request's start (a slow-loris body ends with 408; the connection and its
+/// task are freed). A deadline for the whole body, not per chunk, so a client
+/// trickling a byte at a time cannot hold the server.
+pub async fn body_deadline(
+    axum::extract::State(total): axum::extract::State<Duration>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let deadline = tokio::time::Instant::now() + total;
+    let request = request.map(|body| {
+        let chunks = body.into_data_stream();
+        let timed = futures::stream::unfold(Some(chunks), move |chunks| async move {
+            let mut chunks = chunks?;
+            match tokio::time::timeout_at(deadline, chunks.next()).await {
+                Ok(Some(chunk)) => Some((chunk, Some(chunks))),
+                Ok(None) => None,
+                Err(_) => Some((Err(axum::Error::new(BodyDeadline(total))), None)),
+            }
+        });
+        Body::from_stream(timed)
+    });
+    next.run(request).await
 }
 
 /// Parse a body; an empty body reads as `{}`.

@@ -49,6 +49,8 @@ pub struct ApiLimits {
     pub max_body_bytes: usize,
     /// A component uploaded to `PUT /plugins/{name}`.
     pub max_upload_bytes: usize,
+    /// Time for a whole request body to arrive.
+    pub body_timeout: std::time::Duration,
 }
 
 /// The whole HTTP API. `mcp_allowed_hosts`: the `Host` headers `/mcp`
@@ -76,6 +78,10 @@ pub fn router(
             |uri: Uri| async move { ApiError::not_found(format!("no route for {}", uri.path())) },
         )
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            limits.body_timeout,
+            body::body_deadline,
+        ))
         .with_state(state);
     let router = match callers {
         Some(callers) => router.layer(axum::middleware::from_fn_with_state(

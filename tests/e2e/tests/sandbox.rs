@@ -213,3 +213,129 @@ fn concurrent_breaches_do_not_disturb_good_calls() {
     assert_eq!(failed, 0, "well-behaved calls were disturbed ({ok} ok)");
     assert!(s.is_alive());
 }
+
+/// The rest of the hostile cases: environment snooping, a network attempt
+/// without a grant, a call that never comes back from a host call, 1,000
+/// concurrent calls to a slow tool, and a slow-loris body. Each ends the bad
+/// call (or request) with its kind while good calls go on, and the server's
+/// memory stays bounded.
+#[test]
+fn abuse_ends_the_bad_call_only_and_memory_stays_bounded() {
+    let mut s = Server::start_env(
+        PluginsDir::new()
+            .add("calc", "calc")
+            .add("hostile", "hostile"),
+        Some("[server]\nbody_timeout_ms = 1000\n"),
+        &[("TOOLHOST_TEST_SECRET", "do-not-leak")],
+    )
+    .unwrap();
+    let rss_start = s.rss_kib().unwrap();
+    let bg = background_calls(&s);
+
+    // The host's environment is not the plugin's.
+    let (status, out) = s.invoke("hostile_env_dump", json!({}));
+    assert_eq!((status, &out["result"]), (200, &json!({})), "{out}");
+
+    // No network without a grant: the connection is never made.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (status, out) = s.invoke("hostile_connect", json!({"addr": addr}));
+    assert_eq!((status, kind(&out)), (500, "tool_error"), "{out}");
+    assert!(
+        listener.accept().is_err(),
+        "the plugin reached the listener"
+    );
+
+    // Asleep inside a host call (no fuel burns, no epoch check): the host's
+    // deadline still ends it.
+    let started = std::time::Instant::now();
+    let (status, out) = s.invoke("hostile_sleep", json!({"ms": 600_000}));
+    assert_eq!((status, kind(&out)), (504, "timeout"), "{out}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    // 1,000 calls at once to a tool with 8 slots and a queue of 64: the
+    // excess is refused with 429 at once, not queued without bound.
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let url = s.url("/tools/hostile_slow/invoke");
+    let callers: Vec<_> = (0..1000)
+        .map(|_| {
+            let (http, url) = (http.clone(), url.clone());
+            std::thread::Builder::new()
+                .stack_size(256 * 1024)
+                .spawn(move || {
+                    http.post(&url)
+                        .json(&json!({"params": {"ms": 100}}))
+                        .send()
+                        .map(|r| r.status().as_u16())
+                        .unwrap_or(0)
+                })
+                .unwrap()
+        })
+        .collect();
+    let mut by_status = std::collections::BTreeMap::<u16, u32>::new();
+    for c in callers {
+        *by_status.entry(c.join().unwrap()).or_default() += 1;
+    }
+    assert!(
+        by_status.keys().all(|s| [200, 429].contains(s)),
+        "only successes and 429s: {by_status:?}"
+    );
+    assert!(
+        by_status.get(&200).copied().unwrap_or(0) >= 8,
+        "{by_status:?}"
+    );
+    assert!(
+        by_status.get(&429).copied().unwrap_or(0) > 0,
+        "{by_status:?}"
+    );
+    eprintln!("1,000 concurrent slow calls: {by_status:?}");
+
+    // A slow-loris body: a byte every 200 ms of a 100-byte body gets 408
+    // after the 1 s body deadline, not a held connection.
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(s.base.trim_start_matches("http://")).unwrap();
+    conn.write_all(
+        b"POST /tools/calc_evaluate/invoke HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+          Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+    )
+    .unwrap();
+    conn.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut answer = Vec::new();
+    while started.elapsed() < Duration::from_secs(10) {
+        let _ = conn.write_all(b" ");
+        let mut buf = [0u8; 1024];
+        match conn.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                answer.extend_from_slice(&buf[..n]);
+                if answer.windows(4).any(|w| w == b"\r\n\r\n") {
+                    break;
+                }
+            }
+            Err(_) => {}
+        }
+    }
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let (ok, failed) = bg.finish();
+    assert_eq!(failed, 0, "well-behaved calls were disturbed ({ok} ok)");
+    assert!(s.is_alive());
+    let rss_end = s.rss_kib().unwrap();
+    eprintln!("server RSS: {rss_start} KiB at start, {rss_end} KiB after the abuse");
+    assert!(
+        rss_end < rss_start + 512 * 1024,
+        "RSS grew from {rss_start} to {rss_end} KiB"
+    );
+}
