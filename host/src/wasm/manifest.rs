@@ -13,6 +13,11 @@
 //! access = "read-write"   # "none" (default), "read-only" or "read-write"
 //! [config]                # values the plugin reads through the `config` import
 //! api_key = "..."
+//! [http]                  # outbound HTTP (wasi:http): see `wasm::http`
+//! allow = ["api.example.com", "*.wikipedia.org", "127.0.0.1:8080"]
+//! methods = ["GET", "HEAD"]
+//! [env]
+//! pass = ["OPENAI_API_KEY"] # the server's environment variables the plugin sees
 //! ```
 //!
 //! Everything is denied unless granted here: no environment variables, no
@@ -38,6 +43,29 @@ pub struct Manifest {
     /// Configuration values visible to the plugin.
     #[serde(default)]
     pub config: BTreeMap<String, String>,
+    #[serde(default)]
+    pub http: HttpGrant,
+    #[serde(default)]
+    pub env: EnvGrant,
+}
+
+/// Outbound HTTP: hosts (`host`, `*.domain`, `host:port`, `host:*`) and methods.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpGrant {
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Empty: GET and HEAD.
+    #[serde(default)]
+    pub methods: Vec<String>,
+}
+
+/// Environment variables of the server passed to the plugin, by name.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvGrant {
+    #[serde(default)]
+    pub pass: Vec<String>,
 }
 
 /// Limits a manifest may set; unset ones come from the server's defaults.

@@ -5,6 +5,7 @@
 mod bindings;
 pub mod cache;
 mod engine;
+pub mod http;
 pub mod loader;
 pub mod manifest;
 mod state;
@@ -123,6 +124,10 @@ impl WasmBackend {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        // wasi:http for plugins whose manifest grants hosts; every request
+        // is checked against that grant (`http::PolicyHooks`).
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+            .map_err(|e| anyhow::anyhow!("{e:#}"))?;
         Plugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s)
             .map_err(|e| anyhow::anyhow!("{e:#}"))?;
         let ticker = engine::EpochTicker::start(&engine, Duration::from_millis(cfg.epoch_tick_ms));
@@ -187,9 +192,19 @@ impl WasmBackend {
             .instantiate_pre(&component)
             .map_err(|e| LoadError::Link(format!("{e:#}")))?;
         let pre = PluginPre::new(pre).map_err(|e| LoadError::Link(format!("{e:#}")))?;
+        let http = http::HttpPolicy::parse(&manifest.http.allow, &manifest.http.methods)
+            .map_err(LoadError::Manifest)?;
+        let env = manifest
+            .env
+            .pass
+            .iter()
+            .filter_map(|name| Some((name.clone(), std::env::var(name).ok()?)))
+            .collect();
         let ctx = Arc::new(PluginContext {
             name: name.to_owned(),
             config: manifest.config.clone(),
+            http: Arc::new(http),
+            env,
         });
         let toolkit = Arc::new(WasmToolkit::new(
             self.engine.clone(),

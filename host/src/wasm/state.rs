@@ -8,6 +8,7 @@ use tokio::sync::mpsc;
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::toolhost::plugin::{host, types};
 use crate::tool::Progress;
@@ -21,6 +22,10 @@ const MAX_LOG_LEN: usize = 4096;
 pub struct PluginContext {
     pub name: String,
     pub config: BTreeMap<String, String>,
+    /// Outbound HTTP the manifest grants.
+    pub http: Arc<super::http::HttpPolicy>,
+    /// Environment variables the manifest passes (name, value at load time).
+    pub env: Vec<(String, String)>,
 }
 
 pub struct CallState {
@@ -31,6 +36,8 @@ pub struct CallState {
     pub tool: String,
     pub session: String,
     pub progress: Option<mpsc::UnboundedSender<Progress>>,
+    http: WasiHttpCtx,
+    http_hooks: super::http::PolicyHooks,
     log_budget: u32,
 }
 
@@ -43,6 +50,11 @@ impl CallState {
         session: String,
         progress: Option<mpsc::UnboundedSender<Progress>>,
     ) -> Self {
+        let http_hooks = super::http::PolicyHooks {
+            policy: plugin.http.clone(),
+            plugin: plugin.name.clone(),
+            tool: tool.clone(),
+        };
         CallState {
             wasi,
             table: ResourceTable::new(),
@@ -51,7 +63,19 @@ impl CallState {
             tool,
             session,
             progress,
+            http: WasiHttpCtx::new(),
+            http_hooks,
             log_budget: LOG_BUDGET,
+        }
+    }
+}
+
+impl WasiHttpView for CallState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.http_hooks,
         }
     }
 }

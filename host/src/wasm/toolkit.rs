@@ -69,8 +69,12 @@ impl WasmToolkit {
     ) -> Result<OpResult, CallError> {
         let output = MemoryOutputPipe::new(OUTPUT_CAPTURE);
         let mut wasi = WasiCtxBuilder::new();
-        // Deny by default: no env, no args, no sockets, no name lookups; stdio
-        // captured (stdin closed).
+        // Deny by default: no env (but what the manifest passes), no args, no
+        // sockets, no name lookups (outbound HTTP goes through wasi:http and
+        // the manifest's allow-list); stdio captured (stdin closed).
+        for (name, value) in &self.ctx.env {
+            wasi.env(name, value);
+        }
         wasi.stdout(output.clone())
             .stderr(output.clone())
             .allow_tcp(false)

@@ -1,0 +1,167 @@
+//! Capabilities a manifest grants, denied otherwise: outbound HTTP through
+//! wasi:http with a host allow-list (the `fetch` plugin against pages served
+//! on 127.0.0.1 by this test), and environment variables by name.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+use serde_json::json;
+use toolhost_e2e::{PluginsDir, Server, component, kind};
+
+/// A tiny HTTP server on 127.0.0.1: answers every request with `page` and
+/// records the request lines it saw.
+struct PageServer {
+    port: u16,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl PageServer {
+    fn start(page: &'static str) -> PageServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut first = String::new();
+                let _ = reader.read_line(&mut first);
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                }
+                log.lock().unwrap().push(first.trim().to_owned());
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{page}",
+                    page.len()
+                );
+            }
+        });
+        PageServer { port, seen }
+    }
+
+    fn hits(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+}
+
+const PAGE: &str = "<html><head><title>Test page</title><script>alert(1)</script></head>\
+<body><h1>Hello agents</h1><p>Some <b>bold</b> text &amp; more.</p>\
+<a href=\"/next?x=1\">Next</a></body></html>";
+
+fn fetch_dir(allow: &str) -> PluginsDir {
+    let (wasm, _) = component("fetch");
+    PluginsDir::new()
+        .write("fetch.wasm", std::fs::read(wasm).unwrap())
+        .write(
+            "fetch.toml",
+            format!(
+                "description = \"fetch\"\n[limits]\ntimeout_ms = 5000\n[http]\nallow = {allow}\n"
+            ),
+        )
+}
+
+#[test]
+fn outbound_http_reaches_only_the_allowed_hosts() {
+    let pages = PageServer::start(PAGE);
+    let other = PageServer::start(PAGE);
+    let s = Server::start(fetch_dir(&format!("[\"127.0.0.1:{}\"]", pages.port)));
+
+    let (status, out) = s.invoke(
+        "fetch_page",
+        json!({"url": format!("http://127.0.0.1:{}/a/b", pages.port)}),
+    );
+    assert_eq!(status, 200, "{out}\n{}", s.log());
+    let page = &out["result"];
+    assert_eq!(page["status"], 200, "{out}");
+    assert_eq!(page["title"], "Test page");
+    assert_eq!(page["text"], "Hello agents\nSome bold text & more.\nNext");
+    assert_eq!(
+        page["links"],
+        json!([{"text": "Next", "href": format!("http://127.0.0.1:{}/next?x=1", pages.port)}])
+    );
+    assert_eq!(pages.seen.lock().unwrap()[0], "GET /a/b HTTP/1.1");
+
+    // Refused before any connection: another port, another name for the
+    // same address, another scheme's default port.
+    for url in [
+        format!("http://127.0.0.1:{}/", other.port),
+        format!("http://localhost:{}/", pages.port),
+        "http://127.0.0.1/".to_owned(),
+        "https://example.com/".to_owned(),
+    ] {
+        let (status, out) = s.invoke("fetch_page", json!({"url": url}));
+        assert_eq!((status, kind(&out)), (500, "tool_error"), "{url}: {out}");
+        assert!(
+            out["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("HTTP request denied"),
+            "{url}: {out}"
+        );
+    }
+    assert_eq!(other.hits(), 0, "the refused port was never contacted");
+    assert_eq!(pages.hits(), 1, "localhost was refused before connecting");
+    let log = s.log();
+    assert!(
+        log.contains("outbound HTTP refused") && log.contains(&format!("localhost:{}", pages.port)),
+        "each refusal is logged: {log}"
+    );
+
+    // Bad input is the agent's fault.
+    let (status, out) = s.invoke("fetch_page", json!({"url": "file:///etc/passwd"}));
+    assert_eq!((status, kind(&out)), (422, "invalid_input"), "{out}");
+}
+
+#[test]
+fn without_a_grant_every_request_is_refused() {
+    let pages = PageServer::start(PAGE);
+    // The example manifest as shipped: an empty allow-list.
+    let s = Server::start(PluginsDir::new().add("fetch", "fetch"));
+    let (status, out) = s.invoke(
+        "fetch_page",
+        json!({"url": format!("http://127.0.0.1:{}/", pages.port)}),
+    );
+    assert_eq!((status, kind(&out)), (500, "tool_error"), "{out}");
+    assert_eq!(pages.hits(), 0);
+    assert!(s.log().contains("grants no outbound HTTP"), "{}", s.log());
+
+    // A bad allow-list keeps the plugin from loading, with the entry named.
+    let bad = Server::start(fetch_dir("[\"http://127.0.0.1/\"]"));
+    let status = bad.plugin("fetch").unwrap();
+    assert!(
+        status["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("http.allow entry `http://127.0.0.1/`")),
+        "{status}"
+    );
+}
+
+#[test]
+fn environment_variables_pass_by_name_only() {
+    let manifest = std::fs::read_to_string(component("hostile").1.unwrap()).unwrap()
+        + "[env]\npass = [\"TOOLHOST_TEST_PASSED\", \"TOOLHOST_TEST_UNSET\"]\n";
+    let s = Server::start_env(
+        PluginsDir::new()
+            .add("hostile", "hostile")
+            .write("hostile.toml", manifest),
+        None,
+        &[
+            ("TOOLHOST_TEST_PASSED", "visible"),
+            ("TOOLHOST_TEST_SECRET", "do-not-leak"),
+        ],
+    )
+    .unwrap();
+    let (status, out) = s.invoke("hostile_env_dump", json!({}));
+    assert_eq!(
+        (status, &out["result"]),
+        (200, &json!({"TOOLHOST_TEST_PASSED": "visible"})),
+        "{out}"
+    );
+}
