@@ -116,6 +116,8 @@ pub struct ServerConfig {
     /// Time for a whole request body to arrive, ms (then 408): slow-loris
     /// bodies cannot hold connections for long.
     pub body_timeout_ms: u64,
+    /// Record Prometheus metrics and serve `GET /metrics`.
+    pub metrics: bool,
 }
 
 impl Default for ServerConfig {
@@ -124,6 +126,7 @@ impl Default for ServerConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 8001)),
             max_body_kb: 4096,
             body_timeout_ms: 120_000,
+            metrics: true,
         }
     }
 }

@@ -54,6 +54,12 @@ impl Dispatcher {
         }
     }
 
+    /// Use `metrics` (e.g. [`Metrics::off`]) instead of a fresh registry.
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = Arc::new(metrics);
+        self
+    }
+
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }

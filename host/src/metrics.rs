@@ -48,6 +48,8 @@ pub struct NodeCensus {
 }
 
 pub struct Metrics {
+    /// Off: nothing is recorded and the text is empty (`[server] metrics`).
+    enabled: bool,
     registry: Registry,
     calls: IntCounterVec,
     duration: HistogramVec,
@@ -164,6 +166,7 @@ impl Metrics {
             registry.register(c).expect("metric names are unique");
         }
         Metrics {
+            enabled: true,
             registry,
             calls,
             duration,
@@ -177,6 +180,18 @@ impl Metrics {
         }
     }
 
+    /// Metrics that record nothing.
+    pub fn off() -> Self {
+        Metrics {
+            enabled: false,
+            ..Self::new()
+        }
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
     /// Record one finished call. `outcome` is `ok` or an error kind.
     pub fn record_call(
         &self,
@@ -186,6 +201,9 @@ impl Metrics {
         elapsed: Duration,
         usage: &Usage,
     ) {
+        if !self.enabled {
+            return;
+        }
         self.calls
             .with_label_values(&[tool, backend, outcome])
             .inc();
@@ -215,6 +233,9 @@ impl Metrics {
 
     /// A call that had to wait for a slot waited `waited`.
     pub fn record_queue_wait(&self, tool: &str, waited: Duration) {
+        if !self.enabled {
+            return;
+        }
         self.queue_wait
             .with_label_values(&[tool])
             .observe(waited.as_secs_f64());

@@ -13,6 +13,7 @@ use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
 use crate::docker::DockerBackend;
+use crate::metrics::Metrics;
 use crate::plugins::{PluginManager, State, watch};
 use crate::sessions::Sessions;
 use crate::wasm::WasmBackend;
@@ -97,7 +98,13 @@ impl Server {
             "catalog ready"
         );
         Ok(Server {
-            dispatcher: Arc::new(Dispatcher::new(catalog, sessions)),
+            dispatcher: Arc::new(Dispatcher::new(catalog, sessions).with_metrics(
+                if config.server.metrics {
+                    Metrics::new()
+                } else {
+                    Metrics::off()
+                },
+            )),
             wasm,
             docker,
             plugins: manager,

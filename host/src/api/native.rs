@@ -45,6 +45,9 @@ async fn health() -> Json<Value> {
 
 /// Prometheus text exposition (see [`crate::metrics`]).
 async fn metrics(State(state): State<AppState>) -> Response {
+    if !state.dispatcher.metrics().is_enabled() {
+        return ApiError::not_found("metrics are off ([server] metrics = false)").into_response();
+    }
     let census = state.docker.as_ref().map(|d| d.census());
     (
         [(

@@ -94,6 +94,23 @@ async fn main() -> anyhow::Result<()> {
     )
     .await?;
     drop(server);
+
+    // The cost of caller auth + metrics on the same call.
+    let off_config = tempfile::NamedTempFile::new()?;
+    std::fs::write(off_config.path(), "[server]\nmetrics = false\n")?;
+    let plain = ServerProcess::start_with(calc_only.path(), Some(off_config.path()), &[])?;
+    const TOKEN: &str = "bench-token-0123456789";
+    let secured = ServerProcess::start_with(calc_only.path(), None, &[("TOOLHOST_TOKEN", TOKEN)])?;
+    surfaces::auth_metrics_cost(
+        &plain.addr,
+        &secured.addr,
+        TOKEN,
+        connections,
+        Duration::from_secs(seconds.div_ceil(2)),
+    )
+    .await?;
+    drop((plain, secured));
+
     if part.is_empty() {
         hotload::run(&plugins, env_num("BENCH_SWAPS", 20) as usize).await?;
         languages::run(&plugins, samples).await?;
@@ -167,8 +184,18 @@ struct ServerProcess {
 
 impl ServerProcess {
     fn start(plugins: &Path) -> anyhow::Result<Self> {
+        Self::start_with(plugins, None, &[])
+    }
+
+    /// Start with a config file (else `BENCH_CONFIG`, if set) and extra
+    /// environment variables.
+    fn start_with(
+        plugins: &Path,
+        config: Option<&Path>,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
         let data = tempfile::tempdir()?;
-        let mut server = Self::start_in(plugins, data.path())?;
+        let mut server = Self::spawn(plugins, data.path(), config, env)?;
         server._data = Some(data);
         Ok(server)
     }
@@ -176,6 +203,15 @@ impl ServerProcess {
     /// Start on `plugins` with data directory `data`; returns once the server
     /// accepts connections (after loading every plugin).
     fn start_in(plugins: &Path, data: &Path) -> anyhow::Result<Self> {
+        Self::spawn(plugins, data, None, &[])
+    }
+
+    fn spawn(
+        plugins: &Path,
+        data: &Path,
+        config: Option<&Path>,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
         let bin = root().join("target/release/toolhost");
         anyhow::ensure!(
             bin.is_file(),
@@ -186,10 +222,14 @@ impl ServerProcess {
             .port();
         let addr = format!("127.0.0.1:{port}");
         let mut cmd = Command::new(&bin);
-        if let Some(config) = std::env::var_os("BENCH_CONFIG") {
-            cmd.arg("serve").arg("--config").arg(config);
-        } else {
-            cmd.arg("serve");
+        let config = config
+            .map(|p| p.as_os_str().to_owned())
+            .or_else(|| std::env::var_os("BENCH_CONFIG"));
+        cmd.arg("serve")
+            .env_remove("TOOLHOST_TOKEN")
+            .envs(env.iter().copied());
+        if let Some(config) = config {
+            cmd.arg("--config").arg(config);
         }
         let child = cmd
             .args(["--bind", &addr])

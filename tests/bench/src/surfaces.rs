@@ -4,8 +4,8 @@
 //! connection, then requests/s and latency percentiles under load. Plus the
 //! median of `POST /get_cookie` (XAgent's session opener).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -16,6 +16,17 @@ use hyper::Request;
 use super::{INVOKE_BODY, Sender, connect, percentiles};
 
 const EXPRESSION: &str = "2 * (3 + 4) - sqrt(16) / 2";
+
+/// The bearer token every request carries, when the server wants one.
+static TOKEN: OnceLock<std::sync::Mutex<Option<String>>> = OnceLock::new();
+
+fn token() -> Option<String> {
+    TOKEN.get_or_init(Default::default).lock().unwrap().clone()
+}
+
+pub(crate) fn set_token(token: Option<&str>) {
+    *TOKEN.get_or_init(Default::default).lock().unwrap() = token.map(str::to_owned);
+}
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Surface {
@@ -108,6 +119,9 @@ impl Conn {
         let mut req = Request::post(path)
             .header("host", &self.addr)
             .header("content-type", "application/json");
+        if let Some(token) = token() {
+            req = req.header("authorization", format!("Bearer {token}"));
+        }
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
@@ -245,6 +259,45 @@ async fn get_cookie(addr: &str, samples: usize) -> anyhow::Result<(f64, f64)> {
         kept.push(t.elapsed());
     }
     Ok((percentiles(&mut fresh).0, percentiles(&mut kept).0))
+}
+
+/// Native invoke throughput with caller auth and metrics off, then on:
+/// `plain` and `secured` are two servers on the same plugins (started by the
+/// caller), measured in turn, twice each.
+pub(crate) async fn auth_metrics_cost(
+    plain: &str,
+    secured: &str,
+    token: &str,
+    connections: usize,
+    duration: Duration,
+) -> anyhow::Result<()> {
+    println!(
+        "\n== native invoke, caller token + metrics off vs on: {connections} connections, {} s x 2 each ==",
+        duration.as_secs()
+    );
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    for _ in 0..2 {
+        set_token(None);
+        off.push(load(plain, Surface::Native, connections, duration).await?.0);
+        set_token(Some(token));
+        on.push(
+            load(secured, Surface::Native, connections, duration)
+                .await?
+                .0,
+        );
+    }
+    set_token(None);
+    let (off, on) = (
+        off.iter().sum::<f64>() / off.len() as f64,
+        on.iter().sum::<f64>() / on.len() as f64,
+    );
+    println!("off (no token, [server] metrics = false): {off:>9.0} req/s");
+    println!("on  (Bearer token checked, metrics):      {on:>9.0} req/s");
+    println!(
+        "cost of auth + metrics: {:.1}% of throughput",
+        (1.0 - on / off) * 100.0
+    );
+    Ok(())
 }
 
 pub(crate) async fn run(

@@ -239,3 +239,16 @@ fn metrics_count_calls_errors_and_fuel() {
         assert!(text.contains(series), "missing {series}\n{text}");
     }
 }
+
+#[test]
+fn metrics_can_be_turned_off() {
+    let s = Server::start_with(
+        PluginsDir::new().add("calc", "calc"),
+        Some("[server]\nmetrics = false\n"),
+    )
+    .unwrap();
+    let (status, _) = s.invoke("calc_evaluate", json!({"expression": "1+1"}));
+    assert_eq!(status, 200);
+    let (status, body) = s.get("/metrics");
+    assert_eq!((status, kind(&body)), (404, "not_found"), "{body}");
+}
