@@ -22,7 +22,7 @@ TOOLHOST_BIN ?= $(CURDIR)/target/debug/toolhost
 # Docker toolkits (a folder each: manifest + in-container driver).
 TOOLKITS     := shell notebook browser
 
-.PHONY: run test py-unit js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build lint bench clean docker node-image driver-test
+.PHONY: fuzz soak run test py-unit js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build lint bench clean docker node-image driver-test
 
 ## Serve the example plugins on $(BIND) (release build). The heavy tools need the
 ## Docker engine and the node image: built here when missing (once, ~2 min);
@@ -127,6 +127,29 @@ node-image: docker
 ## Driver-level tests: each in-container driver in the real image, over stdio.
 driver-test: node-image
 	python3 plugins/node/test_drivers.py
+
+## Fuzz each target for FUZZ_SECONDS (libFuzzer via cargo-fuzz, on the stable
+## toolchain with RUSTC_BOOTSTRAP; no sanitizer: the code is safe Rust, the
+## fuzzers look for panics and wrong statuses). Not part of `make test`.
+## Crashers land in tests/fuzz/artifacts/<target>/; keep them as regression
+## inputs in tests/fuzz/regressions/<target>/ (replayed by `make fuzz`).
+FUZZ_SECONDS ?= 120
+FUZZ_TARGETS := manifest invoke protocols
+fuzz: plugins
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p tests/fuzz/corpus/$$t tests/fuzz/regressions/$$t; \
+	  RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run --fuzz-dir tests/fuzz -s none $$t \
+	    tests/fuzz/corpus/$$t tests/fuzz/regressions/$$t -- \
+	    -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -timeout=20 || exit 1; \
+	done
+
+## Soak: SOAK_MINUTES (default 10) of mixed load on loopback: wasm calls, hot
+## swaps, hostile calls, shell/notebook sessions opened and closed; reports
+## calls by outcome, RSS growth and containers left.
+SOAK_MINUTES ?= 10
+soak: plugins fixtures build node-image
+	SOAK_MINUTES=$(SOAK_MINUTES) $(CARGO) run --release -p toolhost-bench -- soak
 
 ## Benchmarks (release build, loopback only, bounded in time).
 bench: plugins build

@@ -17,7 +17,8 @@
 //!    and cached load, a trivial call's latency and fuel.
 //!
 //! `toolhost-bench [invoke|hotload|nodes|languages]` runs one part; no argument
-//! runs all.
+//! runs all. `toolhost-bench soak` (`make soak`) is separate: `SOAK_MINUTES`
+//! (default 10) of mixed load (see [`soak`]).
 //! Bounded: each load phase runs `BENCH_SECONDS` (default 10) and only targets
 //! 127.0.0.1. Settings: BENCH_SECONDS, BENCH_CONNECTIONS (50), BENCH_SAMPLES
 //! (5000), BENCH_SWAPS (20), BENCH_CONFIG (a server config file, to compare
@@ -26,6 +27,7 @@
 mod hotload;
 mod languages;
 mod nodes;
+mod soak;
 mod surfaces;
 
 use std::path::{Path, PathBuf};
@@ -71,6 +73,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if part == "nodes" {
         return nodes::run(&plugins).await;
+    }
+    if part == "soak" {
+        return soak::run(&plugins, env_num("SOAK_MINUTES", 10)).await;
     }
     if part == "languages" {
         return languages::run(&plugins, samples).await;
