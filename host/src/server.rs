@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use axum::serve::ListenerExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, AdminToken, ApiLimits, AppState};
@@ -173,6 +174,14 @@ pub async fn serve(
     router: axum::Router,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    // No Nagle: SSE responses (MCP, native streaming) are written as several
+    // small frames, and Nagle with the client's delayed ACK held each
+    // following frame ~40 ms.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;
