@@ -146,7 +146,11 @@ async fn run(
             let queued = Instant::now();
             match tokio::time::timeout(wait, toolkit.slots.acquire()).await {
                 Ok(Ok(permit)) => {
-                    metrics.record_queue_wait(&tool.id, queued.elapsed());
+                    metrics.record_queue_wait(
+                        &tool.id,
+                        toolkit.toolkit.backend(),
+                        queued.elapsed(),
+                    );
                     permit
                 }
                 Ok(Err(_)) => {

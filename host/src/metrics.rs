@@ -7,11 +7,14 @@
 //! peak memory, instantiation time) that dispatch then records; Docker node
 //! counts are read when the metrics are rendered.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 /// What one call used, as far as its backend can tell (zero: unknown). Shared
@@ -47,9 +50,23 @@ pub struct NodeCensus {
     pub removed: u64,
 }
 
+/// The series of one tool, resolved once: a call then records without
+/// hashing label values (the per-call cost stays well under a microsecond).
+struct ToolSeries {
+    /// Keyed by outcome (`ok` or an error kind), created on first use.
+    calls: RwLock<HashMap<&'static str, IntCounter>>,
+    duration: Histogram,
+    queue_wait: OnceLock<Histogram>,
+    fuel: OnceLock<(IntCounter, Histogram)>,
+    peak_memory: OnceLock<Histogram>,
+    instantiate: OnceLock<Histogram>,
+}
+
 pub struct Metrics {
     /// Off: nothing is recorded and the text is empty (`[server] metrics`).
     enabled: bool,
+    /// Tool id -> its series.
+    series: RwLock<HashMap<String, Arc<ToolSeries>>>,
     registry: Registry,
     calls: IntCounterVec,
     duration: HistogramVec,
@@ -167,6 +184,7 @@ impl Metrics {
         }
         Metrics {
             enabled: true,
+            series: RwLock::default(),
             registry,
             calls,
             duration,
@@ -192,52 +210,97 @@ impl Metrics {
         self.enabled
     }
 
+    /// The series of `tool` (created on its first call).
+    fn series(&self, tool: &str, backend: &str) -> Arc<ToolSeries> {
+        if let Some(s) = self
+            .series
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(tool)
+        {
+            return s.clone();
+        }
+        let mut all = self.series.write().unwrap_or_else(|e| e.into_inner());
+        all.entry(tool.to_owned())
+            .or_insert_with(|| {
+                Arc::new(ToolSeries {
+                    calls: RwLock::default(),
+                    duration: self.duration.with_label_values(&[tool, backend]),
+                    queue_wait: OnceLock::new(),
+                    fuel: OnceLock::new(),
+                    peak_memory: OnceLock::new(),
+                    instantiate: OnceLock::new(),
+                })
+            })
+            .clone()
+    }
+
     /// Record one finished call. `outcome` is `ok` or an error kind.
     pub fn record_call(
         &self,
         tool: &str,
         backend: &str,
-        outcome: &str,
+        outcome: &'static str,
         elapsed: Duration,
         usage: &Usage,
     ) {
         if !self.enabled {
             return;
         }
-        self.calls
-            .with_label_values(&[tool, backend, outcome])
-            .inc();
-        self.duration
-            .with_label_values(&[tool, backend])
-            .observe(elapsed.as_secs_f64());
+        let series = self.series(tool, backend);
+        let counter = series
+            .calls
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(outcome)
+            .cloned();
+        let counter = counter.unwrap_or_else(|| {
+            let c = self.calls.with_label_values(&[tool, backend, outcome]);
+            series
+                .calls
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(outcome, c.clone());
+            c
+        });
+        counter.inc();
+        series.duration.observe(elapsed.as_secs_f64());
         let fuel = Usage::get(&usage.fuel);
         if fuel > 0 {
-            self.fuel.with_label_values(&[tool]).inc_by(fuel);
-            self.fuel_per_call
-                .with_label_values(&[tool])
-                .observe(fuel as f64);
+            let (total, per_call) = series.fuel.get_or_init(|| {
+                (
+                    self.fuel.with_label_values(&[tool]),
+                    self.fuel_per_call.with_label_values(&[tool]),
+                )
+            });
+            total.inc_by(fuel);
+            per_call.observe(fuel as f64);
         }
         let peak = Usage::get(&usage.peak_memory);
         if peak > 0 {
-            self.peak_memory
-                .with_label_values(&[tool])
+            series
+                .peak_memory
+                .get_or_init(|| self.peak_memory.with_label_values(&[tool]))
                 .observe(peak as f64);
         }
         let inst = Usage::get(&usage.instantiate_ns);
         if inst > 0 {
-            self.instantiate
-                .with_label_values(&[tool])
+            series
+                .instantiate
+                .get_or_init(|| self.instantiate.with_label_values(&[tool]))
                 .observe(inst as f64 / 1e9);
         }
     }
 
-    /// A call that had to wait for a slot waited `waited`.
-    pub fn record_queue_wait(&self, tool: &str, waited: Duration) {
+    /// A call of `tool` (run by `backend`) that had to wait for a slot
+    /// waited `waited`.
+    pub fn record_queue_wait(&self, tool: &str, backend: &str, waited: Duration) {
         if !self.enabled {
             return;
         }
-        self.queue_wait
-            .with_label_values(&[tool])
+        self.series(tool, backend)
+            .queue_wait
+            .get_or_init(|| self.queue_wait.with_label_values(&[tool]))
             .observe(waited.as_secs_f64());
     }
 
@@ -287,7 +350,7 @@ mod tests {
             Duration::from_millis(3),
             &Usage::default(),
         );
-        m.record_queue_wait("calc_evaluate", Duration::from_millis(1));
+        m.record_queue_wait("calc_evaluate", "wasm", Duration::from_millis(1));
         let text = m.render(Some(NodeCensus {
             running: 2,
             pooled: 1,

@@ -300,6 +300,19 @@ fn a_new_plugin_in_each_language_builds_into_a_running_server() {
         ]);
         assert!(ok, "{lang}: {err}");
         let dir = work.path().join(&name);
+        if lang == "python" {
+            // An exception the tool does not catch: a tool failure with its
+            // type and message, not a crash.
+            let mut app = std::fs::OpenOptions::new()
+                .append(true)
+                .open(dir.join("app.py"))
+                .unwrap();
+            std::io::Write::write_all(
+                &mut app,
+                b"\n\n@tool\ndef crash(n: int) -> str:\n    \"\"\"Divide by n.\"\"\"\n    return str(1 // n)\n",
+            )
+            .unwrap();
+        }
         let (ok, err) = toolhost(&[
             &os("build"),
             dir.as_os_str(),
@@ -324,6 +337,13 @@ fn a_new_plugin_in_each_language_builds_into_a_running_server() {
             (422, "invalid_input"),
             "{lang}: {out}"
         );
+        if lang == "python" {
+            let (status, out) = s.invoke("greeter-python_crash", json!({"n": 0}));
+            assert_eq!((status, kind(&out)), (500, "tool_error"), "{out}");
+            assert!(out.to_string().contains("ZeroDivisionError"), "{out}");
+            let (status, out) = s.invoke("greeter-python_crash", json!({"n": 1}));
+            assert_eq!((status, &out["result"]), (200, &json!("1")), "{out}");
+        }
     }
 
     // A plugin whose schema is not JSON Schema is refused at load, with the
