@@ -25,17 +25,10 @@ set -euo pipefail
 
 APT_PACKAGES="clang-19 lld-19 libclang-rt-19-dev-wasm32 wasi-libc"
 
-die() {
-    echo "build.sh: $*" >&2
-    exit 1
-}
-
-[ $# -eq 2 ] || die "usage: sdk/c/build.sh <plugin dir> <out dir>"
-plugin_dir=$(cd "$1" 2>/dev/null && pwd) || die "no such plugin directory: $1"
-mkdir -p "$2" || die "cannot create the output directory $2"
-out_dir=$(cd "$2" && pwd)
-
 sdk_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../build-common.sh
+source "$sdk_dir/../build-common.sh"
+parse_args sdk/c/build.sh "$@"
 repo=$(cd "$sdk_dir/../.." && pwd)
 gen_dir=$sdk_dir/gen
 
@@ -45,18 +38,7 @@ done
 [ -f "$plugin_dir/app.c" ] || die "$plugin_dir has no app.c (the file with the tools)"
 
 # The manifest names the plugin.
-manifests=()
-for f in "$plugin_dir"/*.toml; do
-    [ -e "$f" ] || continue
-    manifests+=("$f")
-done
-[ ${#manifests[@]} -eq 1 ] ||
-    die "$plugin_dir needs exactly one manifest <name>.toml (found ${#manifests[@]})"
-manifest=${manifests[0]}
-name=$(basename "$manifest" .toml)
-[[ $name =~ ^[a-z][a-z0-9-]*$ && ${#name} -le 48 ]] ||
-    die "plugin name '$name' (from $manifest) must match ^[a-z][a-z0-9-]*\$, at most 48 characters"
-wasm=$out_dir/$name.wasm
+read_manifest
 
 sources=()
 for f in "$plugin_dir"/*.c; do
@@ -70,7 +52,7 @@ copy_manifest() {
 if [ -f "$wasm" ] &&
     [ -z "$(find "$plugin_dir" -maxdepth 1 \( -name '*.c' -o -name '*.h' \) -newer "$wasm" -print -quit)" ] &&
     [ -z "$(find "$sdk_dir/toolhost.c" "$sdk_dir/toolhost.h" "$sdk_dir/json.c" "$sdk_dir/json.h" \
-        "$gen_dir" "$sdk_dir/build.sh" -newer "$wasm" -print -quit)" ]; then
+        "$gen_dir" "$sdk_dir/build.sh" "$sdk_dir/../build-common.sh" -newer "$wasm" -print -quit)" ]; then
     copy_manifest
     echo "build.sh: $wasm is up to date"
     exit 0

@@ -18,17 +18,10 @@
 # package is always <repo>/wit, the single source of the contract.
 set -euo pipefail
 
-die() {
-    echo "build.sh: $*" >&2
-    exit 1
-}
-
-[ $# -eq 2 ] || die "usage: sdk/js/build.sh <plugin dir> <out dir>"
-plugin_dir=$(cd "$1" 2>/dev/null && pwd) || die "no such plugin directory: $1"
-mkdir -p "$2" || die "cannot create the output directory $2"
-out_dir=$(cd "$2" && pwd)
-
 sdk_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../build-common.sh
+source "$sdk_dir/../build-common.sh"
+parse_args sdk/js/build.sh "$@"
 repo=$(cd "$sdk_dir/../.." && pwd)
 wit_dir=$repo/wit
 
@@ -36,18 +29,7 @@ wit_dir=$repo/wit
 [ -f "$plugin_dir/app.js" ] || die "$plugin_dir has no app.js (the module with the tools)"
 
 # The manifest names the plugin.
-manifests=()
-for f in "$plugin_dir"/*.toml; do
-    [ -e "$f" ] || continue
-    manifests+=("$f")
-done
-[ ${#manifests[@]} -eq 1 ] ||
-    die "$plugin_dir needs exactly one manifest <name>.toml (found ${#manifests[@]})"
-manifest=${manifests[0]}
-name=$(basename "$manifest" .toml)
-[[ $name =~ ^[a-z][a-z0-9-]*$ && ${#name} -le 48 ]] ||
-    die "plugin name '$name' (from $manifest) must match ^[a-z][a-z0-9-]*\$, at most 48 characters"
-wasm=$out_dir/$name.wasm
+read_manifest
 
 # node and npm, then componentize-js (pinned by the lock file) in sdk/js/node_modules.
 command -v node >/dev/null ||
@@ -95,7 +77,7 @@ copy_manifest() {
 if [ -f "$wasm" ] &&
     [ -z "$(find "$plugin_dir" -name node_modules -prune -o \( -name '*.js' -o -name '*.mjs' \) -newer "$wasm" -print -quit)" ] &&
     [ -z "$(find "$wit_dir" "$sdk_dir/toolhost-sdk.js" "$sdk_dir/core.js" "$sdk_dir/build.mjs" \
-        "$sdk_dir/build.sh" "$sdk_dir/package-lock.json" -newer "$wasm" -print -quit)" ]; then
+        "$sdk_dir/build.sh" "$sdk_dir/../build-common.sh" "$sdk_dir/package-lock.json" -newer "$wasm" -print -quit)" ]; then
     copy_manifest
     echo "build.sh: $wasm is up to date"
     exit 0

@@ -19,17 +19,10 @@ set -euo pipefail
 
 COMPONENTIZE_PY_VERSION=0.25.1
 
-die() {
-    echo "build.sh: $*" >&2
-    exit 1
-}
-
-[ $# -eq 2 ] || die "usage: sdk/python/build.sh <plugin dir> <out dir>"
-plugin_dir=$(cd "$1" 2>/dev/null && pwd) || die "no such plugin directory: $1"
-mkdir -p "$2" || die "cannot create the output directory $2"
-out_dir=$(cd "$2" && pwd)
-
 sdk_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../build-common.sh
+source "$sdk_dir/../build-common.sh"
+parse_args sdk/python/build.sh "$@"
 repo=$(cd "$sdk_dir/../.." && pwd)
 wit_dir=$repo/wit
 venv=${TOOLHOST_PY_VENV:-$repo/target/py-venv}
@@ -45,19 +38,7 @@ if [ -f "$plugin_dir/$module.py" ] && ! grep -Eq '\bToolkit\b|import \*' "$plugi
 fi
 
 # The manifest names the plugin.
-manifests=()
-for f in "$plugin_dir"/*.toml; do
-    [ -e "$f" ] || continue
-    case $(basename "$f") in pyproject.toml | componentize-py.toml) continue ;; esac
-    manifests+=("$f")
-done
-[ ${#manifests[@]} -eq 1 ] ||
-    die "$plugin_dir needs exactly one manifest <name>.toml (found ${#manifests[@]})"
-manifest=${manifests[0]}
-name=$(basename "$manifest" .toml)
-[[ $name =~ ^[a-z][a-z0-9-]*$ && ${#name} -le 48 ]] ||
-    die "plugin name '$name' (from $manifest) must match ^[a-z][a-z0-9-]*\$, at most 48 characters"
-wasm=$out_dir/$name.wasm
+read_manifest pyproject.toml componentize-py.toml
 
 # componentize-py, pinned, in its own venv.
 cpy=$venv/bin/componentize-py
@@ -93,7 +74,7 @@ copy_manifest() {
 if [ -f "$wasm" ] &&
     [ -z "$(find "$plugin_dir" "$sdk_dir/toolhost_sdk" -name __pycache__ -prune -o \
         -name '*.py' -newer "$wasm" -print -quit)" ] &&
-    [ -z "$(find "$wit_dir" "$sdk_dir/build.sh" "$cpy" -newer "$wasm" -print -quit)" ]; then
+    [ -z "$(find "$wit_dir" "$sdk_dir/build.sh" "$sdk_dir/../build-common.sh" "$cpy" -newer "$wasm" -print -quit)" ]; then
     copy_manifest
     echo "build.sh: $wasm is up to date"
     exit 0

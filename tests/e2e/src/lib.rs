@@ -250,6 +250,17 @@ impl Server {
     }
 
     /// Invoke in the session `test`.
+    /// POST /tools/{tool}/invoke with per-call limit overrides.
+    pub fn invoke_limited(&self, tool: &str, params: Value, limits: Value) -> (u16, Value) {
+        let r = self
+            .http
+            .post(self.url(&format!("/tools/{tool}/invoke")))
+            .json(&serde_json::json!({"params": params, "limits": limits}))
+            .send()
+            .expect("POST invoke");
+        (r.status().as_u16(), r.json().unwrap_or(Value::Null))
+    }
+
     pub fn invoke(&self, tool: &str, params: Value) -> (u16, Value) {
         self.invoke_in("test", tool, params)
     }

@@ -34,16 +34,6 @@ fn hot_load(s: &Server, name: &str, tool: &str) {
     );
 }
 
-fn invoke_limited(s: &Server, tool: &str, params: Value, limits: Value) -> (u16, Value) {
-    let r = s
-        .client()
-        .post(s.url(&format!("/tools/{tool}/invoke")))
-        .json(&json!({"params": params, "limits": limits}))
-        .send()
-        .unwrap();
-    (r.status().as_u16(), r.json().unwrap())
-}
-
 #[test]
 fn rust_and_python_plugins_hot_load_answer_and_fail_cleanly() {
     let s = Server::start(PluginsDir::new());
@@ -60,8 +50,7 @@ fn rust_and_python_plugins_hot_load_answer_and_fail_cleanly() {
     );
     let (status, out) = s.invoke("calc_evaluate", json!({"expression": "1/0"}));
     assert_eq!((status, kind(&out)), (422, "invalid_input"), "{out}");
-    let (status, out) = invoke_limited(
-        &s,
+    let (status, out) = s.invoke_limited(
         "calc_evaluate",
         json!({"expression": "1+1"}),
         json!({"fuel": 10}),
@@ -81,8 +70,7 @@ fn rust_and_python_plugins_hot_load_answer_and_fail_cleanly() {
         (422, "invalid_input"),
         "the schema from the type hints: {out}"
     );
-    let (status, out) = invoke_limited(
-        &s,
+    let (status, out) = s.invoke_limited(
         "textstats_summary",
         json!({"text": "a b"}),
         json!({"memory_mb": 4}),
@@ -136,7 +124,7 @@ fn javascript_plugins_hot_load_answer_and_fail_cleanly() {
     assert_eq!((status, kind(&out)), (504, "timeout"), "{out}");
     let (status, out) = s.invoke("js-throws_hog", json!({}));
     assert_eq!((status, kind(&out)), (500, "out_of_memory"), "{out}");
-    let (status, out) = invoke_limited(&s, "js-throws_ok", json!({}), json!({"fuel": 1000}));
+    let (status, out) = s.invoke_limited("js-throws_ok", json!({}), json!({"fuel": 1000}));
     assert_eq!((status, kind(&out)), (500, "out_of_fuel"), "{out}");
     let (status, out) = s.invoke("js-throws_ok", json!({}));
     assert_eq!((status, &out["result"]), (200, &json!("ok")), "{out}");

@@ -8,17 +8,6 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use toolhost_e2e::{PluginsDir, Server, kind};
 
-/// Invoke with per-call limit overrides.
-fn invoke_limited(s: &Server, tool: &str, params: Value, limits: Value) -> (u16, Value) {
-    let r = s
-        .client()
-        .post(s.url(&format!("/tools/{tool}/invoke")))
-        .json(&json!({"params": params, "limits": limits}))
-        .send()
-        .unwrap();
-    (r.status().as_u16(), r.json().unwrap())
-}
-
 /// Good calc calls in a loop until stopped; counts successes and failures.
 struct Background {
     stop: Arc<AtomicBool>,
@@ -88,7 +77,7 @@ fn each_breach_gets_its_kind_and_spares_other_calls() {
 
     // Wall clock: an infinite loop is stopped by the epoch deadline.
     let started = std::time::Instant::now();
-    let (status, out) = invoke_limited(&s, "hostile_spin", json!({}), json!({"timeout_ms": 300}));
+    let (status, out) = s.invoke_limited("hostile_spin", json!({}), json!({"timeout_ms": 300}));
     assert_eq!((status, kind(&out)), (504, "timeout"), "{out}");
     assert!(
         started.elapsed() < Duration::from_secs(3),
@@ -96,7 +85,7 @@ fn each_breach_gets_its_kind_and_spares_other_calls() {
     );
 
     // Fuel: the same loop with little fuel and plenty of time.
-    let (status, out) = invoke_limited(&s, "hostile_spin", json!({}), json!({"fuel": 20_000_000}));
+    let (status, out) = s.invoke_limited("hostile_spin", json!({}), json!({"fuel": 20_000_000}));
     assert_eq!((status, kind(&out)), (500, "out_of_fuel"), "{out}");
 
     // Memory: the manifest's 256 MiB ceiling, or a lower one per call.
@@ -109,7 +98,7 @@ fn each_breach_gets_its_kind_and_spares_other_calls() {
             .contains("256 MiB"),
         "{out}"
     );
-    let (status, out) = invoke_limited(&s, "hostile_hog", json!({}), json!({"memory_mb": 32}));
+    let (status, out) = s.invoke_limited("hostile_hog", json!({}), json!({"memory_mb": 32}));
     assert_eq!((status, kind(&out)), (500, "out_of_memory"), "{out}");
     assert!(
         out["error"]["message"].as_str().unwrap().contains("32 MiB"),
@@ -149,8 +138,7 @@ fn each_breach_gets_its_kind_and_spares_other_calls() {
     assert_eq!((status, kind(&out)), (500, "tool_error"), "{out}");
 
     // A call cannot raise its limits above the manifest's.
-    let (status, out) = invoke_limited(
-        &s,
+    let (status, out) = s.invoke_limited(
         "hostile_slow",
         json!({"ms": 2500}),
         json!({"timeout_ms": 60_000}),

@@ -1,0 +1,40 @@
+# Shared by sdk/<lang>/build.sh (sourced, not run): the command line and the
+# plugin folder's manifest, checked the same way for every language.
+#
+#   source "$(dirname "${BASH_SOURCE[0]}")/../build-common.sh"
+#   parse_args sdk/<lang>/build.sh "$@"   # -> plugin_dir, out_dir (absolute)
+#   read_manifest [ignored.toml ...]      # -> manifest, name, wasm
+
+die() {
+    echo "build.sh: $*" >&2
+    exit 1
+}
+
+parse_args() {
+    local usage=$1
+    shift
+    [ $# -eq 2 ] || die "usage: $usage <plugin dir> <out dir>"
+    plugin_dir=$(cd "$1" 2>/dev/null && pwd) || die "no such plugin directory: $1"
+    mkdir -p "$2" || die "cannot create the output directory $2"
+    out_dir=$(cd "$2" && pwd)
+}
+
+# The one manifest <name>.toml of plugin_dir names the plugin; other .toml
+# files the language's tools use are named as arguments and skipped.
+read_manifest() {
+    local f skip found=()
+    for f in "$plugin_dir"/*.toml; do
+        [ -e "$f" ] || continue
+        for skip in "$@"; do
+            [ "$(basename "$f")" = "$skip" ] && continue 2
+        done
+        found+=("$f")
+    done
+    [ ${#found[@]} -eq 1 ] ||
+        die "$plugin_dir needs exactly one manifest <name>.toml (found ${#found[@]})"
+    manifest=${found[0]}
+    name=$(basename "$manifest" .toml)
+    [[ $name =~ ^[a-z][a-z0-9-]*$ && ${#name} -le 48 ]] ||
+        die "plugin name '$name' (from $manifest) must match ^[a-z][a-z0-9-]*\$, at most 48 characters"
+    wasm=$out_dir/$name.wasm
+}
