@@ -68,8 +68,16 @@ pub fn post(path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> (u16, Vec<u8
 /// Every answer must be JSON-shaped or empty and never a server fault the
 /// input alone could cause (500 is reserved for tool failures and limits).
 pub fn check(path: &str, status: u16, body: &[u8]) {
-    assert!(status != 500 || path.contains("invoke") || path.contains("execute_tool"),
-        "{path}: 500 {}", String::from_utf8_lossy(body));
-    assert!(status != 502 && status != 503 && status != 504 || path.contains("invoke") || path.contains("execute_tool"),
-        "{path}: {status} {}", String::from_utf8_lossy(body));
+    assert!(
+        status != 500 || path.contains("invoke") || path.contains("execute_tool"),
+        "{path}: 500 {}",
+        String::from_utf8_lossy(body)
+    );
+    assert!(
+        status != 502 && status != 503 && status != 504
+            || path.contains("invoke")
+            || path.contains("execute_tool"),
+        "{path}: {status} {}",
+        String::from_utf8_lossy(body)
+    );
 }
