@@ -38,3 +38,21 @@ read_manifest() {
         die "plugin name '$name' (from $manifest) must match ^[a-z][a-z0-9-]*\$, at most 48 characters"
     wasm=$out_dir/$name.wasm
 }
+
+# The manifest beside the component, copied when it changed.
+copy_manifest() {
+    cmp -s "$manifest" "$out_dir/$name.toml" || cp "$manifest" "$out_dir/$name.toml"
+}
+
+# install_component <built .wasm> <start, from date +%s.%N>: manifest first,
+# then the component, each replaced atomically, so a server watching
+# <out dir> never sees a half-written file.
+install_component() {
+    copy_manifest
+    cp "$1" "$out_dir/.$name.wasm.tmp"
+    mv -f "$out_dir/.$name.wasm.tmp" "$wasm"
+    local size secs
+    size=$(wc -c <"$wasm")
+    secs=$(awk -v a="$2" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+    echo "build.sh: built $wasm ($((size / 1024)) KiB) in $secs s"
+}

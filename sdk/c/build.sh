@@ -46,9 +46,6 @@ for f in "$plugin_dir"/*.c; do
 done
 
 # Up to date? Every input older than the component (and the manifest in place).
-copy_manifest() {
-    cmp -s "$manifest" "$out_dir/$name.toml" || cp "$manifest" "$out_dir/$name.toml"
-}
 if [ -f "$wasm" ] &&
     [ -z "$(find "$plugin_dir" -maxdepth 1 \( -name '*.c' -o -name '*.h' \) -newer "$wasm" -print -quit)" ] &&
     [ -z "$(find "$sdk_dir/toolhost.c" "$sdk_dir/toolhost.h" "$sdk_dir/json.c" "$sdk_dir/json.h" \
@@ -154,11 +151,4 @@ cat "$stage/link.log" >&2
 "$toolhost" componentize "$stage/core.wasm" -o "$stage/$name.wasm" ||
     die "toolhost componentize failed for $plugin_dir (see above)"
 
-# Manifest first, then the component, each replaced atomically: a server
-# watching <out dir> never sees a half-written file.
-copy_manifest
-cp "$stage/$name.wasm" "$out_dir/.$name.wasm.tmp"
-mv -f "$out_dir/.$name.wasm.tmp" "$wasm"
-size=$(wc -c <"$wasm")
-secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-echo "build.sh: built $wasm ($((size / 1024)) KiB) in $secs s"
+install_component "$stage/$name.wasm" "$start"

@@ -69,9 +69,6 @@ if [ "$(installed_version)" != "$pinned" ] || [ ! -f "$sdk_dir/node_modules/.pac
 fi
 
 # Up to date? Every input older than the component (and the manifest in place).
-copy_manifest() {
-    cmp -s "$manifest" "$out_dir/$name.toml" || cp "$manifest" "$out_dir/$name.toml"
-}
 # Only modules end up in the component (StarlingMonkey snapshots what the entry
 # imports), so other files, the manifest included, do not count.
 if [ -f "$wasm" ] &&
@@ -93,11 +90,4 @@ start=$(date +%s.%N)
 node "$sdk_dir/build.mjs" "$plugin_dir" "$stage/src" "$wit_dir" "$stage/$name.wasm" ||
     die "componentize-js failed for $plugin_dir (see above)"
 
-# Manifest first, then the component, each replaced atomically: a server
-# watching <out dir> never sees a half-written file.
-copy_manifest
-cp "$stage/$name.wasm" "$out_dir/.$name.wasm.tmp"
-mv -f "$out_dir/.$name.wasm.tmp" "$wasm"
-size=$(wc -c <"$wasm")
-secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-echo "build.sh: built $wasm ($((size / 1024)) KiB) in $secs s"
+install_component "$stage/$name.wasm" "$start"

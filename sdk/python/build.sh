@@ -66,9 +66,6 @@ if [ "$installed" != "$COMPONENTIZE_PY_VERSION" ]; then
 fi
 
 # Up to date? Every input older than the component (and the manifest in place).
-copy_manifest() {
-    cmp -s "$manifest" "$out_dir/$name.toml" || cp "$manifest" "$out_dir/$name.toml"
-}
 # Only Python sources end up in the component (componentize-py snapshots what
 # the module imports), so other files, the manifest included, do not count.
 if [ -f "$wasm" ] &&
@@ -90,15 +87,9 @@ cp -R "$plugin_dir/." "$stage/app/"
 cp -R "$sdk_dir/toolhost_sdk" "$stage/sdk/"
 find "$stage" -name __pycache__ -type d -prune -exec rm -rf {} +
 
-start=$(date +%s)
+start=$(date +%s.%N)
 (cd "$stage" && env -u VIRTUAL_ENV PYTHONDONTWRITEBYTECODE=1 RUST_BACKTRACE=0 "$cpy" -q \
     -d "$wit_dir" -w plugin componentize -p "$stage/app" -p "$stage/sdk" "$module" -o "$stage/$name.wasm") ||
     die "componentize-py failed for $plugin_dir (see above)"
 
-# Manifest first, then the component, each replaced atomically: a server
-# watching <out dir> never sees a half-written file.
-copy_manifest
-cp "$stage/$name.wasm" "$out_dir/.$name.wasm.tmp"
-mv -f "$out_dir/.$name.wasm.tmp" "$wasm"
-size=$(wc -c <"$wasm")
-echo "build.sh: built $wasm ($((size / 1024)) KiB) in $(($(date +%s) - start)) s"
+install_component "$stage/$name.wasm" "$start"
