@@ -76,7 +76,7 @@ pub struct Metrics {
     peak_memory: HistogramVec,
     instantiate: HistogramVec,
     nodes: IntGaugeVec,
-    nodes_removed: IntCounterVec,
+    nodes_removed: IntCounter,
 }
 
 /// Seconds: 100 us .. 60 s.
@@ -84,6 +84,31 @@ const TIME_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
     5.0, 10.0, 30.0, 60.0,
 ];
+
+/// A counter family, registered in `registry`.
+fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let family = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
+    registry
+        .register(Box::new(family.clone()))
+        .expect("metric names are unique");
+    family
+}
+
+/// A histogram family with `buckets`, registered in `registry`.
+fn histogram(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    buckets: Vec<f64>,
+    labels: &[&str],
+) -> HistogramVec {
+    let family = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)
+        .expect("valid metric");
+    registry
+        .register(Box::new(family.clone()))
+        .expect("metric names are unique");
+    family
+}
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -95,64 +120,58 @@ impl Metrics {
     pub fn new() -> Self {
         let registry =
             Registry::new_custom(Some("toolhost".into()), None).expect("a valid metrics prefix");
-        let calls = IntCounterVec::new(
-            Opts::new(
-                "tool_calls_total",
-                "Tool calls by tool, backend and outcome (`ok` or the error kind).",
-            ),
+        let r = &registry;
+        let time = || TIME_BUCKETS.to_vec();
+        let exponential = |start, factor, count| {
+            prometheus::exponential_buckets(start, factor, count).expect("valid buckets")
+        };
+        let calls = counter(
+            r,
+            "tool_calls_total",
+            "Tool calls by tool, backend and outcome (`ok` or the error kind).",
             &["tool", "backend", "outcome"],
-        )
-        .expect("valid metric");
-        let duration = HistogramVec::new(
-            HistogramOpts::new(
-                "tool_call_duration_seconds",
-                "Wall-clock time of a call, queueing included.",
-            )
-            .buckets(TIME_BUCKETS.to_vec()),
+        );
+        let duration = histogram(
+            r,
+            "tool_call_duration_seconds",
+            "Wall-clock time of a call, queueing included.",
+            time(),
             &["tool", "backend"],
-        )
-        .expect("valid metric");
-        let queue_wait = HistogramVec::new(
-            HistogramOpts::new(
-                "tool_queue_wait_seconds",
-                "Time a call waited for a free slot of its toolkit (max_concurrency).",
-            )
-            .buckets(TIME_BUCKETS.to_vec()),
+        );
+        let queue_wait = histogram(
+            r,
+            "tool_queue_wait_seconds",
+            "Time a call waited for a free slot of its toolkit (max_concurrency).",
+            time(),
             &["tool"],
-        )
-        .expect("valid metric");
-        let fuel = IntCounterVec::new(
-            Opts::new(
-                "wasm_fuel_consumed_total",
-                "Fuel units consumed by wasm calls (about one per instruction).",
-            ),
+        );
+        let fuel = counter(
+            r,
+            "wasm_fuel_consumed_total",
+            "Fuel units consumed by wasm calls (about one per instruction).",
             &["tool"],
-        )
-        .expect("valid metric");
-        let fuel_per_call = HistogramVec::new(
-            HistogramOpts::new("wasm_fuel_per_call", "Fuel units consumed per wasm call.")
-                .buckets(prometheus::exponential_buckets(1e3, 10.0, 9).expect("valid buckets")),
+        );
+        let fuel_per_call = histogram(
+            r,
+            "wasm_fuel_per_call",
+            "Fuel units consumed per wasm call.",
+            exponential(1e3, 10.0, 9),
             &["tool"],
-        )
-        .expect("valid metric");
-        let peak_memory = HistogramVec::new(
-            HistogramOpts::new(
-                "wasm_peak_memory_bytes",
-                "Largest linear memory of a wasm call's instance.",
-            )
-            .buckets(prometheus::exponential_buckets(65536.0, 4.0, 9).expect("valid buckets")),
+        );
+        let peak_memory = histogram(
+            r,
+            "wasm_peak_memory_bytes",
+            "Largest linear memory of a wasm call's instance.",
+            exponential(65536.0, 4.0, 9),
             &["tool"],
-        )
-        .expect("valid metric");
-        let instantiate = HistogramVec::new(
-            HistogramOpts::new(
-                "wasm_instantiate_seconds",
-                "Time to create a call's sandbox (Store + instance).",
-            )
-            .buckets(TIME_BUCKETS.to_vec()),
+        );
+        let instantiate = histogram(
+            r,
+            "wasm_instantiate_seconds",
+            "Time to create a call's sandbox (Store + instance).",
+            time(),
             &["tool"],
-        )
-        .expect("valid metric");
+        );
         let nodes = IntGaugeVec::new(
             Opts::new(
                 "docker_nodes",
@@ -161,27 +180,15 @@ impl Metrics {
             &["state"],
         )
         .expect("valid metric");
-        let nodes_removed = IntCounterVec::new(
-            Opts::new(
-                "docker_nodes_removed_total",
-                "Docker nodes removed (idle, dead, session closed, evicted, shutdown).",
-            ),
-            &[],
+        r.register(Box::new(nodes.clone()))
+            .expect("metric names are unique");
+        let nodes_removed = IntCounter::new(
+            "docker_nodes_removed_total",
+            "Docker nodes removed (idle, dead, session closed, evicted, shutdown).",
         )
         .expect("valid metric");
-        for c in [
-            Box::new(calls.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(duration.clone()),
-            Box::new(queue_wait.clone()),
-            Box::new(fuel.clone()),
-            Box::new(fuel_per_call.clone()),
-            Box::new(peak_memory.clone()),
-            Box::new(instantiate.clone()),
-            Box::new(nodes.clone()),
-            Box::new(nodes_removed.clone()),
-        ] {
-            registry.register(c).expect("metric names are unique");
-        }
+        r.register(Box::new(nodes_removed.clone()))
+            .expect("metric names are unique");
         Metrics {
             enabled: true,
             series: RwLock::default(),
@@ -314,7 +321,7 @@ impl Metrics {
             self.nodes
                 .with_label_values(&["pooled"])
                 .set(c.pooled as i64);
-            let counter = self.nodes_removed.with_label_values(&[] as &[&str]);
+            let counter = &self.nodes_removed;
             counter.inc_by(c.removed.saturating_sub(counter.get()));
         }
         let mut out = Vec::new();
