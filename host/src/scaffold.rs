@@ -223,22 +223,8 @@ pub fn build(dir: &Path, out: &Path) -> anyhow::Result<PathBuf> {
             )?;
             run_script(&sdk()?.join("js/build.sh"), dir, out)?
         }
-        Lang::C => {
-            // build.sh names the Debian packages of a missing clang / wasi-libc,
-            // and componentizes with this very binary.
-            let script = sdk()?.join("c/build.sh");
-            let exe = std::env::current_exe().context("cannot find the toolhost binary")?;
-            let status = Command::new("bash")
-                .arg(&script)
-                .arg(dir)
-                .arg(out)
-                .env("TOOLHOST_BIN", exe)
-                .status()
-                .with_context(|| format!("cannot run {}", script.display()))?;
-            if !status.success() {
-                bail!("{} failed ({status})", script.display());
-            }
-        }
+        // build.sh names the Debian packages of a missing clang / wasi-libc.
+        Lang::C => run_script(&sdk()?.join("c/build.sh"), dir, out)?,
     }
     let wasm = out.join(format!("{}.wasm", src.name));
     if !wasm.is_file() {
@@ -257,11 +243,15 @@ fn need(program: &str, how: &str) -> anyhow::Result<()> {
     }
 }
 
+/// Run an SDK's `build.sh <dir> <out>`, with `TOOLHOST_BIN` set to this very
+/// binary (the C build componentizes with it).
 fn run_script(script: &Path, dir: &Path, out: &Path) -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("cannot find the toolhost binary")?;
     let status = Command::new("bash")
         .arg(script)
         .arg(dir)
         .arg(out)
+        .env("TOOLHOST_BIN", exe)
         .status()
         .with_context(|| format!("cannot run {}", script.display()))?;
     if !status.success() {
