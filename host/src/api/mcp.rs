@@ -21,11 +21,23 @@
 //!   toolhost session (workspace, Docker nodes), closed when the MCP session
 //!   ends; a stateless request (2026-07-28) without it gets a session of its own
 //!   that ends with the request.
+//! - Answers: a session's request-wise SSE stream is sent whole when the call
+//!   ends within [`COALESCE_WINDOW`] ([`coalesce_sse`]); a stateless request
+//!   that emits nothing before its result is answered with plain JSON.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use axum::body::Body;
+use axum::extract::Request;
 use axum::http::request::Parts;
+use axum::http::{Method, header};
+use axum::middleware::Next;
+use axum::response::Response;
 use base64::Engine as _;
+use bytes::BytesMut;
+use futures::StreamExt as _;
+use http_body_util::BodyExt as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
@@ -55,9 +67,13 @@ pub fn service(
     allowed_hosts: Option<Vec<String>>,
     shutdown: CancellationToken,
 ) -> StreamableHttpService<McpHandler, LocalSessionManager> {
+    // `json_response`: a stateless (2026-07-28) request whose handler sends
+    // nothing before its result is answered with plain JSON, not an SSE
+    // stream; one with progress notifications still gets a stream.
     let mut config = StreamableHttpServerConfig::default()
         .with_cancellation_token(shutdown)
-        .with_max_request_body_bytes(max_body_bytes);
+        .with_max_request_body_bytes(max_body_bytes)
+        .with_json_response(true);
     config = match allowed_hosts {
         Some(hosts) => config.with_allowed_hosts(hosts),
         None => config.disable_allowed_hosts(),
@@ -67,6 +83,60 @@ pub fn service(
         Arc::new(LocalSessionManager::default()),
         config,
     )
+}
+
+/// How long a POST's SSE answer is held back so that it goes out in one
+/// write: see [`coalesce_sse`].
+const COALESCE_WINDOW: Duration = Duration::from_millis(20);
+
+/// Middleware of `/mcp`: an SSE answer to a POST (a session's request-wise
+/// stream: a priming event, maybe progress, the result, then the end) is held
+/// back until its stream ends, for at most [`COALESCE_WINDOW`]. A fast call's
+/// answer then leaves as one response with a `Content-Length` in one write,
+/// instead of one chunk per event each waking the connection; a slower
+/// call's stream is passed on as it is when the window closes, with what
+/// came so far, so its events are not delayed beyond the window. The client
+/// sees the same events in the same order either way.
+pub async fn coalesce_sse(request: Request, next: Next) -> Response {
+    let post = request.method() == Method::POST;
+    let response = next.run(request).await;
+    let sse = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if !post || !sse {
+        return response;
+    }
+    let (mut parts, mut body) = response.into_parts();
+    let mut held = BytesMut::new();
+    let window = tokio::time::sleep(COALESCE_WINDOW);
+    tokio::pin!(window);
+    let ended = loop {
+        tokio::select! {
+            biased;
+            frame = body.frame() => match frame {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        held.extend_from_slice(&data);
+                    }
+                }
+                // rmcp's streams cannot fail; should one, what came is sent.
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "MCP: SSE stream failed while coalescing");
+                    break true;
+                }
+                None => break true,
+            },
+            () = &mut window => break false,
+        }
+    };
+    if ended {
+        parts.headers.remove(header::TRANSFER_ENCODING);
+        return Response::from_parts(parts, Body::from(held.freeze()));
+    }
+    let head = futures::stream::once(async move { Ok::<_, axum::Error>(held.freeze()) });
+    let rest = body.into_data_stream();
+    Response::from_parts(parts, Body::from_stream(head.chain(rest)))
 }
 
 /// The MCP server of one MCP session.
@@ -216,7 +286,9 @@ impl ServerHandler for McpHandler {
             ..CallOptions::default()
         };
         let dispatcher = &self.state.dispatcher;
-        let call = dispatcher.dispatch(&session, name, input, options);
+        // Boxed: rmcp moves the handler's future around (into a task of its
+        // own per request), and the wasm call's future is large.
+        let call = Box::pin(dispatcher.dispatch(&session, name, input, options));
         // Progress goes out while the call runs, and all of it before the
         // result: the forwarder ends when the call drops its sender.
         let forward = async {

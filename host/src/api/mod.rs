@@ -69,8 +69,11 @@ pub fn router(
         mcp_allowed_hosts,
         state.shutdown.clone(),
     );
-    let router = Router::new()
+    let mcp = Router::new()
         .route_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn(mcp::coalesce_sse));
+    let router = Router::new()
+        .merge(mcp)
         .merge(native::routes())
         .merge(plugins::routes(limits.max_upload_bytes))
         .merge(xagent::routes(limits.max_upload_bytes))

@@ -17,6 +17,9 @@ use super::{INVOKE_BODY, Sender, connect, percentiles};
 
 const EXPRESSION: &str = "2 * (3 + 4) - sqrt(16) / 2";
 
+/// What a 2026-07-28 request carries in `_meta` instead of a session.
+const STATELESS_META: &str = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"bench","version":"0"}}"#;
+
 /// The bearer token every request carries, when the server wants one.
 static TOKEN: OnceLock<std::sync::Mutex<Option<String>>> = OnceLock::new();
 
@@ -33,7 +36,10 @@ pub(crate) enum Surface {
     Health,
     Native,
     XAgent,
+    /// MCP 2025-11-25: a session per connection (initialize, then calls).
     Mcp,
+    /// MCP 2026-07-28: no session; each request carries its version.
+    McpStateless,
 }
 
 impl Surface {
@@ -43,6 +49,7 @@ impl Surface {
             Surface::Native => "native invoke",
             Surface::XAgent => "XAgent execute_tool",
             Surface::Mcp => "MCP tools/call",
+            Surface::McpStateless => "MCP 2026-07-28 call",
         }
     }
 }
@@ -90,7 +97,7 @@ impl Conn {
                 let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
                 conn.mcp(Bytes::from_static(note.as_bytes())).await?;
             }
-            Surface::Health | Surface::Native => {}
+            Surface::Health | Surface::Native | Surface::McpStateless => {}
         }
         Ok(conn)
     }
@@ -163,13 +170,28 @@ impl Conn {
                 self.post("/execute_tool", &[("cookie", &cookie)], Bytes::from(body))
                     .await?;
             }
-            Surface::Mcp => {
+            Surface::Mcp | Surface::McpStateless => {
                 let id = self.next_id;
                 self.next_id += 1;
-                let body = format!(
-                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"calc_evaluate","arguments":{{"expression":"{EXPRESSION}"}}}}}}"#
-                );
-                let (_, answer) = self.mcp(Bytes::from(body)).await?;
+                let answer = if let Surface::Mcp = self.surface {
+                    let body = format!(
+                        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"calc_evaluate","arguments":{{"expression":"{EXPRESSION}"}}}}}}"#
+                    );
+                    self.mcp(Bytes::from(body)).await?.1
+                } else {
+                    // The same toolhost session as the native calls.
+                    let body = format!(
+                        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"calc_evaluate","arguments":{{"expression":"{EXPRESSION}"}},"_meta":{STATELESS_META}}}}}"#
+                    );
+                    let headers = [
+                        ("accept", "application/json, text/event-stream"),
+                        ("mcp-protocol-version", "2026-07-28"),
+                        ("mcp-method", "tools/call"),
+                        ("mcp-name", "calc_evaluate"),
+                        ("x-toolhost-session", "bench"),
+                    ];
+                    self.post("/mcp", &headers, Bytes::from(body)).await?.1
+                };
                 let text = String::from_utf8_lossy(&answer);
                 if !text.contains(r#""isError":false"#) {
                     bail!("MCP call failed: {text}");
@@ -307,7 +329,12 @@ pub(crate) async fn run(
     connections: usize,
     duration: Duration,
 ) -> anyhow::Result<()> {
-    let surfaces = [Surface::Native, Surface::XAgent, Surface::Mcp];
+    let surfaces = [
+        Surface::Native,
+        Surface::XAgent,
+        Surface::Mcp,
+        Surface::McpStateless,
+    ];
     println!("\n== one calc_evaluate call per surface: {samples} sequential on 1 connection ==");
     for s in surfaces {
         let (p50, p99) = sequential(addr, s, samples).await?;
@@ -332,6 +359,9 @@ pub(crate) async fn run(
     }
     let best = rates.iter().cloned().fold(f64::MIN, f64::max);
     let worst = rates.iter().cloned().fold(f64::MAX, f64::min);
+    for (s, rate) in surfaces.iter().zip(&rates) {
+        println!("{:<22} {:.2} of the fastest surface", s.name(), rate / best);
+    }
     println!("slowest surface / fastest:  {:.2}", worst / best);
     println!("ratio native invoke / health: {:.2}", rates[0] / health);
     let (fresh, kept) = get_cookie(addr, samples.min(2000)).await?;

@@ -62,7 +62,8 @@ impl<'a> McpClient<'a> {
         }
     }
 
-    fn post(&self) -> RequestBuilder {
+    /// A POST to `/mcp` with this client's headers, body to add.
+    pub fn post(&self) -> RequestBuilder {
         let mut r = self
             .http
             .post(self.server.url("/mcp"))

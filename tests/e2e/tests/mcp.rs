@@ -133,8 +133,11 @@ fn stateless_2026_07_28_requests_list_and_call() {
             )
             .send()
             .unwrap();
+        // Nothing comes before the result: plain JSON, not a stream.
+        let content_type = r.headers()["content-type"].to_str().unwrap().to_owned();
         let answer = toolhost_e2e::mcp::read(r);
         assert_eq!(answer.status, 200, "{method}: {}", answer.text);
+        assert_eq!(content_type, "application/json", "{method}");
         assert!(answer.session.is_none(), "no session in 2026-07-28");
         answer
             .response(id)
@@ -274,6 +277,69 @@ fn progress_reaches_the_client_before_the_result() {
         "params": {"name": "hostile_host_calls", "arguments": {"key": "greeting"}}
     }));
     assert!(answer.notifications("notifications/progress").is_empty());
+}
+
+/// A fast call's SSE answer leaves in one piece (a `Content-Length`, no
+/// chunks); a slow call's stream still starts at once, its events as they
+/// come.
+#[test]
+fn fast_answers_leave_in_one_piece_and_slow_ones_still_stream() {
+    let s = server();
+    let mut c = McpClient::new(&s);
+    c.initialize("2025-11-25");
+    let call = |id: i64, tool: &str, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": tool, "arguments": arguments}})
+        .to_string()
+    };
+    let fast = c
+        .post()
+        .body(call(1, "calc_evaluate", json!({"expression": "1+1"})))
+        .send()
+        .unwrap();
+    let content_type = fast.headers()["content-type"].to_str().unwrap().to_owned();
+    assert!(
+        content_type.starts_with("text/event-stream"),
+        "{content_type}"
+    );
+    assert!(
+        fast.headers().get("content-length").is_some(),
+        "a fast answer is sent whole: {:?}",
+        fast.headers()
+    );
+    let answer = toolhost_e2e::mcp::read(fast);
+    assert_eq!(
+        answer.response(1).unwrap()["result"]["structuredContent"]["value"],
+        2.0,
+        "{}",
+        answer.text
+    );
+
+    let started = Instant::now();
+    let mut slow = c
+        .post()
+        .body(call(2, "hostile_sleep", json!({"ms": 1500})))
+        .send()
+        .unwrap();
+    let head_after = started.elapsed();
+    assert!(
+        slow.headers().get("content-length").is_none(),
+        "{:?}",
+        slow.headers()
+    );
+    // The first event (the priming one) comes before the call's end.
+    let mut first = [0u8; 64];
+    let n = std::io::Read::read(&mut slow, &mut first).unwrap();
+    let first_after = started.elapsed();
+    assert!(n > 0 && first.starts_with(b"data:"), "{:?}", &first[..n]);
+    assert!(
+        head_after < Duration::from_secs(1) && first_after < Duration::from_secs(1),
+        "the stream started after {head_after:?} / {first_after:?}, not when the call ended"
+    );
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut slow, &mut rest).unwrap();
+    assert!(rest.contains(r#""id":2"#), "{rest}");
+    assert!(started.elapsed() >= Duration::from_millis(1500));
 }
 
 #[test]
