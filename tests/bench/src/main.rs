@@ -111,7 +111,7 @@ async fn main() -> anyhow::Result<()> {
         &secured.addr,
         TOKEN,
         connections,
-        Duration::from_secs(seconds.div_ceil(2)),
+        Duration::from_secs(seconds.div_ceil(3)),
     )
     .await?;
     drop((plain, secured));

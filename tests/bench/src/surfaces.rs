@@ -293,32 +293,56 @@ pub(crate) async fn auth_metrics_cost(
     connections: usize,
     duration: Duration,
 ) -> anyhow::Result<()> {
+    const ROUNDS: usize = 6;
     println!(
-        "\n== native invoke, caller token + metrics off vs on: {connections} connections, {} s x 2 each ==",
+        "\n== native invoke, caller token + metrics off vs on: {connections} connections, {ROUNDS} rounds of {} s each ==",
         duration.as_secs()
     );
     // The same request bytes to both (the plain server ignores the token), so
-    // the client's share of the 2 cores is the same in both runs.
+    // the client's share of the 2 cores is the same in both runs. The order
+    // alternates (off-on, on-off, ...) so neither side always goes first, and
+    // the cost is the median of the rounds: this machine drifts between runs.
     set_token(Some(token));
-    let (mut off, mut on) = (Vec::new(), Vec::new());
-    for _ in 0..2 {
-        off.push(load(plain, Surface::Native, connections, duration).await?.0);
-        on.push(
-            load(secured, Surface::Native, connections, duration)
+    let (mut off, mut on, mut costs) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        let (a, b) = if round % 2 == 0 {
+            let a = load(plain, Surface::Native, connections, duration).await?.0;
+            (
+                a,
+                load(secured, Surface::Native, connections, duration)
+                    .await?
+                    .0,
+            )
+        } else {
+            let b = load(secured, Surface::Native, connections, duration)
                 .await?
-                .0,
-        );
+                .0;
+            (
+                load(plain, Surface::Native, connections, duration).await?.0,
+                b,
+            )
+        };
+        println!("round {round}: off {a:>7.0}  on {b:>7.0} req/s");
+        off.push(a);
+        on.push(b);
+        costs.push((1.0 - b / a) * 100.0);
     }
     set_token(None);
-    let (off, on) = (
-        off.iter().sum::<f64>() / off.len() as f64,
-        on.iter().sum::<f64>() / on.len() as f64,
-    );
-    println!("off (no token, [server] metrics = false): {off:>9.0} req/s");
-    println!("on  (Bearer token checked, metrics):      {on:>9.0} req/s");
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    costs.sort_by(f64::total_cmp);
+    let median = (costs[ROUNDS / 2 - 1] + costs[ROUNDS / 2]) / 2.0;
     println!(
-        "cost of auth + metrics: {:.1}% of throughput",
-        (1.0 - on / off) * 100.0
+        "off (no token, [server] metrics = false): {:>9.0} req/s (mean)",
+        mean(&off)
+    );
+    println!(
+        "on  (Bearer token checked, metrics):      {:>9.0} req/s (mean)",
+        mean(&on)
+    );
+    println!(
+        "cost of auth + metrics: median {median:.1}% of throughput (rounds {:.1}% .. {:.1}%)",
+        costs[0],
+        costs[ROUNDS - 1]
     );
     Ok(())
 }

@@ -532,3 +532,25 @@ pub fn free_port() -> anyhow::Result<u16> {
 pub fn kind(body: &Value) -> &str {
     body["error"]["kind"].as_str().unwrap_or("<none>")
 }
+
+/// Temporary files left under `dir` (recursively): the hidden `.tmp*` files
+/// of the `tempfile` crate and the `.upload-*` files of plugin uploads.
+pub fn temp_files(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(".tmp") || name.starts_with(".upload-") {
+                found.push(e.path());
+            }
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                todo.push(e.path());
+            }
+        }
+    }
+    found
+}

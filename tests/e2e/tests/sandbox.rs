@@ -130,6 +130,7 @@ fn each_breach_gets_its_kind_and_spares_other_calls() {
     let (status, out) = s.invoke("hostile_read_passwd", json!({}));
     assert_eq!((status, kind(&out)), (500, "tool_error"), "{out}");
     assert!(!out.to_string().contains("root:"), "{out}");
+    filesystem_escapes_fail(&s);
 
     // The plugin's typed errors.
     let (status, out) = s.invoke("hostile_fail", json!({"invalid": true}));
@@ -158,6 +159,66 @@ fn each_breach_gets_its_kind_and_spares_other_calls() {
     assert_eq!(tool["stats"]["call_count"], 2);
     assert_eq!(tool["stats"]["error_rate"], 1.0);
     eprintln!("server RSS after the breaches: {:?} KiB", s.rss_kib());
+}
+
+/// However the path is spelled (`..`, absolute, a symlink the plugin makes,
+/// a symlink planted in the workspace by another tool of the session, as a
+/// shell container can), a wasm plugin reads nothing outside its workspace;
+/// the same reads inside it work, so the refusals are the sandbox's.
+fn filesystem_escapes_fail(s: &Server) {
+    let workspace = s.data.path().join("data/workspaces/test");
+    std::fs::create_dir_all(workspace.join("inside")).unwrap();
+    std::fs::write(workspace.join("inside/passwd"), "inside-only").unwrap();
+    std::os::unix::fs::symlink("inside/passwd", workspace.join("inner-link")).unwrap();
+    std::os::unix::fs::symlink("/etc", workspace.join("planted-abs")).unwrap();
+    std::os::unix::fs::symlink("../../../../../../etc", workspace.join("planted-rel")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", workspace.join("planted-file")).unwrap();
+
+    let refused = |tool: &str, args: Value| {
+        let (status, out) = s.invoke(tool, args.clone());
+        assert_eq!((status, kind(&out)), (500, "tool_error"), "{args}: {out}");
+        assert!(!out.to_string().contains("root:"), "{args}: {out}");
+    };
+    for path in [
+        "/etc/passwd",
+        "../../../../etc/passwd",
+        "/workspace/../etc/passwd",
+        "/workspace/../../../../etc/passwd",
+        "/workspace/planted-abs/passwd",
+        "/workspace/planted-rel/passwd",
+        "/workspace/planted-file",
+    ] {
+        refused("hostile_read_path", json!({"path": path}));
+    }
+    for (i, target) in ["/etc", "../../../../../../etc", "..", "../.."]
+        .iter()
+        .enumerate()
+    {
+        refused(
+            "hostile_symlink_out",
+            json!({"target": target, "link": format!("made-{i}")}),
+        );
+    }
+    // Inside the workspace, the same tools work.
+    let (status, out) = s.invoke(
+        "hostile_read_path",
+        json!({"path": "/workspace/inner-link"}),
+    );
+    assert_eq!(
+        (status, &out["result"]),
+        (200, &json!("inside-only")),
+        "{out}"
+    );
+    let (status, out) = s.invoke(
+        "hostile_symlink_out",
+        json!({"target": "inside", "link": "made-inside"}),
+    );
+    assert_eq!(
+        (status, &out["result"]),
+        (200, &json!("inside-only")),
+        "{out}"
+    );
+    assert!(workspace.join("made-inside").is_symlink());
 }
 
 #[test]
@@ -209,12 +270,19 @@ fn concurrent_breaches_do_not_disturb_good_calls() {
 /// memory stays bounded.
 #[test]
 fn abuse_ends_the_bad_call_only_and_memory_stays_bounded() {
+    const ADMIN: &str = "admin-token-0123456789";
+    // The server's own temporary directory, checked for leftovers at the end.
+    let tmp = tempfile::tempdir().unwrap();
     let mut s = Server::start_env(
         PluginsDir::new()
             .add("calc", "calc")
             .add("hostile", "hostile"),
         Some("[server]\nbody_timeout_ms = 1000\n"),
-        &[("TOOLHOST_TEST_SECRET", "do-not-leak")],
+        &[
+            ("TOOLHOST_TEST_SECRET", "do-not-leak"),
+            ("TOOLHOST_ADMIN_TOKEN", ADMIN),
+            ("TMPDIR", tmp.path().to_str().unwrap()),
+        ],
     )
     .unwrap();
     let rss_start = s.rss_kib().unwrap();
@@ -317,9 +385,40 @@ fn abuse_ends_the_bad_call_only_and_memory_stays_bounded() {
         started.elapsed()
     );
 
+    // Uploads that fail (not a component, and a body cut short) leave no
+    // half-written file behind.
+    let upload = |body: reqwest::blocking::Body| {
+        http.put(s.url("/plugins/junk"))
+            .bearer_auth(ADMIN)
+            .body(body)
+            .send()
+            .map(|r| r.status().as_u16())
+    };
+    let status = upload(vec![0u8; 4 << 20].into()).unwrap();
+    assert_eq!(status, 422, "a 4 MiB non-component is refused");
+    let mut conn = std::net::TcpStream::connect(s.base.trim_start_matches("http://")).unwrap();
+    write!(
+        conn,
+        "PUT /plugins/junk HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {ADMIN}\r\n\
+         Content-Length: 1000000\r\n\r\n"
+    )
+    .unwrap();
+    conn.write_all(&[0u8; 1000]).unwrap();
+    drop(conn);
+
     let (ok, failed) = bg.finish();
     assert_eq!(failed, 0, "well-behaved calls were disturbed ({ok} ok)");
     assert!(s.is_alive());
+    let (status, plugins) = s.get("/plugins");
+    assert_eq!(status, 200);
+    assert!(!plugins.to_string().contains("junk"), "{plugins}");
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "files left in TMPDIR: {left:?}");
+    for dir in [s.data.path(), s.plugins_dir()] {
+        let left = toolhost_e2e::temp_files(dir);
+        assert!(left.is_empty(), "temporary files left: {left:?}");
+    }
+    assert!(!s.plugins_dir().join("junk.wasm").exists());
     let rss_end = s.rss_kib().unwrap();
     eprintln!("server RSS: {rss_start} KiB at start, {rss_end} KiB after the abuse");
     assert!(
