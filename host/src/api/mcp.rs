@@ -89,14 +89,19 @@ pub fn service(
 /// write: see [`coalesce_sse`].
 const COALESCE_WINDOW: Duration = Duration::from_millis(20);
 
+/// Beyond this much held back (a flood of progress events, a large result),
+/// the stream is passed on at once.
+const COALESCE_MAX_BYTES: usize = 1 << 20;
+
 /// Middleware of `/mcp`: an SSE answer to a POST (a session's request-wise
 /// stream: a priming event, maybe progress, the result, then the end) is held
-/// back until its stream ends, for at most [`COALESCE_WINDOW`]. A fast call's
-/// answer then leaves as one response with a `Content-Length` in one write,
-/// instead of one chunk per event each waking the connection; a slower
-/// call's stream is passed on as it is when the window closes, with what
-/// came so far, so its events are not delayed beyond the window. The client
-/// sees the same events in the same order either way.
+/// back until its stream ends, for at most [`COALESCE_WINDOW`] and
+/// [`COALESCE_MAX_BYTES`]. A fast call's answer then leaves as one response
+/// with a `Content-Length`, in one write, instead of one chunk per event each
+/// waking the connection; a slower call's stream is passed on as it is when
+/// the window closes, with what came so far, so its events are not delayed
+/// beyond the window. The client sees the same events in the same order
+/// either way.
 pub async fn coalesce_sse(request: Request, next: Next) -> Response {
     let post = request.method() == Method::POST;
     let response = next.run(request).await;
@@ -118,6 +123,9 @@ pub async fn coalesce_sse(request: Request, next: Next) -> Response {
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
                         held.extend_from_slice(&data);
+                    }
+                    if held.len() >= COALESCE_MAX_BYTES {
+                        break false;
                     }
                 }
                 // rmcp's streams cannot fail; should one, what came is sent.
