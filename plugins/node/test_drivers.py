@@ -334,6 +334,17 @@ def test_notebook():
               f"{time.monotonic() - t0:.1f} s, error {(r['error'] or {}).get('ename')}")
         r = d.ok("execute", code="x")
         check("notebook: state survives the interrupt", r["result"] == "41", str(r))
+        # A failed or interrupted cell does not make the kernel abort the next
+        # one, however soon it comes.
+        answers = []
+        for i in range(16):
+            if i % 2:
+                d.ok("execute", code="1/0")
+            else:
+                d.ok("execute", code="while True: pass", timeout_s=0.3)
+            answers.append(d.ok("execute", code="x")["result"])
+        check("notebook: the cell right after an error or interrupt runs", answers == ["41"] * 16,
+              str(answers))
         t0 = time.monotonic()
         r = d.ok("execute", code="import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                                  "while True: time.sleep(0.01)", timeout_s=1)

@@ -248,7 +248,12 @@ class Notebook:
             self.restart()
             note = "the kernel had died since the last call; a new one was started, all state was lost"
         col = Collector()
-        msg_id = self.kc.execute(code, silent=False, store_history=True, allow_stdin=False)
+        # stop_on_error=False: otherwise a cell that fails (an interrupted one
+        # too) makes the kernel abort the requests that reach it right after,
+        # and the next call would get an empty "aborted" answer. Cells run one
+        # at a time here, so there is never a queue worth aborting.
+        msg_id = self.kc.execute(code, silent=False, store_history=True, allow_stdin=False,
+                                 stop_on_error=False)
         state = self.wait_idle(msg_id, time.monotonic() + timeout_s, col)
         timed_out = state == "timeout"
         if timed_out:
