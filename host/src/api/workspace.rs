@@ -237,6 +237,11 @@ mod tests {
             read(root.path(), "nope", 100),
             Err(WorkspaceError::NotFound(_))
         ));
+        // A path through a file is a path that does not exist.
+        assert!(matches!(
+            read(root.path(), "d/e/f.txt/g", 100),
+            Err(WorkspaceError::NotFound(_))
+        ));
         // A name too long for the filesystem is the caller's bad path.
         let long = "c".repeat(300);
         assert!(matches!(

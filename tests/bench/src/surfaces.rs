@@ -173,16 +173,17 @@ impl Conn {
             Surface::Mcp | Surface::McpStateless => {
                 let id = self.next_id;
                 self.next_id += 1;
-                let answer = if let Surface::Mcp = self.surface {
-                    let body = format!(
-                        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"calc_evaluate","arguments":{{"expression":"{EXPRESSION}"}}}}}}"#
-                    );
-                    self.mcp(Bytes::from(body)).await?.1
+                let stateless = matches!(self.surface, Surface::McpStateless);
+                let meta = if stateless {
+                    format!(r#","_meta":{STATELESS_META}"#)
                 } else {
+                    String::new()
+                };
+                let body = Bytes::from(format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"calc_evaluate","arguments":{{"expression":"{EXPRESSION}"}}{meta}}}}}"#
+                ));
+                let answer = if stateless {
                     // The same toolhost session as the native calls.
-                    let body = format!(
-                        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"calc_evaluate","arguments":{{"expression":"{EXPRESSION}"}},"_meta":{STATELESS_META}}}}}"#
-                    );
                     let headers = [
                         ("accept", "application/json, text/event-stream"),
                         ("mcp-protocol-version", "2026-07-28"),
@@ -190,7 +191,9 @@ impl Conn {
                         ("mcp-name", "calc_evaluate"),
                         ("x-toolhost-session", "bench"),
                     ];
-                    self.post("/mcp", &headers, Bytes::from(body)).await?.1
+                    self.post("/mcp", &headers, body).await?.1
+                } else {
+                    self.mcp(body).await?.1
                 };
                 let text = String::from_utf8_lossy(&answer);
                 if !text.contains(r#""isError":false"#) {
@@ -305,23 +308,16 @@ pub(crate) async fn auth_metrics_cost(
     set_token(Some(token));
     let (mut off, mut on, mut costs) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..ROUNDS {
-        let (a, b) = if round % 2 == 0 {
-            let a = load(plain, Surface::Native, connections, duration).await?.0;
-            (
-                a,
-                load(secured, Surface::Native, connections, duration)
-                    .await?
-                    .0,
-            )
+        let order = if round % 2 == 0 {
+            [plain, secured]
         } else {
-            let b = load(secured, Surface::Native, connections, duration)
-                .await?
-                .0;
-            (
-                load(plain, Surface::Native, connections, duration).await?.0,
-                b,
-            )
+            [secured, plain]
         };
+        let (mut a, mut b) = (0.0, 0.0);
+        for addr in order {
+            let rate = load(addr, Surface::Native, connections, duration).await?.0;
+            *if addr == plain { &mut a } else { &mut b } = rate;
+        }
         println!("round {round}: off {a:>7.0}  on {b:>7.0} req/s");
         off.push(a);
         on.push(b);
@@ -374,7 +370,7 @@ pub(crate) async fn run(
     );
     let (health, _, _) = load(addr, Surface::Health, connections, duration).await?;
     println!("{:<22} {health:>9.0} req/s", Surface::Health.name());
-    let mut sums = [(0.0, 0.0, 0.0); 4];
+    let mut sums = surfaces.map(|_| (0.0, 0.0, 0.0));
     for round in 0..ROUNDS {
         for k in 0..surfaces.len() {
             let i = (k + round) % surfaces.len();
