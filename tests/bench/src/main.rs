@@ -107,8 +107,8 @@ async fn main() -> anyhow::Result<()> {
     const TOKEN: &str = "bench-token-0123456789";
     let secured = ServerProcess::start_with(calc_only.path(), None, &[("TOOLHOST_TOKEN", TOKEN)])?;
     surfaces::auth_metrics_cost(
-        &plain.addr,
-        &secured.addr,
+        (&plain.addr, plain.child.id()),
+        (&secured.addr, secured.child.id()),
         TOKEN,
         connections,
         Duration::from_secs(seconds.div_ceil(3)),

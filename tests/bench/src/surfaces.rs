@@ -290,8 +290,8 @@ async fn get_cookie(addr: &str, samples: usize) -> anyhow::Result<(f64, f64)> {
 /// `plain` and `secured` are two servers on the same plugins (started by the
 /// caller), measured in turn, twice each.
 pub(crate) async fn auth_metrics_cost(
-    plain: &str,
-    secured: &str,
+    (plain, plain_pid): (&str, u32),
+    (secured, secured_pid): (&str, u32),
     token: &str,
     connections: usize,
     duration: Duration,
@@ -305,28 +305,48 @@ pub(crate) async fn auth_metrics_cost(
     // the client's share of the 2 cores is the same in both runs. The order
     // alternates (off-on, on-off, ...) so neither side always goes first, and
     // the cost is the median of the rounds: this machine drifts between runs.
+    //
+    // Throughput swings with whatever else the machine runs, so each round
+    // also reads the server's own CPU time per call (user + system, from
+    // /proc): the work auth + metrics add, whatever the client got.
     set_token(Some(token));
     let (mut off, mut on, mut costs) = (Vec::new(), Vec::new(), Vec::new());
+    let mut cpu_costs = Vec::new();
     for round in 0..ROUNDS {
         let order = if round % 2 == 0 {
-            [plain, secured]
+            [(plain, plain_pid), (secured, secured_pid)]
         } else {
-            [secured, plain]
+            [(secured, secured_pid), (plain, plain_pid)]
         };
-        let (mut a, mut b) = (0.0, 0.0);
-        for addr in order {
+        let (mut a, mut b, mut cpu_a, mut cpu_b) = (0.0, 0.0, 0.0, 0.0);
+        for (addr, pid) in order {
+            let before = cpu_seconds(pid)?;
+            let started = Instant::now();
             let rate = load(addr, Surface::Native, connections, duration).await?.0;
-            *if addr == plain { &mut a } else { &mut b } = rate;
+            let calls = rate * started.elapsed().as_secs_f64();
+            let per_call_us = (cpu_seconds(pid)? - before) / calls * 1e6;
+            if addr == plain {
+                (a, cpu_a) = (rate, per_call_us);
+            } else {
+                (b, cpu_b) = (rate, per_call_us);
+            }
         }
-        println!("round {round}: off {a:>7.0}  on {b:>7.0} req/s");
+        println!(
+            "round {round}: off {a:>7.0}  on {b:>7.0} req/s; server CPU per call off {cpu_a:>5.1}  on {cpu_b:>5.1} us"
+        );
         off.push(a);
         on.push(b);
         costs.push((1.0 - b / a) * 100.0);
+        cpu_costs.push((cpu_b / cpu_a - 1.0) * 100.0);
     }
     set_token(None);
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    costs.sort_by(f64::total_cmp);
-    let median = (costs[ROUNDS / 2 - 1] + costs[ROUNDS / 2]) / 2.0;
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v[ROUNDS / 2 - 1] + v[ROUNDS / 2]) / 2.0
+    };
+    let cpu_median = median(&mut cpu_costs);
+    let median = median(&mut costs);
     println!(
         "off (no token, [server] metrics = false): {:>9.0} req/s (mean)",
         mean(&off)
@@ -340,7 +360,34 @@ pub(crate) async fn auth_metrics_cost(
         costs[0],
         costs[ROUNDS - 1]
     );
+    println!(
+        "server CPU per call, on vs off: median +{cpu_median:.1}% (rounds {:+.1}% .. {:+.1}%)",
+        cpu_costs[0],
+        cpu_costs[ROUNDS - 1]
+    );
     Ok(())
+}
+
+/// User + system CPU time of a process so far, from `/proc/<pid>/stat`.
+fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The fields after the command name (which may hold spaces), which ends
+    // with the last ')': state is field 3, utime 14, stime 15.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .context("unreadable /proc stat")?
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: f64 = fields
+        .get(11..13)
+        .context("short /proc stat")?
+        .iter()
+        .map(|f| f.parse::<f64>().unwrap_or(0.0))
+        .sum();
+    // In USER_HZ, which Linux fixes at 100 for /proc on every architecture
+    // it runs on here; only the on/off ratio is used anyway.
+    Ok(ticks / 100.0)
 }
 
 pub(crate) async fn run(
