@@ -16,8 +16,8 @@
 //! 5. Plugin languages (see [`languages`]): per language, component size, cold
 //!    and cached load, a trivial call's latency and fuel.
 //!
-//! `toolhost-bench [invoke|hotload|nodes|languages]` runs one part; no argument
-//! runs all. `toolhost-bench soak` (`make soak`) is separate: `SOAK_MINUTES`
+//! `toolhost-bench [invoke|auth|hotload|nodes|languages]` runs one part; no
+//! argument runs all (`auth`: the cost of caller auth + metrics alone). `toolhost-bench soak` (`make soak`) is separate: `SOAK_MINUTES`
 //! (default 10) of mixed load (see [`soak`]).
 //! Bounded: each load phase runs `BENCH_SECONDS` (default 10) and only targets
 //! 127.0.0.1. Settings: BENCH_SECONDS, BENCH_CONNECTIONS (50), BENCH_SAMPLES
@@ -87,18 +87,20 @@ async fn main() -> anyhow::Result<()> {
     for f in ["calc.wasm", "calc.toml"] {
         std::fs::copy(plugins.join(f), calc_only.path().join(f))?;
     }
-    println!("== in-process dispatch of calc_evaluate (no HTTP) ==");
-    in_process(calc_only.path(), samples).await?;
+    if part != "auth" {
+        println!("== in-process dispatch of calc_evaluate (no HTTP) ==");
+        in_process(calc_only.path(), samples).await?;
 
-    let server = ServerProcess::start(calc_only.path())?;
-    surfaces::run(
-        &server.addr,
-        samples,
-        connections,
-        Duration::from_secs(seconds),
-    )
-    .await?;
-    drop(server);
+        let server = ServerProcess::start(calc_only.path())?;
+        surfaces::run(
+            &server.addr,
+            samples,
+            connections,
+            Duration::from_secs(seconds),
+        )
+        .await?;
+        drop(server);
+    }
 
     // The cost of caller auth + metrics on the same call.
     let off_config = tempfile::NamedTempFile::new()?;

@@ -365,7 +365,74 @@ pub(crate) async fn auth_metrics_cost(
         cpu_costs[0],
         cpu_costs[ROUNDS - 1]
     );
+
+    // Paired: every connection alternates between the two servers, so both
+    // get the same number of calls under the same conditions at every moment
+    // (whatever else the machine does), and their CPU time per call compares
+    // like with like.
+    set_token(Some(token));
+    let paired = paired_cpu(
+        (plain, plain_pid),
+        (secured, secured_pid),
+        connections,
+        duration * ROUNDS as u32,
+    )
+    .await;
+    set_token(None);
+    let (cpu_off, cpu_on, calls) = paired?;
+    println!(
+        "paired ({calls} calls each, alternating per connection): server CPU per call off {cpu_off:.1} us, on {cpu_on:.1} us: auth + metrics cost {:+.1}%",
+        (cpu_on / cpu_off - 1.0) * 100.0
+    );
     Ok(())
+}
+
+/// The two servers' CPU time per call (us) while each connection sends one
+/// native call to `a`, then one to `b`, and so on, for `duration`; and the
+/// number of calls each got.
+async fn paired_cpu(
+    (a, a_pid): (&str, u32),
+    (b, b_pid): (&str, u32),
+    connections: usize,
+    duration: Duration,
+) -> anyhow::Result<(f64, f64, u64)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let pairs = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..connections {
+        let mut conns = [
+            Conn::open(a, Surface::Native).await?,
+            Conn::open(b, Surface::Native).await?,
+        ];
+        for c in &mut conns {
+            c.call().await?; // warm
+        }
+        let (stop, pairs) = (stop.clone(), pairs.clone());
+        tasks.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                for c in &mut conns {
+                    c.call().await?;
+                }
+                pairs.fetch_add(1, Ordering::Relaxed);
+            }
+            anyhow::Ok(())
+        }));
+    }
+    let (a_before, b_before) = (cpu_seconds(a_pid)?, cpu_seconds(b_pid)?);
+    let counted = pairs.load(Ordering::Relaxed);
+    tokio::time::sleep(duration).await;
+    let calls = pairs.load(Ordering::Relaxed) - counted;
+    let (a_cpu, b_cpu) = (
+        cpu_seconds(a_pid)? - a_before,
+        cpu_seconds(b_pid)? - b_before,
+    );
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await??;
+    }
+    anyhow::ensure!(calls > 0, "no call succeeded");
+    let per_call = |cpu: f64| cpu / calls as f64 * 1e6;
+    Ok((per_call(a_cpu), per_call(b_cpu), calls))
 }
 
 /// User + system CPU time of a process so far, from `/proc/<pid>/stat`.
