@@ -17,8 +17,9 @@
 //!    and cached load, a trivial call's latency and fuel.
 //!
 //! `toolhost-bench [invoke|auth|hotload|nodes|languages]` runs one part; no
-//! argument runs all (`auth`: the cost of caller auth + metrics alone). `toolhost-bench soak` (`make soak`) is separate: `SOAK_MINUTES`
-//! (default 10) of mixed load (see [`soak`]).
+//! argument runs all (`auth`: the cost of caller auth + metrics alone).
+//! `toolhost-bench soak` (`make soak`) is separate: `SOAK_MINUTES` (default
+//! 10) of mixed load (see [`soak`]).
 //! Bounded: each load phase runs `BENCH_SECONDS` (default 10) and only targets
 //! 127.0.0.1. Settings: BENCH_SECONDS, BENCH_CONNECTIONS (50), BENCH_SAMPLES
 //! (5000), BENCH_SWAPS (20), BENCH_CONFIG (a server config file, to compare

@@ -221,14 +221,24 @@ async fn sequential(addr: &str, surface: Surface, samples: usize) -> anyhow::Res
     Ok((p50, p99))
 }
 
-/// Load with `connections` connections for `duration`: requests/s and the
-/// median and p99 latency of the calls.
+/// What a [`load`] phase measured.
+struct Load {
+    /// Requests/s.
+    rate: f64,
+    p50: f64,
+    p99: f64,
+    /// Calls that succeeded.
+    calls: usize,
+}
+
+/// Load with `connections` connections for `duration`: requests/s, the
+/// median and p99 latency of the calls, and how many there were.
 async fn load(
     addr: &str,
     surface: Surface,
     connections: usize,
     duration: Duration,
-) -> anyhow::Result<(f64, f64, f64)> {
+) -> anyhow::Result<Load> {
     let stop = Arc::new(AtomicBool::new(false));
     let errors = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
@@ -263,9 +273,15 @@ async fn load(
         println!("  ({errors} failed requests)");
     }
     anyhow::ensure!(!times.is_empty(), "no call succeeded");
-    let rate = times.len() as f64 / elapsed.as_secs_f64();
+    let calls = times.len();
+    let rate = calls as f64 / elapsed.as_secs_f64();
     let (p50, _, p99, _) = percentiles(&mut times);
-    Ok((rate, p50, p99))
+    Ok(Load {
+        rate,
+        p50,
+        p99,
+        calls,
+    })
 }
 
 /// Median of `POST /get_cookie`, each on a fresh connection like XAgent's
@@ -286,9 +302,10 @@ async fn get_cookie(addr: &str, samples: usize) -> anyhow::Result<(f64, f64)> {
     Ok((percentiles(&mut fresh).0, percentiles(&mut kept).0))
 }
 
-/// Native invoke throughput with caller auth and metrics off, then on:
-/// `plain` and `secured` are two servers on the same plugins (started by the
-/// caller), measured in turn, twice each.
+/// The cost of caller auth and metrics on native invoke: `plain` (off) and
+/// `secured` (on) are two servers on the same plugins (started by the caller,
+/// each with its pid), measured in turn over alternating rounds (throughput
+/// and the server's CPU time per call), then paired (see [`paired_cpu`]).
 pub(crate) async fn auth_metrics_cost(
     (plain, plain_pid): (&str, u32),
     (secured, secured_pid): (&str, u32),
@@ -321,14 +338,12 @@ pub(crate) async fn auth_metrics_cost(
         let (mut a, mut b, mut cpu_a, mut cpu_b) = (0.0, 0.0, 0.0, 0.0);
         for (addr, pid) in order {
             let before = cpu_seconds(pid)?;
-            let started = Instant::now();
-            let rate = load(addr, Surface::Native, connections, duration).await?.0;
-            let calls = rate * started.elapsed().as_secs_f64();
-            let per_call_us = (cpu_seconds(pid)? - before) / calls * 1e6;
+            let measured = load(addr, Surface::Native, connections, duration).await?;
+            let per_call_us = (cpu_seconds(pid)? - before) / measured.calls as f64 * 1e6;
             if addr == plain {
-                (a, cpu_a) = (rate, per_call_us);
+                (a, cpu_a) = (measured.rate, per_call_us);
             } else {
-                (b, cpu_b) = (rate, per_call_us);
+                (b, cpu_b) = (measured.rate, per_call_us);
             }
         }
         println!(
@@ -341,12 +356,12 @@ pub(crate) async fn auth_metrics_cost(
     }
     set_token(None);
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    let median = |v: &mut Vec<f64>| {
+    let median_of = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         (v[ROUNDS / 2 - 1] + v[ROUNDS / 2]) / 2.0
     };
-    let cpu_median = median(&mut cpu_costs);
-    let median = median(&mut costs);
+    let median = median_of(&mut costs);
+    let cpu_median = median_of(&mut cpu_costs);
     println!(
         "off (no token, [server] metrics = false): {:>9.0} req/s (mean)",
         mean(&off)
@@ -361,7 +376,7 @@ pub(crate) async fn auth_metrics_cost(
         costs[ROUNDS - 1]
     );
     println!(
-        "server CPU per call, on vs off: median +{cpu_median:.1}% (rounds {:+.1}% .. {:+.1}%)",
+        "server CPU per call, on vs off: median {cpu_median:+.1}% (rounds {:+.1}% .. {:+.1}%)",
         cpu_costs[0],
         cpu_costs[ROUNDS - 1]
     );
@@ -482,16 +497,18 @@ pub(crate) async fn run(
         "\n== per surface under load: {connections} connections, {ROUNDS} interleaved rounds of {:.1} s each (means) ==",
         slice.as_secs_f64()
     );
-    let (health, _, _) = load(addr, Surface::Health, connections, duration).await?;
+    let health = load(addr, Surface::Health, connections, duration)
+        .await?
+        .rate;
     println!("{:<22} {health:>9.0} req/s", Surface::Health.name());
     let mut sums = surfaces.map(|_| (0.0, 0.0, 0.0));
     for round in 0..ROUNDS {
         for k in 0..surfaces.len() {
             let i = (k + round) % surfaces.len();
-            let (rate, p50, p99) = load(addr, surfaces[i], connections, slice).await?;
-            sums[i].0 += rate;
-            sums[i].1 += p50;
-            sums[i].2 += p99;
+            let measured = load(addr, surfaces[i], connections, slice).await?;
+            sums[i].0 += measured.rate;
+            sums[i].1 += measured.p50;
+            sums[i].2 += measured.p99;
         }
     }
     let mut rates = Vec::new();
