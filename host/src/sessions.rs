@@ -143,6 +143,11 @@ impl Sessions {
         self.lock().get(id).cloned()
     }
 
+    /// How long a session may stay unused before it is closed.
+    pub fn idle_timeout(&self) -> Duration {
+        self.idle
+    }
+
     pub fn len(&self) -> usize {
         self.lock().len()
     }

@@ -25,29 +25,52 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            let status = rejection.status();
-            if is_deadline(&rejection) {
-                ApiError::new(
-                    StatusCode::REQUEST_TIMEOUT,
-                    "invalid_input",
-                    "the request body did not arrive in time",
-                )
-            } else if status == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    status,
-                    "invalid_input",
-                    "the request body is over the size limit",
-                )
-            } else {
-                ApiError::new(
-                    status,
-                    "invalid_input",
-                    format!("cannot read the request body: {rejection}"),
-                )
-            }
-        })?;
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(|rejection| read_error(rejection.status(), &rejection))?;
         parse(&bytes).map(JsonBody)
+    }
+}
+
+/// A whole body of at most `limit` bytes, its failures as [`JsonBody`]'s.
+pub async fn read_bytes(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, limit).await.map_err(|e| {
+        let mut source = std::error::Error::source(&e);
+        let mut too_large = false;
+        while let Some(s) = source {
+            too_large |= s.is::<http_body_util::LengthLimitError>();
+            source = s.source();
+        }
+        let status = if too_large {
+            StatusCode::PAYLOAD_TOO_LARGE
+        } else {
+            StatusCode::BAD_REQUEST
+        };
+        read_error(status, &e)
+    })
+}
+
+/// A body that could not be read: 408 when its time ran out, 413 over the
+/// size limit, else `status`.
+fn read_error(status: StatusCode, error: &(dyn std::error::Error + 'static)) -> ApiError {
+    if is_deadline(error) {
+        ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "invalid_input",
+            "the request body did not arrive in time",
+        )
+    } else if status == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            status,
+            "invalid_input",
+            "the request body is over the size limit",
+        )
+    } else {
+        ApiError::new(
+            status,
+            "invalid_input",
+            format!("cannot read the request body: {error}"),
+        )
     }
 }
 

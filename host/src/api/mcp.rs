@@ -21,13 +21,18 @@
 //!   toolhost session (workspace, Docker nodes), closed when the MCP session
 //!   ends; a stateless request (2026-07-28) without it gets a session of its own
 //!   that ends with the request.
-//! - Answers: a session's request-wise SSE stream is sent whole when the call
-//!   ends within [`COALESCE_WINDOW`] ([`coalesce_sse`]); a stateless request
-//!   that emits nothing before its result is answered with plain JSON.
+//! - Answers: a plain `tools/call` (no progress token) is answered by
+//!   [`direct`] without rmcp's per-request machinery, in the same shape; a
+//!   session's request-wise SSE stream is sent whole when the call ends
+//!   within [`COALESCE_WINDOW`] ([`coalesce_sse`]); a stateless request that
+//!   emits nothing before its result is answered with plain JSON.
+
+mod direct;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::Router;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::request::Parts;
@@ -58,31 +63,75 @@ use crate::dispatch::{CallOptions, CallOutput};
 use crate::sessions::{Session, SessionError};
 use crate::tool::{CallError, Content, Progress};
 
-/// The `/mcp` service: one [`McpHandler`] per MCP session (or per stateless
-/// request). `shutdown` ends every session and stream, so a graceful shutdown
-/// does not wait on open SSE streams.
-pub fn service(
+/// `/mcp`: rmcp's service, one [`McpHandler`] per MCP session (or per
+/// stateless request), behind the [`direct`] answers and [`coalesce_sse`].
+/// `shutdown` ends every session and stream, so a graceful shutdown does not
+/// wait on open SSE streams. MCP sessions unused for the toolhost session
+/// idle timeout are closed.
+pub fn router(
     state: AppState,
     max_body_bytes: usize,
     allowed_hosts: Option<Vec<String>>,
     shutdown: CancellationToken,
-) -> StreamableHttpService<McpHandler, LocalSessionManager> {
+) -> Router<AppState> {
+    let direct = direct::Direct::new(state.clone(), max_body_bytes, allowed_hosts.as_deref());
     // `json_response`: a stateless (2026-07-28) request whose handler sends
     // nothing before its result is answered with plain JSON, not an SSE
     // stream; one with progress notifications still gets a stream.
     let mut config = StreamableHttpServerConfig::default()
-        .with_cancellation_token(shutdown)
+        .with_cancellation_token(shutdown.clone())
         .with_max_request_body_bytes(max_body_bytes)
         .with_json_response(true);
     config = match allowed_hosts {
         Some(hosts) => config.with_allowed_hosts(hosts),
         None => config.disable_allowed_hosts(),
     };
-    StreamableHttpService::new(
-        move || Ok(McpHandler::new(state.clone())),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    )
+    // Idle sessions are closed by the sweeper, which also sees the requests
+    // answered directly.
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = None;
+    let manager = Arc::new(manager);
+    direct::spawn_sweeper(
+        direct.clone(),
+        manager.clone(),
+        state.dispatcher.sessions().idle_timeout(),
+        shutdown,
+    );
+    let service = {
+        let direct = direct.clone();
+        StreamableHttpService::new(
+            move || Ok(McpHandler::new(state.clone(), direct.clone())),
+            manager,
+            config,
+        )
+    };
+    Router::new()
+        .route_service("/mcp", Shared(Arc::new(service)))
+        .layer(axum::middleware::from_fn(coalesce_sse))
+        .layer(axum::middleware::from_fn_with_state(direct, direct::answer))
+}
+
+/// rmcp's service behind an `Arc`: the middleware clone the service they
+/// wrap for every request, and a clone of rmcp's copies its whole config.
+#[derive(Clone)]
+struct Shared(Arc<StreamableHttpService<McpHandler, LocalSessionManager>>);
+
+impl tower::Service<Request> for Shared {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let service = self.0.clone();
+        Box::pin(async move { Ok(service.handle(request).await.map(Body::new)) })
+    }
 }
 
 /// How long a POST's SSE answer is held back so that it goes out in one
@@ -150,17 +199,23 @@ pub async fn coalesce_sse(request: Request, next: Next) -> Response {
 /// The MCP server of one MCP session.
 pub struct McpHandler {
     state: AppState,
-    /// The toolhost session this MCP session created, closed when it ends.
-    own_session: Mutex<Option<Arc<Session>>>,
+    direct: Arc<direct::Direct>,
+    /// What this MCP session shares with its direct answers: its own
+    /// toolhost session, closed when it ends.
+    link: Arc<direct::Link>,
+    /// The MCP session's id, once it is known to the direct answers.
+    registered: Mutex<Option<String>>,
     /// Forwards catalog changes as `notifications/tools/list_changed`.
     list_changed: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl McpHandler {
-    fn new(state: AppState) -> Self {
+    fn new(state: AppState, direct: Arc<direct::Direct>) -> Self {
         McpHandler {
             state,
-            own_session: Mutex::new(None),
+            direct,
+            link: Arc::default(),
+            registered: Mutex::new(None),
             list_changed: Mutex::new(None),
         }
     }
@@ -168,29 +223,13 @@ impl McpHandler {
     /// The toolhost session of a request: the one its `X-Toolhost-Session`
     /// header names, else this MCP session's own.
     fn session(&self, context: &RequestContext<RoleServer>) -> Result<Arc<Session>, McpError> {
-        let sessions = self.state.dispatcher.sessions();
         let pinned = context
             .extensions
             .get::<Parts>()
             .and_then(|parts| parts.headers.get(SESSION_HEADER));
-        if let Some(id) = pinned {
-            let id = id.to_str().unwrap_or("\u{0}");
-            return sessions
-                .open(Some(id))
-                .map(|(s, _)| s)
-                .map_err(session_error);
-        }
-        let mut own = self.own_session.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(s) = own.as_ref() {
-            // Marks it used (and re-creates it if it was closed meanwhile).
-            let (s, _) = sessions.open(Some(s.id())).map_err(session_error)?;
-            *own = Some(s.clone());
-            return Ok(s);
-        }
-        let (s, _) = sessions.open(None).map_err(session_error)?;
-        tracing::debug!(session = s.id(), "MCP: new toolhost session");
-        *own = Some(s.clone());
-        Ok(s)
+        self.link
+            .session(self.state.dispatcher.sessions(), pinned)
+            .map_err(session_error)
     }
 }
 
@@ -204,9 +243,18 @@ impl Drop for McpHandler {
         {
             task.abort();
         }
-        let own = self
-            .own_session
+        if let Some(id) = self
+            .registered
             .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            self.direct.unregister(&id);
+        }
+        let own = self
+            .link
+            .own
+            .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
         if let Some(session) = own {
@@ -279,24 +327,17 @@ impl ServerHandler for McpHandler {
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.as_ref();
         if self.state.dispatcher.catalog().get(name).is_none() {
-            return Err(McpError::invalid_params(
-                format!("unknown tool `{name}`"),
-                Some(json!({"kind": "not_found"})),
-            ));
+            return Err(unknown_tool(name));
         }
         let session = self.session(&context)?;
         let input = Value::Object(request.arguments.unwrap_or_default());
 
         let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<Progress>();
         let token = context.meta.get_progress_token();
-        let options = CallOptions {
-            progress: token.is_some().then_some(progress_tx),
-            ..CallOptions::default()
-        };
-        let dispatcher = &self.state.dispatcher;
+        let progress = token.is_some().then_some(progress_tx);
         // Boxed: rmcp moves the handler's future around (into a task of its
         // own per request), and the wasm call's future is large.
-        let call = Box::pin(dispatcher.dispatch(&session, name, input, options));
+        let call = Box::pin(call(&self.state, &session, name, input, progress));
         // Progress goes out while the call runs, and all of it before the
         // result: the forwarder ends when the call drops its sender.
         let forward = async {
@@ -315,26 +356,25 @@ impl ServerHandler for McpHandler {
                 }
             }
         };
-        let result = tokio::select! {
-            (result, ()) = async { tokio::join!(call, forward) } => result,
+        tokio::select! {
+            (result, ()) = async { tokio::join!(call, forward) } => result.map(CallToolResponse::from),
             () = context.ct.cancelled() => {
                 tracing::info!(tool = name, session = session.id(), "MCP: call cancelled by the client");
-                return Err(McpError::internal_error("the call was cancelled", None));
+                Err(McpError::internal_error("the call was cancelled", None))
             }
-        };
-        Ok(match result {
-            Ok(out) => CallToolResponse::from(success(&out)),
-            Err(CallError::NotFound(_)) => {
-                return Err(McpError::invalid_params(
-                    format!("unknown tool `{name}`"),
-                    Some(json!({"kind": "not_found"})),
-                ));
-            }
-            Err(e) => CallToolResponse::from(failure(&e)),
-        })
+        }
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // From now on the session's plain calls can be answered directly.
+        let headers = context.extensions.get::<Parts>().map(|p| &p.headers);
+        let header = |name: &str| headers.and_then(|h| h.get(name)?.to_str().ok());
+        if let (Some(id), Some(version)) =
+            (header("mcp-session-id"), header("mcp-protocol-version"))
+        {
+            self.direct.register(id, version, &self.link);
+            *self.registered.lock().unwrap_or_else(|e| e.into_inner()) = Some(id.to_owned());
+        }
         // Session mode: the standalone stream carries list_changed.
         let mut changes = self.state.dispatcher.catalog().subscribe();
         changes.mark_unchanged();
@@ -383,6 +423,37 @@ impl ServerHandler for McpHandler {
                 return Ok(());
             }
         }
+    }
+}
+
+fn unknown_tool(name: &str) -> McpError {
+    McpError::invalid_params(
+        format!("unknown tool `{name}`"),
+        Some(json!({"kind": "not_found"})),
+    )
+}
+
+/// A call through dispatch as an MCP result (`isError` for tool failures);
+/// `Err` only for a tool that is gone.
+async fn call(
+    state: &AppState,
+    session: &Arc<Session>,
+    name: &str,
+    input: Value,
+    progress: Option<mpsc::UnboundedSender<Progress>>,
+) -> Result<CallToolResult, McpError> {
+    let options = CallOptions {
+        progress,
+        ..CallOptions::default()
+    };
+    match state
+        .dispatcher
+        .dispatch(session, name, input, options)
+        .await
+    {
+        Ok(out) => Ok(success(&out)),
+        Err(CallError::NotFound(_)) => Err(unknown_tool(name)),
+        Err(e) => Ok(failure(&e)),
     }
 }
 

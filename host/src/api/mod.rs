@@ -63,15 +63,12 @@ pub fn router(
     callers: Option<Arc<auth::CallerAuth>>,
 ) -> Router {
     let max_body_bytes = limits.max_body_bytes;
-    let mcp = mcp::service(
+    let mcp = mcp::router(
         state.clone(),
         max_body_bytes,
         mcp_allowed_hosts,
         state.shutdown.clone(),
     );
-    let mcp = Router::new()
-        .route_service("/mcp", mcp)
-        .layer(axum::middleware::from_fn(mcp::coalesce_sse));
     let router = Router::new()
         .merge(mcp)
         .merge(native::routes())

@@ -279,67 +279,407 @@ fn progress_reaches_the_client_before_the_result() {
     assert!(answer.notifications("notifications/progress").is_empty());
 }
 
-/// A fast call's SSE answer leaves in one piece (a `Content-Length`, no
-/// chunks); a slow call's stream still starts at once, its events as they
-/// come.
+/// A session's plain call is answered directly: with JSON when it is fast
+/// (a `Content-Length`, one piece; rmcp would answer with a stream), with a
+/// stream that starts at once when it is slow. A call with a progress token
+/// goes through rmcp: its SSE answer, when fast, also leaves in one piece.
 #[test]
 fn fast_answers_leave_in_one_piece_and_slow_ones_still_stream() {
     let s = server();
     let mut c = McpClient::new(&s);
     c.initialize("2025-11-25");
-    let call = |id: i64, tool: &str, arguments: Value| {
-        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-               "params": {"name": tool, "arguments": arguments}})
-        .to_string()
+    let call = |id: i64, tool: &str, arguments: Value, meta: Option<Value>| {
+        let mut params = json!({"name": tool, "arguments": arguments});
+        if let Some(meta) = meta {
+            params["_meta"] = meta;
+        }
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string()
     };
-    let fast = c
-        .post()
-        .body(call(1, "calc_evaluate", json!({"expression": "1+1"})))
-        .send()
-        .unwrap();
-    let content_type = fast.headers()["content-type"].to_str().unwrap().to_owned();
-    assert!(
-        content_type.starts_with("text/event-stream"),
-        "{content_type}"
-    );
-    assert!(
-        fast.headers().get("content-length").is_some(),
-        "a fast answer is sent whole: {:?}",
-        fast.headers()
-    );
-    let answer = toolhost_e2e::mcp::read(fast);
-    assert_eq!(
-        answer.response(1).unwrap()["result"]["structuredContent"]["value"],
-        2.0,
-        "{}",
-        answer.text
-    );
+    let content_type =
+        |r: &reqwest::blocking::Response| r.headers()["content-type"].to_str().unwrap().to_owned();
+    for (id, meta, expected) in [
+        (1, None, "application/json"),
+        (2, Some(json!({"progressToken": "p"})), "text/event-stream"),
+    ] {
+        let fast = c
+            .post()
+            .body(call(
+                id,
+                "calc_evaluate",
+                json!({"expression": "1+1"}),
+                meta,
+            ))
+            .send()
+            .unwrap();
+        assert!(
+            content_type(&fast).starts_with(expected),
+            "{}",
+            content_type(&fast)
+        );
+        assert!(
+            fast.headers().get("content-length").is_some(),
+            "a fast answer is sent whole: {:?}",
+            fast.headers()
+        );
+        let answer = toolhost_e2e::mcp::read(fast);
+        assert_eq!(
+            answer.response(id).unwrap()["result"]["structuredContent"]["value"],
+            2.0,
+            "{}",
+            answer.text
+        );
+        // 2025-11-25 results have no `resultType` (rmcp strips it for them).
+        assert!(
+            answer.response(id).unwrap()["result"]
+                .get("resultType")
+                .is_none()
+        );
+    }
 
     let started = Instant::now();
     let mut slow = c
         .post()
-        .body(call(2, "hostile_sleep", json!({"ms": 1500})))
+        .body(call(3, "hostile_sleep", json!({"ms": 1500}), None))
         .send()
         .unwrap();
     let head_after = started.elapsed();
+    assert!(content_type(&slow).starts_with("text/event-stream"));
     assert!(
         slow.headers().get("content-length").is_none(),
         "{:?}",
         slow.headers()
     );
-    // The first event (the priming one) comes before the call's end.
+    // The first bytes (a comment) come before the call's end.
     let mut first = [0u8; 64];
     let n = std::io::Read::read(&mut slow, &mut first).unwrap();
     let first_after = started.elapsed();
-    assert!(n > 0 && first.starts_with(b"data:"), "{:?}", &first[..n]);
+    assert!(n > 0 && first.starts_with(b":"), "{:?}", &first[..n]);
     assert!(
         head_after < Duration::from_secs(1) && first_after < Duration::from_secs(1),
         "the stream started after {head_after:?} / {first_after:?}, not when the call ended"
     );
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut slow, &mut rest).unwrap();
-    assert!(rest.contains(r#""id":2"#), "{rest}");
+    let data = toolhost_e2e::mcp::sse_data(&rest);
+    let message: Value = serde_json::from_str(&data[0]).unwrap();
+    assert_eq!(message["id"], 3, "{rest}");
+    assert_eq!(message["result"]["isError"], false, "{rest}");
     assert!(started.elapsed() >= Duration::from_millis(1500));
+}
+
+/// Calls answered directly get the same answers as rmcp gives them, errors
+/// and refusals included: the same requests go to a server with the direct
+/// answers off (`TOOLHOST_MCP_DIRECT=0`), and the answers are compared.
+#[test]
+fn direct_answers_match_rmcps() {
+    let plugins = || {
+        PluginsDir::new()
+            .add("calc", "calc")
+            .add("files", "files")
+            .add("hostile", "hostile")
+    };
+    let direct = Server::start(plugins());
+    let rmcp = Server::start_env(plugins(), None, &[("TOOLHOST_MCP_DIRECT", "0")]).unwrap();
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "toolhost-e2e", "version": "0"}
+    });
+    let calc = json!({"name": "calc_evaluate", "arguments": {"expression": "6*7"}});
+    let with_meta = |mut params: Value, meta: &Value| {
+        params["_meta"] = meta.clone();
+        params
+    };
+    let mut no_info = meta.clone();
+    no_info
+        .as_object_mut()
+        .unwrap()
+        .remove("io.modelcontextprotocol/clientInfo");
+    let stateless_headers = |name: &str| {
+        vec![
+            ("mcp-protocol-version", "2026-07-28".to_owned()),
+            ("mcp-method", "tools/call".to_owned()),
+            ("mcp-name", name.to_owned()),
+        ]
+    };
+    // (what, headers to add (a value "" removes the header), params)
+    type Case = (&'static str, Vec<(&'static str, String)>, Value);
+    let stateless: Vec<Case> = vec![
+        (
+            "call",
+            stateless_headers("calc_evaluate"),
+            with_meta(calc.clone(), &meta),
+        ),
+        (
+            "tool error",
+            stateless_headers("hostile_fail"),
+            with_meta(json!({"name": "hostile_fail", "arguments": {}}), &meta),
+        ),
+        (
+            "bad arguments",
+            stateless_headers("calc_evaluate"),
+            with_meta(
+                json!({"name": "calc_evaluate", "arguments": {"expr": "1"}}),
+                &meta,
+            ),
+        ),
+        (
+            "unknown tool",
+            stateless_headers("nope"),
+            with_meta(json!({"name": "nope", "arguments": {}}), &meta),
+        ),
+        (
+            "Mcp-Name mismatch",
+            stateless_headers("other"),
+            with_meta(calc.clone(), &meta),
+        ),
+        (
+            "no Mcp-Method",
+            vec![
+                ("mcp-protocol-version", "2026-07-28".to_owned()),
+                ("mcp-name", "calc_evaluate".to_owned()),
+            ],
+            with_meta(calc.clone(), &meta),
+        ),
+        (
+            "no clientInfo",
+            stateless_headers("calc_evaluate"),
+            with_meta(calc.clone(), &no_info),
+        ),
+        ("no _meta", stateless_headers("calc_evaluate"), calc.clone()),
+        (
+            "version mismatch",
+            {
+                let mut h = stateless_headers("calc_evaluate");
+                h[0].1 = "2025-11-25".to_owned();
+                h
+            },
+            with_meta(calc.clone(), &meta),
+        ),
+        (
+            "JSON only",
+            {
+                let mut h = stateless_headers("calc_evaluate");
+                h.push(("accept", "application/json".to_owned()));
+                h
+            },
+            with_meta(calc.clone(), &meta),
+        ),
+        (
+            "foreign Host",
+            {
+                let mut h = stateless_headers("calc_evaluate");
+                h.push(("host", "evil.example".to_owned()));
+                h
+            },
+            with_meta(calc.clone(), &meta),
+        ),
+        (
+            "Origin",
+            {
+                let mut h = stateless_headers("calc_evaluate");
+                h.push(("origin", "http://evil.example".to_owned()));
+                h
+            },
+            with_meta(calc.clone(), &meta),
+        ),
+        (
+            "bad X-Toolhost-Session",
+            {
+                let mut h = stateless_headers("calc_evaluate");
+                h.push(("x-toolhost-session", "../etc".to_owned()));
+                h
+            },
+            with_meta(calc.clone(), &meta),
+        ),
+        (
+            "arguments not an object",
+            stateless_headers("calc_evaluate"),
+            with_meta(json!({"name": "calc_evaluate", "arguments": [1]}), &meta),
+        ),
+    ];
+    let session: Vec<Case> = vec![
+        ("call", vec![], calc.clone()),
+        (
+            "tool error",
+            vec![],
+            json!({"name": "hostile_fail", "arguments": {}}),
+        ),
+        (
+            "unknown tool",
+            vec![],
+            json!({"name": "nope", "arguments": {}}),
+        ),
+        (
+            "another known version",
+            vec![("mcp-protocol-version", "2025-06-18".to_owned())],
+            calc.clone(),
+        ),
+        ("a version in _meta", vec![], with_meta(calc.clone(), &meta)),
+        (
+            "pinned session",
+            vec![("x-toolhost-session", "pinned-1".to_owned())],
+            calc.clone(),
+        ),
+        (
+            "bad X-Toolhost-Session",
+            vec![("x-toolhost-session", "../etc".to_owned())],
+            calc.clone(),
+        ),
+        (
+            "unknown MCP session",
+            vec![("mcp-session-id", "no-such-session".to_owned())],
+            calc.clone(),
+        ),
+    ];
+    let ask = |client: &McpClient, headers: &[(&str, String)], params: &Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params});
+        let mut request = client.post().body(body.to_string()).build().unwrap();
+        // The case's headers replace the client's.
+        for (k, v) in headers {
+            let name = reqwest::header::HeaderName::from_bytes(k.as_bytes()).unwrap();
+            request.headers_mut().insert(name, v.parse().unwrap());
+        }
+        let answer = toolhost_e2e::mcp::read(client.http.execute(request).unwrap());
+        let mut messages = answer.messages;
+        for m in &mut messages {
+            if let Some(meta) = m
+                .pointer_mut("/result/_meta")
+                .and_then(Value::as_object_mut)
+            {
+                meta.remove("toolhost/elapsed_ms");
+            }
+        }
+        (answer.status, messages, answer.text)
+    };
+    let stateless_clients = (McpClient::new(&direct), McpClient::new(&rmcp));
+    for (what, headers, params) in &stateless {
+        let a = ask(&stateless_clients.0, headers, params);
+        let b = ask(&stateless_clients.1, headers, params);
+        assert_eq!(
+            (a.0, &a.1),
+            (b.0, &b.1),
+            "stateless, {what}:\n{}\n{}",
+            a.2,
+            b.2
+        );
+    }
+    let (mut c1, mut c2) = (McpClient::new(&direct), McpClient::new(&rmcp));
+    c1.initialize("2025-11-25");
+    c2.initialize("2025-11-25");
+    for (what, headers, params) in &session {
+        let a = ask(&c1, headers, params);
+        let b = ask(&c2, headers, params);
+        assert_eq!(
+            (a.0, &a.1),
+            (b.0, &b.1),
+            "session, {what}:\n{}\n{}",
+            a.2,
+            b.2
+        );
+    }
+    // Direct and rmcp-served calls of a session share its toolhost session:
+    // a file written by one (direct) is read by the other (a progress token
+    // sends it through rmcp).
+    let w = c1.call(20, "files_write", json!({"path": "a.txt", "content": "x"}));
+    assert_eq!(w["result"]["isError"], false, "{w}");
+    let r = c1.request(
+        21,
+        "tools/call",
+        json!({"name": "files_read", "arguments": {"path": "a.txt"},
+               "_meta": {"progressToken": "r"}}),
+    );
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert!(r["result"].to_string().contains('x'), "{r}");
+}
+
+/// An MCP session in use stays open, its calls answered directly or not;
+/// one unused for the session idle timeout is closed (404 after).
+#[test]
+fn idle_mcp_sessions_are_closed_and_busy_ones_are_not() {
+    let config = "[sessions]\nidle_timeout_s = 2\nreap_interval_s = 1\n";
+    let s = Server::start_with(PluginsDir::new().add("calc", "calc"), Some(config)).unwrap();
+    let mut c = McpClient::new(&s);
+    c.initialize("2025-11-25");
+    let started = Instant::now();
+    let mut id = 1;
+    while started.elapsed() < Duration::from_secs(5) {
+        let r = c.call(id, "calc_evaluate", json!({"expression": "1+1"}));
+        assert_eq!(
+            r["result"]["isError"],
+            false,
+            "after {:?}: {r}",
+            started.elapsed()
+        );
+        id += 1;
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // Idle for 2 s, found within the next 1 s sweep: closed.
+    std::thread::sleep(Duration::from_millis(4500));
+    let answer = c.send(&json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+        "params": {"name": "calc_evaluate", "arguments": {"expression": "1"}}}));
+    assert_eq!(
+        answer.status, 404,
+        "an idle MCP session is closed: {}",
+        answer.text
+    );
+}
+
+/// A client that goes away mid-call stops it, stateless or in a session
+/// (whose slow answers are streams): the sandbox is torn down, so the call
+/// is never counted.
+#[test]
+fn a_client_that_goes_away_stops_its_call() {
+    let s = server();
+    let mut c = McpClient::new(&s);
+    c.initialize("2025-11-25");
+    let impatient = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_millis(400))
+        .build()
+        .unwrap();
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "toolhost-e2e", "version": "0"}
+    });
+    let call = |id: i64, meta: Option<&Value>| {
+        let mut params = json!({"name": "hostile_sleep", "arguments": {"ms": 2500}});
+        if let Some(meta) = meta {
+            params["_meta"] = meta.clone();
+        }
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string()
+    };
+    // Stateless.
+    let gone = impatient
+        .post(s.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "hostile_sleep")
+        .body(call(1, Some(&meta)))
+        .send()
+        .and_then(|r| r.text());
+    assert!(gone.is_err(), "{gone:?}");
+    // In a session: the answer is a stream; the client reads a little, then
+    // goes away.
+    let mut r = c
+        .post()
+        .timeout(Duration::from_millis(400))
+        .body(call(2, None))
+        .send()
+        .unwrap();
+    let mut rest = String::new();
+    assert!(std::io::Read::read_to_string(&mut r, &mut rest).is_err());
+    drop(r);
+    std::thread::sleep(Duration::from_millis(3000));
+    let (_, tool) = s.get("/tools/hostile_sleep");
+    assert_eq!(tool["stats"]["call_count"], 0, "{tool}");
+    // A call seen to its end is counted.
+    let ok = c.call(3, "hostile_sleep", json!({"ms": 10}));
+    assert_eq!(ok["result"]["isError"], false, "{ok}");
+    let (_, tool) = s.get("/tools/hostile_sleep");
+    assert_eq!(tool["stats"]["call_count"], 1, "{tool}");
 }
 
 #[test]

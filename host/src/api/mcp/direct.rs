@@ -1,0 +1,584 @@
+//! Direct answers to plain `tools/call` requests on `/mcp`.
+//!
+//! rmcp serves a request by running a service for it: for a stateless
+//! (2026-07-28) request a whole one is built, its serve loop spawned, and the
+//! handler, its response and the loop's end each get a task; a session's
+//! request goes through the session's worker and comes back as an SSE stream.
+//! That costs about as much CPU again as the call itself (see `tests/README.md`,
+//! the surfaces bench). The middleware here answers the one request agents
+//! send over and over, a `tools/call` without progress, itself: the body is
+//! parsed into rmcp's [`ClientJsonRpcMessage`], the call runs through the same
+//! [`super::call`] as in [`super::McpHandler`], and the answer is rmcp's
+//! [`ServerJsonRpcMessage`], shaped for the protocol version as rmcp's
+//! handler shapes it. No JSON-RPC is written by hand.
+//!
+//! Everything else goes on to rmcp untouched, and so does any request the
+//! checks here are not sure of: they are stricter than rmcp's own (a
+//! disallowed or odd `Host`, an `Origin`, `Accept` with parameters, any
+//! `Mcp-Param-*` header, a version or `_meta` that is not exactly as expected,
+//! a progress token, an unknown tool, an unknown MCP session...), so rmcp
+//! gives every error answer, and a request is never accepted here that rmcp
+//! would refuse. `TOOLHOST_MCP_DIRECT=0` turns the direct answers off (tests
+//! compare both ways).
+//!
+//! Sessions: an MCP session is known here once its client sent
+//! `notifications/initialized` (with its `MCP-Protocol-Version`); its calls
+//! use the same toolhost session as its rmcp-served requests ([`Link`]).
+//! `notifications/cancelled` for a call answered here cancels it (and goes on
+//! to rmcp too). As rmcp's session worker no longer sees every request, its
+//! idle timeout is off; [`spawn_sweeper`] closes MCP sessions unused for the
+//! toolhost session idle timeout instead.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use rmcp::model::{
+    CallToolRequestMethod, CallToolRequestParams, ClientJsonRpcMessage, ClientNotification,
+    JsonRpcVersion2_0, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage,
+    ServerResult,
+};
+use rmcp::transport::streamable_http_server::SessionManager as _;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::super::AppState;
+use super::super::body::read_bytes;
+use super::super::native::SESSION_HEADER;
+use crate::sessions::{Session, Sessions, is_valid_session_id};
+
+const MCP_SESSION_ID: &str = "mcp-session-id";
+const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
+const MCP_METHOD: &str = "mcp-method";
+const MCP_NAME: &str = "mcp-name";
+
+/// How long a session's call may take and still be answered with plain
+/// JSON; a slower one gets an SSE stream at once (keep-alive comments, then
+/// the answer), as rmcp's session answers are streams.
+const JSON_WINDOW: Duration = Duration::from_millis(20);
+
+/// Comments on a slow call's stream, so that proxies keep it open.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The shared state of the direct answers.
+pub struct Direct {
+    state: AppState,
+    enabled: bool,
+    max_body_bytes: usize,
+    /// Normalized (lower case, no brackets); `None` accepts any `Host`.
+    allowed_hosts: Option<Vec<String>>,
+    /// MCP sessions past their handshake, by `Mcp-Session-Id`.
+    sessions: Mutex<HashMap<String, Arc<Link>>>,
+    epoch: Instant,
+}
+
+/// What an MCP session's rmcp handler and its direct answers share.
+#[derive(Default)]
+pub struct Link {
+    /// The toolhost session the MCP session created, closed when it ends.
+    pub(super) own: Mutex<Option<Arc<Session>>>,
+    /// The protocol version the session negotiated.
+    version: OnceLock<String>,
+    /// Milliseconds since [`Direct::epoch`] of the last request.
+    last_used_ms: AtomicU64,
+    /// Calls answered directly, by JSON-RPC id: cancelled by
+    /// `notifications/cancelled`.
+    running: Mutex<HashMap<RequestId, CancellationToken>>,
+}
+
+impl Link {
+    /// The toolhost session of a request: the one `pinned` (its
+    /// `X-Toolhost-Session`) names, else the MCP session's own, made on first
+    /// use and opened again (marked used) on every call.
+    pub(super) fn session(
+        &self,
+        sessions: &Sessions,
+        pinned: Option<&HeaderValue>,
+    ) -> Result<Arc<Session>, crate::sessions::SessionError> {
+        if let Some(id) = pinned {
+            let id = id.to_str().unwrap_or("\u{0}");
+            return sessions.open(Some(id)).map(|(s, _)| s);
+        }
+        let mut own = self.own.lock().unwrap_or_else(|e| e.into_inner());
+        let id = own.as_ref().map(|s| s.id().to_owned());
+        let (s, created) = sessions.open(id.as_deref())?;
+        if created && id.is_none() {
+            tracing::debug!(session = s.id(), "MCP: new toolhost session");
+        }
+        *own = Some(s.clone());
+        Ok(s)
+    }
+}
+
+impl Direct {
+    pub fn new(
+        state: AppState,
+        max_body_bytes: usize,
+        allowed_hosts: Option<&[String]>,
+    ) -> Arc<Self> {
+        let enabled = std::env::var("TOOLHOST_MCP_DIRECT").map_or(true, |v| v != "0");
+        Arc::new(Direct {
+            state,
+            enabled,
+            max_body_bytes,
+            allowed_hosts: allowed_hosts
+                .map(|hosts| hosts.iter().map(|h| normalize_host(h)).collect()),
+            sessions: Mutex::new(HashMap::new()),
+            epoch: Instant::now(),
+        })
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Link>>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// MCP session `id` finished its handshake with `version`: its calls can
+    /// be answered here. Versions from 2026-07-28 on are left to rmcp.
+    pub(super) fn register(&self, id: &str, version: &str, link: &Arc<Link>) {
+        let known = ProtocolVersion::KNOWN_VERSIONS
+            .iter()
+            .any(|v| v.as_str() == version);
+        if !known || version >= ProtocolVersion::V_2026_07_28.as_str() {
+            return;
+        }
+        if link.version.set(version.to_owned()).is_err() {
+            return; // initialized twice: the first one stands
+        }
+        link.last_used_ms.store(self.now_ms(), Ordering::Relaxed);
+        self.lock().insert(id.to_owned(), link.clone());
+    }
+
+    pub(super) fn unregister(&self, id: &str) {
+        self.lock().remove(id);
+    }
+
+    fn link(&self, id: &str) -> Option<Arc<Link>> {
+        self.lock().get(id).cloned()
+    }
+
+    /// Whether the request's `Host` is one rmcp accepts for sure.
+    fn host_allowed(&self, headers: &HeaderMap) -> bool {
+        let Some(allowed) = &self.allowed_hosts else {
+            return true;
+        };
+        let Some(host) = single(headers, header::HOST) else {
+            return false;
+        };
+        let Ok(authority) = axum::http::uri::Authority::try_from(host) else {
+            return false;
+        };
+        let host = normalize_host(authority.host());
+        allowed.contains(&host)
+    }
+
+    /// How a POST would be answered here, judging by its headers alone.
+    fn mode(&self, headers: &HeaderMap) -> Option<Mode> {
+        if headers.contains_key(header::ORIGIN)
+            || !self.host_allowed(headers)
+            || !is_json(headers)
+            || !accepts_json_and_sse(headers)
+            || headers.keys().any(|k| k.as_str().starts_with("mcp-param-"))
+        {
+            return None;
+        }
+        let length: usize = single(headers, header::CONTENT_LENGTH)?.parse().ok()?;
+        if length > self.max_body_bytes {
+            return None;
+        }
+        if let Some(pinned) = headers.get(SESSION_HEADER)
+            && !pinned.to_str().is_ok_and(is_valid_session_id)
+        {
+            return None;
+        }
+        let version = single(headers, MCP_PROTOCOL_VERSION)?;
+        match single(headers, MCP_SESSION_ID) {
+            None if !headers.contains_key(MCP_SESSION_ID)
+                && version == ProtocolVersion::V_2026_07_28.as_str() =>
+            {
+                Some(Mode::Stateless)
+            }
+            Some(id) => {
+                let link = self.link(id)?;
+                (link.version.get().map(String::as_str) == Some(version))
+                    .then(|| Mode::Session(link))
+            }
+            None => None,
+        }
+    }
+}
+
+/// How a request is answered here.
+enum Mode {
+    /// 2026-07-28, no session: the version and capabilities are in `_meta`.
+    Stateless,
+    /// A request of a known MCP session (up to 2025-11-25).
+    Session(Arc<Link>),
+}
+
+/// The middleware of `/mcp`: answers what it can, passes on the rest.
+pub async fn answer(State(direct): State<Arc<Direct>>, request: Request, next: Next) -> Response {
+    let session_id = request
+        .headers()
+        .get(MCP_SESSION_ID)
+        .and_then(|v| v.to_str().ok());
+    if let Some(id) = session_id {
+        if request.method() == Method::DELETE {
+            // Closed from now on, before rmcp's worker has wound down.
+            direct.unregister(id);
+        } else if let Some(link) = direct.link(id) {
+            link.last_used_ms.store(direct.now_ms(), Ordering::Relaxed);
+        }
+    }
+    if request.method() != Method::POST || !direct.enabled {
+        return next.run(request).await;
+    }
+    let Some(mode) = direct.mode(request.headers()) else {
+        return next.run(request).await;
+    };
+    let (parts, body) = request.into_parts();
+    let bytes = match read_bytes(body, direct.max_body_bytes).await {
+        Ok(bytes) => bytes,
+        Err(e) => return e.into_response(),
+    };
+    let pass_on =
+        |parts: Parts, bytes: Bytes| next.run(Request::from_parts(parts, Body::from(bytes)));
+    // A `tools/call` is parsed as one straight away: rmcp's parse of any
+    // message tries each kind in turn and buffers the body's parts for each,
+    // which costs as much as the rest of what is done here.
+    match serde_json::from_slice::<CallMessage>(&bytes) {
+        Ok(CallMessage {
+            jsonrpc: JsonRpcVersion2_0,
+            id,
+            method: CallToolRequestMethod,
+            params,
+        }) => {
+            if !direct.meta_ok(params.meta.as_ref(), &mode)
+                || !direct.can_call(&parts.headers, &params, &mode)
+            {
+                return pass_on(parts, bytes).await;
+            }
+            direct.call(parts, id, params, mode).await
+        }
+        Err(_) => {
+            if let Mode::Session(link) = &mode
+                && let Ok(ClientJsonRpcMessage::Notification(note)) =
+                    serde_json::from_slice::<ClientJsonRpcMessage>(&bytes)
+                && let ClientNotification::CancelledNotification(cancel) = &note.notification
+                && let Some(id) = &cancel.params.request_id
+            {
+                let running = link.running.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(token) = running.get(id) {
+                    token.cancel();
+                }
+            }
+            // rmcp answers the rest (and cancels what it runs).
+            pass_on(parts, bytes).await
+        }
+    }
+}
+
+/// A JSON-RPC `tools/call` request, of rmcp's types (which check the
+/// `jsonrpc` and `method` values); `_meta` is in `params.meta`.
+#[derive(serde::Deserialize)]
+struct CallMessage {
+    jsonrpc: JsonRpcVersion2_0,
+    id: RequestId,
+    method: CallToolRequestMethod,
+    params: CallToolRequestParams,
+}
+
+impl Direct {
+    /// Whether a request's `_meta` is one to answer here: no progress token
+    /// (progress needs rmcp's stream); stateless, exactly the 2026-07-28
+    /// version with all it requires; in a session, no version of its own.
+    fn meta_ok(&self, meta: Option<&RequestMetaObject>, mode: &Mode) -> bool {
+        let Some(meta) = meta else {
+            return matches!(mode, Mode::Session(_));
+        };
+        if meta.get_progress_token().is_some() {
+            return false;
+        }
+        match mode {
+            Mode::Stateless => {
+                let v2026 = ProtocolVersion::V_2026_07_28;
+                meta.protocol_version().as_ref() == Some(&v2026)
+                    && meta.missing_required_keys(&v2026).is_empty()
+            }
+            Mode::Session(_) => meta.protocol_version().is_none(),
+        }
+    }
+
+    /// Whether the call, with its headers, is one to answer here.
+    fn can_call(&self, headers: &HeaderMap, params: &CallToolRequestParams, mode: &Mode) -> bool {
+        if params.input_responses.is_some() || params.request_state.is_some() {
+            return false;
+        }
+        let name = params.name.as_ref();
+        if self.state.dispatcher.catalog().get(name).is_none() {
+            return false; // rmcp gives the error
+        }
+        match mode {
+            Mode::Stateless => {
+                single(headers, MCP_METHOD) == Some("tools/call")
+                    && single(headers, MCP_NAME) == Some(name)
+            }
+            Mode::Session(_) => true,
+        }
+    }
+
+    /// Run the call and answer it.
+    async fn call(
+        self: &Arc<Self>,
+        parts: Parts,
+        id: RequestId,
+        params: CallToolRequestParams,
+        mode: Mode,
+    ) -> Response {
+        let sessions = self.state.dispatcher.sessions();
+        let pinned = parts.headers.get(SESSION_HEADER);
+        let (session, temporary) = match &mode {
+            Mode::Session(link) => (link.session(sessions, pinned), false),
+            Mode::Stateless => match pinned {
+                Some(_) => (Link::default().session(sessions, pinned), false),
+                // A session of its own that ends with the request, even
+                // when the client goes away before the answer.
+                None => (sessions.open(None).map(|(s, _)| s), true),
+            },
+        };
+        let _temporary = temporary.then(|| Temporary(self.clone(), session.as_ref().ok().cloned()));
+        let session = match session {
+            Ok(s) => s,
+            Err(e) => {
+                let message = ServerJsonRpcMessage::error(super::session_error(e), Some(id));
+                return json_answer(&message);
+            }
+        };
+        let name = params.name.to_string();
+        let input = Value::Object(params.arguments.unwrap_or_default());
+        let state = self.state.clone();
+        let call = {
+            let session = session.clone();
+            async move { super::call(&state, &session, &name, input, None).await }
+        };
+        match mode {
+            Mode::Stateless => {
+                let result = call.await;
+                let mut message = answer_of(id, result, false);
+                if let ServerJsonRpcMessage::Response(r) = &mut message {
+                    r.result.fill_missing_cache_hints();
+                }
+                json_answer(&message)
+            }
+            Mode::Session(link) => session_answer(link, id, session, call).await,
+        }
+    }
+}
+
+/// A session's call: answered with JSON if it ends within [`JSON_WINDOW`],
+/// else with an SSE stream that starts at once. The call can be cancelled
+/// (`notifications/cancelled`); it is dropped, and so stopped, when the
+/// client goes away.
+async fn session_answer<F>(
+    link: Arc<Link>,
+    id: RequestId,
+    session: Arc<Session>,
+    call: F,
+) -> Response
+where
+    F: Future<Output = Result<rmcp::model::CallToolResult, rmcp::ErrorData>> + Send + 'static,
+{
+    let token = CancellationToken::new();
+    link.running
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(id.clone(), token.clone());
+    let guard = Running {
+        link,
+        id: id.clone(),
+    };
+    let mut call = Box::pin(async move {
+        let result = tokio::select! {
+            result = call => result,
+            () = token.cancelled() => {
+                tracing::info!(session = session.id(), "MCP: call cancelled by the client");
+                Err(rmcp::ErrorData::internal_error("the call was cancelled", None))
+            }
+        };
+        drop(guard);
+        answer_of(id, result, true)
+    });
+    let window = tokio::time::sleep(JSON_WINDOW);
+    tokio::select! {
+        biased;
+        message = &mut call => return json_answer(&message),
+        () = window => {}
+    }
+    let event = futures::stream::once(async move {
+        let message = call.await;
+        Event::default().json_data(&message)
+    });
+    let first = futures::stream::once(async { Ok(Event::default().comment("call running")) });
+    Sse::new(futures::StreamExt::chain(first, event))
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response()
+}
+
+/// Takes a call off its session's running calls when it ends or is dropped.
+struct Running {
+    link: Arc<Link>,
+    id: RequestId,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.link
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+    }
+}
+
+/// The JSON-RPC answer to a call, shaped as rmcp's handler shapes it.
+fn answer_of(
+    id: RequestId,
+    result: Result<rmcp::model::CallToolResult, rmcp::ErrorData>,
+    legacy: bool,
+) -> ServerJsonRpcMessage {
+    match result {
+        Ok(result) => {
+            let mut result = ServerResult::CallToolResult(result);
+            if legacy {
+                result.strip_result_type_for_legacy_peer();
+                result.strip_non_object_output_for_legacy_peer();
+            }
+            ServerJsonRpcMessage::response(result, id)
+        }
+        Err(e) => ServerJsonRpcMessage::error(e, Some(id)),
+    }
+}
+
+fn json_answer(message: &ServerJsonRpcMessage) -> Response {
+    match serde_json::to_vec(message) {
+        Ok(body) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "MCP: cannot serialize an answer");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}
+
+/// Closes a stateless request's own toolhost session when the request ends.
+struct Temporary(Arc<Direct>, Option<Arc<Session>>);
+
+impl Drop for Temporary {
+    fn drop(&mut self) {
+        let Some(session) = self.1.take() else { return };
+        let id = session.id().to_owned();
+        drop(session);
+        if let Err(e) = self.0.state.dispatcher.sessions().close(&id) {
+            tracing::warn!(session = %id, error = %e, "MCP: could not delete a request's workspace");
+        }
+    }
+}
+
+/// The one value of header `name`, if there is exactly one and it is text.
+fn single(headers: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
+    let mut values = headers.get_all(name).iter();
+    let value = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    value.to_str().ok()
+}
+
+fn normalize_host(host: &str) -> String {
+    host.trim_matches(['[', ']']).to_ascii_lowercase()
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    single(headers, header::CONTENT_TYPE).is_some_and(|v| {
+        let essence = v.split_once(';').map_or(v, |(essence, _)| essence);
+        essence.trim().eq_ignore_ascii_case("application/json")
+    })
+}
+
+/// `Accept` lists both JSON and SSE, without parameters (a `q=0` would
+/// exclude one: such requests are left to rmcp).
+fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
+    let Some(accept) = single(headers, header::ACCEPT) else {
+        return false;
+    };
+    if accept.contains(';') {
+        return false;
+    }
+    let mut json = false;
+    let mut sse = false;
+    for media in accept.split(',').map(str::trim) {
+        json |= media.eq_ignore_ascii_case("application/json");
+        sse |= media.eq_ignore_ascii_case("text/event-stream");
+    }
+    json && sse
+}
+
+/// Close MCP sessions unused for `idle` (rmcp's own idle timeout is off, as
+/// directly answered requests do not reach its session worker). A session
+/// that never finished its handshake is closed `idle` after it was first
+/// seen here.
+pub fn spawn_sweeper(
+    direct: Arc<Direct>,
+    manager: Arc<LocalSessionManager>,
+    idle: Duration,
+    shutdown: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let every = (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    tokio::spawn(async move {
+        let mut first_seen: HashMap<rmcp::transport::streamable_http_server::SessionId, u64> =
+            HashMap::new();
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = shutdown.cancelled() => return,
+            }
+            let ids: Vec<_> = manager.sessions.read().await.keys().cloned().collect();
+            first_seen.retain(|id, _| ids.contains(id));
+            let now = direct.now_ms();
+            let idle_ms = idle.as_millis() as u64;
+            for id in ids {
+                let last = match direct.link(&id) {
+                    Some(link) => link.last_used_ms.load(Ordering::Relaxed),
+                    None => *first_seen.entry(id.clone()).or_insert(now),
+                };
+                if now.saturating_sub(last) > idle_ms {
+                    tracing::info!(session = %id, "MCP: closing an idle session");
+                    direct.unregister(&id);
+                    if let Err(e) = manager.close_session(&id).await {
+                        tracing::warn!(session = %id, error = %e, "MCP: cannot close an idle session");
+                    }
+                }
+            }
+        }
+    })
+}
