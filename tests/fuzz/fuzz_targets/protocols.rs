@@ -1,4 +1,6 @@
 //! Request decoding of the XAgent protocol and MCP: any body to each route.
+//! `/mcp` twice: as rmcp sees it, and with the headers of a 2026-07-28
+//! `tools/call`, so the body reaches the direct answers' parse first.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -32,6 +34,7 @@ const ROUTES: &[&str] = &[
     "/download_file",
     "/get_available_tools",
     "/mcp",
+    "/mcp?direct",
 ];
 
 fuzz_target!(|data: &[u8]| {
@@ -39,13 +42,21 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let path = ROUTES[*pick as usize % ROUTES.len()];
-    let headers: &[(&str, &str)] = if path == "/mcp" {
-        &[
+    let length = body.len().to_string();
+    let headers: &[(&str, &str)] = match path {
+        "/mcp" => &[
             ("accept", "application/json, text/event-stream"),
             ("content-type", "application/json"),
-        ]
-    } else {
-        &[("content-type", "application/json"), ("cookie", cookie())]
+        ],
+        "/mcp?direct" => &[
+            ("accept", "application/json, text/event-stream"),
+            ("content-type", "application/json"),
+            ("content-length", &length),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "calc_evaluate"),
+        ],
+        _ => &[("content-type", "application/json"), ("cookie", cookie())],
     };
     let (status, answer) = post(path, headers, body.to_vec());
     check(path, status, &answer);
