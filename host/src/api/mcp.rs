@@ -335,9 +335,7 @@ impl ServerHandler for McpHandler {
         let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<Progress>();
         let token = context.meta.get_progress_token();
         let progress = token.is_some().then_some(progress_tx);
-        // Boxed: rmcp moves the handler's future around (into a task of its
-        // own per request), and the wasm call's future is large.
-        let call = Box::pin(call(&self.state, &session, name, input, progress));
+        let call = call(&self.state, &session, name, input, progress);
         // Progress goes out while the call runs, and all of it before the
         // result: the forwarder ends when the call drops its sender.
         let forward = async {
@@ -446,12 +444,11 @@ async fn call(
         progress,
         ..CallOptions::default()
     };
-    match state
-        .dispatcher
-        .dispatch(session, name, input, options)
-        .await
-    {
-        Ok(out) => Ok(success(&out)),
+    // Boxed here, once: the wasm call's future is large, and the futures
+    // around this one are moved (into select!s, tasks, boxes) on their way.
+    let dispatch = Box::pin(state.dispatcher.dispatch(session, name, input, options));
+    match dispatch.await {
+        Ok(out) => Ok(success(out)),
         Err(CallError::NotFound(_)) => Err(unknown_tool(name)),
         Err(e) => Ok(failure(&e)),
     }
@@ -459,15 +456,20 @@ async fn call(
 
 /// A successful call as an MCP result. A result that is one JSON value is
 /// also `structuredContent` (what `outputSchema` describes).
-fn success(out: &CallOutput) -> CallToolResult {
+fn success(out: CallOutput) -> CallToolResult {
     let mut result = CallToolResult::success(out.content.iter().map(block).collect());
-    if let [Content::Json(v)] = out.content.as_slice() {
-        result.structured_content = Some(v.clone());
+    if let [Content::Json(_)] = out.content.as_slice()
+        && let Some(Content::Json(v)) = out.content.into_iter().next()
+    {
+        result.structured_content = Some(v);
     }
-    result.meta = Some(meta(json!({
-        "toolhost/version": out.version,
-        "toolhost/elapsed_ms": out.elapsed.as_secs_f64() * 1000.0,
-    })));
+    let mut meta = MetaObject::new();
+    meta.insert("toolhost/version".into(), Value::String(out.version));
+    meta.insert(
+        "toolhost/elapsed_ms".into(),
+        json!(out.elapsed.as_secs_f64() * 1000.0),
+    );
+    result.meta = Some(meta);
     result
 }
 

@@ -5,7 +5,8 @@
 //! 2. Over loopback HTTP against the real binary (see [`surfaces`]): the same
 //!    call through the native API, XAgent's protocol and MCP: sequential
 //!    latency, then requests/s and p99 under load, against a bare
-//!    `GET /health`; and the median of XAgent's `POST /get_cookie`.
+//!    `GET /health`; the median of XAgent's `POST /get_cookie`; and each
+//!    surface's server CPU time per call, paired (a server per surface).
 //!
 //! 3. Hot loading (see [`hotload`]): swap latency and cold start with 20
 //!    plugins, compile cache cold vs warm.
@@ -16,8 +17,9 @@
 //! 5. Plugin languages (see [`languages`]): per language, component size, cold
 //!    and cached load, a trivial call's latency and fuel.
 //!
-//! `toolhost-bench [invoke|auth|hotload|nodes|languages]` runs one part; no
-//! argument runs all (`auth`: the cost of caller auth + metrics alone).
+//! `toolhost-bench [invoke|auth|paired|hotload|nodes|languages]` runs one
+//! part; no argument runs all (`auth`: the cost of caller auth + metrics
+//! alone; `paired`: the surfaces' CPU time per call, paired, alone).
 //! `toolhost-bench soak` (`make soak`) is separate: `SOAK_MINUTES` (default
 //! 10) of mixed load (see [`soak`]).
 //! Bounded: each load phase runs `BENCH_SECONDS` (default 10) and only targets
@@ -88,6 +90,9 @@ async fn main() -> anyhow::Result<()> {
     for f in ["calc.wasm", "calc.toml"] {
         std::fs::copy(plugins.join(f), calc_only.path().join(f))?;
     }
+    if part == "paired" {
+        return paired(calc_only.path(), connections, seconds).await;
+    }
     if part != "auth" {
         println!("== in-process dispatch of calc_evaluate (no HTTP) ==");
         in_process(calc_only.path(), samples).await?;
@@ -101,6 +106,8 @@ async fn main() -> anyhow::Result<()> {
         )
         .await?;
         drop(server);
+
+        paired(calc_only.path(), connections, seconds).await?;
     }
 
     // The cost of caller auth + metrics on the same call.
@@ -325,4 +332,18 @@ impl Drop for ServerProcess {
         // Graceful: the server removes its Docker nodes on SIGTERM.
         toolhost_e2e::stop_gracefully(&mut self.child, Duration::from_secs(15));
     }
+}
+
+/// The surfaces' cost paired: a server per surface (see
+/// [`surfaces::paired_surfaces`]).
+async fn paired(plugins: &Path, connections: usize, seconds: u64) -> anyhow::Result<()> {
+    let servers = surfaces::SURFACES
+        .iter()
+        .map(|_| ServerProcess::start(plugins))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let targets: Vec<_> = servers
+        .iter()
+        .map(|s| (s.addr.as_str(), s.child.id()))
+        .collect();
+    surfaces::paired_surfaces(&targets, connections, Duration::from_secs(seconds)).await
 }

@@ -387,14 +387,17 @@ pub(crate) async fn auth_metrics_cost(
     // like with like.
     set_token(Some(token));
     let paired = paired_cpu(
-        (plain, plain_pid),
-        (secured, secured_pid),
+        &[
+            (plain, plain_pid, Surface::Native),
+            (secured, secured_pid, Surface::Native),
+        ],
         connections,
         duration * ROUNDS as u32,
     )
     .await;
     set_token(None);
-    let (cpu_off, cpu_on, calls) = paired?;
+    let (cpu, calls) = paired?;
+    let (cpu_off, cpu_on) = (cpu[0], cpu[1]);
     println!(
         "paired ({calls} calls each, alternating per connection): server CPU per call off {cpu_off:.1} us, on {cpu_on:.1} us: auth + metrics cost {:+.1}%",
         (cpu_on / cpu_off - 1.0) * 100.0
@@ -402,52 +405,88 @@ pub(crate) async fn auth_metrics_cost(
     Ok(())
 }
 
-/// The two servers' CPU time per call (us) while each connection sends one
-/// native call to `a`, then one to `b`, and so on, for `duration`; and the
-/// number of calls each got.
+/// The servers' CPU time per call (us) while each connection sends one call
+/// to each target in turn (a server and the surface to call it by), for
+/// `duration`; and the number of calls each got.
 async fn paired_cpu(
-    (a, a_pid): (&str, u32),
-    (b, b_pid): (&str, u32),
+    targets: &[(&str, u32, Surface)],
     connections: usize,
     duration: Duration,
-) -> anyhow::Result<(f64, f64, u64)> {
+) -> anyhow::Result<(Vec<f64>, u64)> {
     let stop = Arc::new(AtomicBool::new(false));
-    let pairs = Arc::new(AtomicU64::new(0));
+    let turns = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for _ in 0..connections {
-        let mut conns = [
-            Conn::open(a, Surface::Native).await?,
-            Conn::open(b, Surface::Native).await?,
-        ];
-        for c in &mut conns {
+        let mut conns = Vec::with_capacity(targets.len());
+        for &(addr, _, surface) in targets {
+            let mut c = Conn::open(addr, surface).await?;
             c.call().await?; // warm
+            conns.push(c);
         }
-        let (stop, pairs) = (stop.clone(), pairs.clone());
+        let (stop, turns) = (stop.clone(), turns.clone());
         tasks.push(tokio::spawn(async move {
             while !stop.load(Ordering::Relaxed) {
                 for c in &mut conns {
                     c.call().await?;
                 }
-                pairs.fetch_add(1, Ordering::Relaxed);
+                turns.fetch_add(1, Ordering::Relaxed);
             }
             anyhow::Ok(())
         }));
     }
-    let (a_before, b_before) = (cpu_seconds(a_pid)?, cpu_seconds(b_pid)?);
-    let counted = pairs.load(Ordering::Relaxed);
+    let cpu = || -> anyhow::Result<Vec<f64>> {
+        targets
+            .iter()
+            .map(|&(_, pid, _)| cpu_seconds(pid))
+            .collect()
+    };
+    let before = cpu()?;
+    let counted = turns.load(Ordering::Relaxed);
     tokio::time::sleep(duration).await;
-    let calls = pairs.load(Ordering::Relaxed) - counted;
-    let (a_cpu, b_cpu) = (
-        cpu_seconds(a_pid)? - a_before,
-        cpu_seconds(b_pid)? - b_before,
-    );
+    let calls = turns.load(Ordering::Relaxed) - counted;
+    let after = cpu()?;
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
         t.await??;
     }
     anyhow::ensure!(calls > 0, "no call succeeded");
-    let per_call = |cpu: f64| cpu / calls as f64 * 1e6;
-    Ok((per_call(a_cpu), per_call(b_cpu), calls))
+    let per_call = before
+        .iter()
+        .zip(&after)
+        .map(|(b, a)| (a - b) / calls as f64 * 1e6)
+        .collect();
+    Ok((per_call, calls))
+}
+
+/// What each surface costs the server, paired: each on a server of its own
+/// (`servers`, in the order of [`SURFACES`]), every connection calling them
+/// in turn, so all get the same calls under the same conditions at every
+/// moment, whatever else the machine does. Throughput under load depends on
+/// the client's share of the cores too; this does not.
+pub(crate) async fn paired_surfaces(
+    servers: &[(&str, u32)],
+    connections: usize,
+    duration: Duration,
+) -> anyhow::Result<()> {
+    println!(
+        "\n== paired: each surface on a server of its own, each of {connections} connections calling all in turn, {} s ==",
+        duration.as_secs()
+    );
+    let targets: Vec<_> = servers
+        .iter()
+        .zip(SURFACES)
+        .map(|(&(addr, pid), surface)| (addr, pid, surface))
+        .collect();
+    let (per_call, calls) = paired_cpu(&targets, connections, duration).await?;
+    let cheapest = per_call.iter().cloned().fold(f64::MAX, f64::min);
+    for (surface, us) in SURFACES.iter().zip(&per_call) {
+        println!(
+            "{:<22} server CPU per call {us:>5.1} us, {:+5.1}% vs the cheapest ({calls} calls each)",
+            surface.name(),
+            (us / cheapest - 1.0) * 100.0
+        );
+    }
+    Ok(())
 }
 
 /// User + system CPU time of a process so far, from `/proc/<pid>/stat`.
@@ -472,18 +511,21 @@ fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     Ok(ticks / 100.0)
 }
 
+/// The surfaces a call can go through, compared in [`run`].
+pub(crate) const SURFACES: [Surface; 4] = [
+    Surface::Native,
+    Surface::XAgent,
+    Surface::Mcp,
+    Surface::McpStateless,
+];
+
 pub(crate) async fn run(
     addr: &str,
     samples: usize,
     connections: usize,
     duration: Duration,
 ) -> anyhow::Result<()> {
-    let surfaces = [
-        Surface::Native,
-        Surface::XAgent,
-        Surface::Mcp,
-        Surface::McpStateless,
-    ];
+    let surfaces = SURFACES;
     println!("\n== one calc_evaluate call per surface: {samples} sequential on 1 connection ==");
     for s in surfaces {
         let (p50, p99) = sequential(addr, s, samples).await?;

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -57,10 +57,12 @@ use super::super::body::read_bytes;
 use super::super::native::SESSION_HEADER;
 use crate::sessions::{Session, Sessions, is_valid_session_id};
 
-const MCP_SESSION_ID: &str = "mcp-session-id";
-const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
-const MCP_METHOD: &str = "mcp-method";
-const MCP_NAME: &str = "mcp-name";
+// Header names made once: a `&str` name is parsed again at every lookup.
+const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+const TOOLHOST_SESSION: HeaderName = HeaderName::from_static(SESSION_HEADER);
 
 /// How long a session's call may take and still be answered with plain
 /// JSON; a slower one gets an SSE stream at once (keep-alive comments, then
@@ -181,12 +183,13 @@ impl Direct {
         let Ok(authority) = axum::http::uri::Authority::try_from(host) else {
             return false;
         };
-        let host = normalize_host(authority.host());
-        allowed.contains(&host)
+        let host = authority.host().trim_matches(['[', ']']);
+        allowed.iter().any(|a| a.eq_ignore_ascii_case(host))
     }
 
-    /// How a POST would be answered here, judging by its headers alone.
-    fn mode(&self, headers: &HeaderMap) -> Option<Mode> {
+    /// How a POST would be answered here, judging by its headers alone;
+    /// `link`: its MCP session's, if known.
+    fn mode(&self, headers: &HeaderMap, link: Option<Arc<Link>>) -> Option<Mode> {
         if headers.contains_key(header::ORIGIN)
             || !self.host_allowed(headers)
             || !is_json(headers)
@@ -199,22 +202,22 @@ impl Direct {
         if length > self.max_body_bytes {
             return None;
         }
-        if let Some(pinned) = headers.get(SESSION_HEADER)
+        if let Some(pinned) = headers.get(&TOOLHOST_SESSION)
             && !pinned.to_str().is_ok_and(is_valid_session_id)
         {
             return None;
         }
-        let version = single(headers, MCP_PROTOCOL_VERSION)?;
-        match single(headers, MCP_SESSION_ID) {
-            None if !headers.contains_key(MCP_SESSION_ID)
+        let version = single(headers, &MCP_PROTOCOL_VERSION)?;
+        match single(headers, &MCP_SESSION_ID) {
+            None if !headers.contains_key(&MCP_SESSION_ID)
                 && version == ProtocolVersion::V_2026_07_28.as_str() =>
             {
                 Some(Mode::Stateless)
             }
-            Some(id) => {
-                let link = self.link(id)?;
+            Some(_) => {
+                let link = link?;
                 (link.version.get().map(String::as_str) == Some(version))
-                    .then(|| Mode::Session(link))
+                    .then_some(Mode::Session(link))
             }
             None => None,
         }
@@ -233,20 +236,22 @@ enum Mode {
 pub async fn answer(State(direct): State<Arc<Direct>>, request: Request, next: Next) -> Response {
     let session_id = request
         .headers()
-        .get(MCP_SESSION_ID)
+        .get(&MCP_SESSION_ID)
         .and_then(|v| v.to_str().ok());
+    let mut link = None;
     if let Some(id) = session_id {
         if request.method() == Method::DELETE {
             // Closed from now on, before rmcp's worker has wound down.
             direct.unregister(id);
-        } else if let Some(link) = direct.link(id) {
-            link.last_used_ms.store(direct.now_ms(), Ordering::Relaxed);
+        } else if let Some(known) = direct.link(id) {
+            known.last_used_ms.store(direct.now_ms(), Ordering::Relaxed);
+            link = Some(known);
         }
     }
     if request.method() != Method::POST || !direct.enabled {
         return next.run(request).await;
     }
-    let Some(mode) = direct.mode(request.headers()) else {
+    let Some(mode) = direct.mode(request.headers(), link) else {
         return next.run(request).await;
     };
     let (parts, body) = request.into_parts();
@@ -333,8 +338,8 @@ impl Direct {
         }
         match mode {
             Mode::Stateless => {
-                single(headers, MCP_METHOD) == Some("tools/call")
-                    && single(headers, MCP_NAME) == Some(name)
+                single(headers, &MCP_METHOD) == Some("tools/call")
+                    && single(headers, &MCP_NAME) == Some(name)
             }
             Mode::Session(_) => true,
         }
@@ -349,7 +354,7 @@ impl Direct {
         mode: Mode,
     ) -> Response {
         let sessions = self.state.dispatcher.sessions();
-        let pinned = parts.headers.get(SESSION_HEADER);
+        let pinned = parts.headers.get(&TOOLHOST_SESSION);
         let (session, temporary) = match &mode {
             Mode::Session(link) => (link.session(sessions, pinned), false),
             Mode::Stateless => match pinned {
