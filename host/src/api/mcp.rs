@@ -364,13 +364,13 @@ impl ServerHandler for McpHandler {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        // From now on the session's plain calls can be answered directly.
+        // From now on the session's plain calls can be answered directly,
+        // and its requests keep it from the idle sweep.
         let headers = context.extensions.get::<Parts>().map(|p| &p.headers);
         let header = |name: &str| headers.and_then(|h| h.get(name)?.to_str().ok());
-        if let (Some(id), Some(version)) =
-            (header("mcp-session-id"), header("mcp-protocol-version"))
-        {
-            self.direct.register(id, version, &self.link);
+        if let Some(id) = header("mcp-session-id") {
+            self.direct
+                .register(id, header("mcp-protocol-version"), &self.link);
             *self.registered.lock().unwrap_or_else(|e| e.into_inner()) = Some(id.to_owned());
         }
         // Session mode: the standalone stream carries list_changed.

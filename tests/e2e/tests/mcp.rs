@@ -599,30 +599,59 @@ fn direct_answers_match_rmcps() {
 fn idle_mcp_sessions_are_closed_and_busy_ones_are_not() {
     let config = "[sessions]\nidle_timeout_s = 2\nreap_interval_s = 1\n";
     let s = Server::start_with(PluginsDir::new().add("calc", "calc"), Some(config)).unwrap();
-    let mut c = McpClient::new(&s);
-    c.initialize("2025-11-25");
+    // One session answered directly, one whose `initialized` came without a
+    // version header: its calls all go through rmcp (SSE answers).
+    let mut direct = McpClient::new(&s);
+    direct.initialize("2025-11-25");
+    let mut via_rmcp = McpClient::new(&s);
+    let init = via_rmcp.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "toolhost-e2e", "version": "0"}}}));
+    let session = init.session.expect("a session id");
+    let ack = via_rmcp
+        .http
+        .post(s.url("/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header(toolhost_e2e::mcp::SESSION_ID, &session)
+        .body(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string())
+        .send()
+        .unwrap();
+    assert!(ack.status().is_success(), "{ack:?}");
+    via_rmcp.session = Some(session);
+    let call = |c: &McpClient, id: i64| {
+        c.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "calc_evaluate", "arguments": {"expression": "1+1"}}}))
+    };
     let started = Instant::now();
     let mut id = 1;
     while started.elapsed() < Duration::from_secs(5) {
-        let r = c.call(id, "calc_evaluate", json!({"expression": "1+1"}));
-        assert_eq!(
-            r["result"]["isError"],
-            false,
-            "after {:?}: {r}",
-            started.elapsed()
-        );
+        for (c, sse) in [(&direct, false), (&via_rmcp, true)] {
+            let answer = call(c, id);
+            let r = answer
+                .response(id)
+                .unwrap_or_else(|| panic!("after {:?}: {}", started.elapsed(), answer.text));
+            assert_eq!(r["result"]["isError"], false, "{r}");
+            assert_eq!(
+                answer.text.starts_with("data:") || answer.text.starts_with("id:"),
+                sse,
+                "{}",
+                answer.text
+            );
+        }
         id += 1;
         std::thread::sleep(Duration::from_millis(300));
     }
     // Idle for 2 s, found within the next 1 s sweep: closed.
     std::thread::sleep(Duration::from_millis(4500));
-    let answer = c.send(&json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
-        "params": {"name": "calc_evaluate", "arguments": {"expression": "1"}}}));
-    assert_eq!(
-        answer.status, 404,
-        "an idle MCP session is closed: {}",
-        answer.text
-    );
+    for c in [&direct, &via_rmcp] {
+        let answer = call(c, 99);
+        assert_eq!(
+            answer.status, 404,
+            "an idle MCP session is closed: {}",
+            answer.text
+        );
+    }
 }
 
 /// A client that goes away mid-call stops it, stateless or in a session

@@ -22,8 +22,9 @@
 //! compare both ways).
 //!
 //! Sessions: an MCP session is known here once its client sent
-//! `notifications/initialized` (with its `MCP-Protocol-Version`); its calls
-//! use the same toolhost session as its rmcp-served requests ([`Link`]).
+//! `notifications/initialized`; its calls are answered here if that came
+//! with an `MCP-Protocol-Version` before 2026-07-28, and use the same
+//! toolhost session as its rmcp-served requests ([`Link`]).
 //! `notifications/cancelled` for a call answered here cancels it (and goes on
 //! to rmcp too). As rmcp's session worker no longer sees every request, its
 //! idle timeout is off; [`spawn_sweeper`] closes MCP sessions unused for the
@@ -148,17 +149,20 @@ impl Direct {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// MCP session `id` finished its handshake with `version`: its calls can
-    /// be answered here. Versions from 2026-07-28 on are left to rmcp.
-    pub(super) fn register(&self, id: &str, version: &str, link: &Arc<Link>) {
-        let known = ProtocolVersion::KNOWN_VERSIONS
-            .iter()
-            .any(|v| v.as_str() == version);
-        if !known || version >= ProtocolVersion::V_2026_07_28.as_str() {
-            return;
-        }
-        if link.version.set(version.to_owned()).is_err() {
-            return; // initialized twice: the first one stands
+    /// MCP session `id` finished its handshake (`version`: the
+    /// `MCP-Protocol-Version` its client sent then, if any). Its requests are
+    /// timed for the idle sweep from now on; its calls are answered here if
+    /// the version is a known one before 2026-07-28 (later ones are left to
+    /// rmcp).
+    pub(super) fn register(&self, id: &str, version: Option<&str>, link: &Arc<Link>) {
+        let eligible = version.filter(|version| {
+            ProtocolVersion::KNOWN_VERSIONS
+                .iter()
+                .any(|v| v.as_str() == *version)
+                && *version < ProtocolVersion::V_2026_07_28.as_str()
+        });
+        if let Some(version) = eligible {
+            let _ = link.version.set(version.to_owned()); // the first one stands
         }
         link.last_used_ms.store(self.now_ms(), Ordering::Relaxed);
         self.lock().insert(id.to_owned(), link.clone());
