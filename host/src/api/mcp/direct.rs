@@ -90,7 +90,8 @@ pub struct Direct {
 pub struct Link {
     /// The toolhost session the MCP session created, closed when it ends.
     pub(super) own: Mutex<Option<Arc<Session>>>,
-    /// The protocol version the session negotiated.
+    /// The protocol version the session negotiated, if its calls can be
+    /// answered here.
     version: OnceLock<String>,
     /// Milliseconds since [`Direct::epoch`] of the last request.
     last_used_ms: AtomicU64,
@@ -113,9 +114,9 @@ impl Link {
             return sessions.open(Some(id)).map(|(s, _)| s);
         }
         let mut own = self.own.lock().unwrap_or_else(|e| e.into_inner());
-        let id = own.as_ref().map(|s| s.id().to_owned());
-        let (s, created) = sessions.open(id.as_deref())?;
-        if created && id.is_none() {
+        let current = own.clone();
+        let (s, created) = sessions.open(current.as_ref().map(|s| s.id()))?;
+        if created && current.is_none() {
             tracing::debug!(session = s.id(), "MCP: new toolhost session");
         }
         *own = Some(s.clone());
