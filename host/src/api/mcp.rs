@@ -37,7 +37,6 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::request::Parts;
 use axum::http::{Method, header};
-use axum::middleware::Next;
 use axum::response::Response;
 use base64::Engine as _;
 use bytes::BytesMut;
@@ -105,18 +104,34 @@ pub fn router(
             config,
         )
     };
-    Router::new()
-        .route_service("/mcp", Shared(Arc::new(service)))
-        .layer(axum::middleware::from_fn(coalesce_sse))
-        .layer(axum::middleware::from_fn_with_state(direct, direct::answer))
+    Router::new().route_service(
+        "/mcp",
+        Mcp {
+            direct,
+            rmcp: Arc::new(service),
+        },
+    )
 }
 
-/// rmcp's service behind an `Arc`: the middleware clone the service they
-/// wrap for every request, and a clone of rmcp's copies its whole config.
-#[derive(Clone)]
-struct Shared(Arc<StreamableHttpService<McpHandler, LocalSessionManager>>);
+type Rmcp = Arc<StreamableHttpService<McpHandler, LocalSessionManager>>;
 
-impl tower::Service<Request> for Shared {
+/// The `/mcp` route: the [`direct`] answers, else rmcp's service with its
+/// SSE answers coalesced ([`coalesce_sse`]). One service rather than layers
+/// (axum clones a route's service and every layer of it for each request),
+/// and rmcp's behind an `Arc` (a clone of it copies its whole config).
+#[derive(Clone)]
+struct Mcp {
+    direct: Arc<direct::Direct>,
+    rmcp: Rmcp,
+}
+
+/// rmcp's answer to a request, coalesced.
+async fn rmcp_answer(rmcp: &Rmcp, request: Request) -> Response {
+    let post = request.method() == Method::POST;
+    coalesce_sse(post, rmcp.handle(request).await.map(Body::new)).await
+}
+
+impl tower::Service<Request> for Mcp {
     type Response = Response;
     type Error = std::convert::Infallible;
     type Future = futures::future::BoxFuture<'static, Result<Response, Self::Error>>;
@@ -129,8 +144,8 @@ impl tower::Service<Request> for Shared {
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        let service = self.0.clone();
-        Box::pin(async move { Ok(service.handle(request).await.map(Body::new)) })
+        let (direct, rmcp) = (self.direct.clone(), self.rmcp.clone());
+        Box::pin(async move { Ok(direct::answer(direct, rmcp, request).await) })
     }
 }
 
@@ -142,7 +157,7 @@ const COALESCE_WINDOW: Duration = Duration::from_millis(20);
 /// the stream is passed on at once.
 const COALESCE_MAX_BYTES: usize = 1 << 20;
 
-/// Middleware of `/mcp`: an SSE answer to a POST (a session's request-wise
+/// rmcp's answer to a request: an SSE answer to a POST (a session's request-wise
 /// stream: a priming event, maybe progress, the result, then the end) is held
 /// back until its stream ends, for at most [`COALESCE_WINDOW`] and
 /// [`COALESCE_MAX_BYTES`]. A fast call's answer then leaves as one response
@@ -151,9 +166,7 @@ const COALESCE_MAX_BYTES: usize = 1 << 20;
 /// the window closes, with what came so far, so its events are not delayed
 /// beyond the window. The client sees the same events in the same order
 /// either way.
-pub async fn coalesce_sse(request: Request, next: Next) -> Response {
-    let post = request.method() == Method::POST;
-    let response = next.run(request).await;
+async fn coalesce_sse(post: bool, response: Response) -> Response {
     let sse = response
         .headers()
         .get(header::CONTENT_TYPE)

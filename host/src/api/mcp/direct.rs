@@ -36,10 +36,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -237,8 +236,8 @@ enum Mode {
     Session(Arc<Link>),
 }
 
-/// The middleware of `/mcp`: answers what it can, passes on the rest.
-pub async fn answer(State(direct): State<Arc<Direct>>, request: Request, next: Next) -> Response {
+/// `/mcp`: answers what it can, passes the rest on to rmcp.
+pub(super) async fn answer(direct: Arc<Direct>, rmcp: super::Rmcp, request: Request) -> Response {
     let session_id = request
         .headers()
         .get(&MCP_SESSION_ID)
@@ -254,18 +253,20 @@ pub async fn answer(State(direct): State<Arc<Direct>>, request: Request, next: N
         }
     }
     if request.method() != Method::POST || !direct.enabled {
-        return next.run(request).await;
+        return super::rmcp_answer(&rmcp, request).await;
     }
     let Some(mode) = direct.mode(request.headers(), link) else {
-        return next.run(request).await;
+        return super::rmcp_answer(&rmcp, request).await;
     };
     let (parts, body) = request.into_parts();
     let bytes = match read_bytes(body, direct.max_body_bytes).await {
         Ok(bytes) => bytes,
         Err(e) => return e.into_response(),
     };
-    let pass_on =
-        |parts: Parts, bytes: Bytes| next.run(Request::from_parts(parts, Body::from(bytes)));
+    let pass_on = |parts: Parts, bytes: Bytes| {
+        let request = Request::from_parts(parts, Body::from(bytes));
+        async move { super::rmcp_answer(&rmcp, request).await }
+    };
     // A `tools/call` is parsed as one straight away: rmcp's parse of any
     // message tries each kind in turn and buffers the body's parts for each,
     // which costs as much as the rest of what is done here.
