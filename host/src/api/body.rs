@@ -35,13 +35,7 @@ where
 /// A whole body of at most `limit` bytes, its failures as [`JsonBody`]'s.
 pub async fn read_bytes(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     axum::body::to_bytes(body, limit).await.map_err(|e| {
-        let mut source = std::error::Error::source(&e);
-        let mut too_large = false;
-        while let Some(s) = source {
-            too_large |= s.is::<http_body_util::LengthLimitError>();
-            source = s.source();
-        }
-        let status = if too_large {
+        let status = if caused_by::<http_body_util::LengthLimitError>(&e) {
             StatusCode::PAYLOAD_TOO_LARGE
         } else {
             StatusCode::BAD_REQUEST
@@ -91,9 +85,14 @@ impl std::fmt::Display for BodyDeadline {
 impl std::error::Error for BodyDeadline {}
 
 fn is_deadline(error: &(dyn std::error::Error + 'static)) -> bool {
+    caused_by::<BodyDeadline>(error)
+}
+
+/// Whether `error`, or an error in its chain of sources, is an `E`.
+fn caused_by<E: std::error::Error + 'static>(error: &(dyn std::error::Error + 'static)) -> bool {
     let mut next = Some(error);
     while let Some(e) = next {
-        if e.is::<BodyDeadline>() {
+        if e.is::<E>() {
             return true;
         }
         next = e.source();

@@ -59,7 +59,7 @@ use super::AppState;
 use super::formats;
 use super::native::SESSION_HEADER;
 use crate::dispatch::{CallOptions, CallOutput};
-use crate::sessions::{Session, SessionError};
+use crate::sessions::{Session, SessionError, Sessions};
 use crate::tool::{CallError, Content, Progress};
 
 /// `/mcp`: rmcp's service, one [`McpHandler`] per MCP session (or per
@@ -271,16 +271,20 @@ impl Drop for McpHandler {
             .unwrap_or_else(|e| e.into_inner())
             .take();
         if let Some(session) = own {
-            let id = session.id().to_owned();
-            drop(session);
-            match self.state.dispatcher.sessions().close(&id) {
-                Ok(_) => {
-                    tracing::debug!(session = %id, "MCP session ended: toolhost session closed")
-                }
-                Err(e) => {
-                    tracing::warn!(session = %id, error = %e, "MCP session ended: could not delete its workspace")
-                }
-            }
+            close_own(self.state.dispatcher.sessions(), session);
+        }
+    }
+}
+
+/// Close the toolhost session an MCP session (or a stateless request) made
+/// for itself, when that ends.
+fn close_own(sessions: &Sessions, session: Arc<Session>) {
+    let id = session.id().to_owned();
+    drop(session);
+    match sessions.close(&id) {
+        Ok(_) => tracing::debug!(session = %id, "MCP: own toolhost session closed"),
+        Err(e) => {
+            tracing::warn!(session = %id, error = %e, "MCP: could not delete the workspace of its own toolhost session")
         }
     }
 }

@@ -507,7 +507,7 @@ fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
         .map(|f| f.parse::<f64>().unwrap_or(0.0))
         .sum();
     // In USER_HZ, which Linux fixes at 100 for /proc on every architecture
-    // it runs on here; only the on/off ratio is used anyway.
+    // it runs on here.
     Ok(ticks / 100.0)
 }
 

@@ -5,9 +5,11 @@
 //! handler, its response and the loop's end each get a task; a session's
 //! request goes through the session's worker and comes back as an SSE stream.
 //! That costs about as much CPU again as the call itself (see `tests/README.md`,
-//! the surfaces bench). The middleware here answers the one request agents
-//! send over and over, a `tools/call` without progress, itself: the body is
-//! parsed into rmcp's [`ClientJsonRpcMessage`], the call runs through the same
+//! the surfaces bench). [`answer`], in front of rmcp on `/mcp`, answers the
+//! one request agents send over and over, a `tools/call` without progress,
+//! itself: the body is parsed into rmcp's types ([`CallMessage`]: a
+//! `tools/call` only, where rmcp's parse of any message tries every kind in
+//! turn), the call runs through the same
 //! [`super::call`] as in [`super::McpHandler`], and the answer is rmcp's
 //! [`ServerJsonRpcMessage`], shaped for the protocol version as rmcp's
 //! handler shapes it. No JSON-RPC is written by hand.
@@ -109,8 +111,7 @@ impl Link {
         pinned: Option<&HeaderValue>,
     ) -> Result<Arc<Session>, crate::sessions::SessionError> {
         if let Some(id) = pinned {
-            let id = id.to_str().unwrap_or("\u{0}");
-            return sessions.open(Some(id)).map(|(s, _)| s);
+            return pinned_session(sessions, id);
         }
         let mut own = self.own.lock().unwrap_or_else(|e| e.into_inner());
         let current = own.clone();
@@ -121,6 +122,16 @@ impl Link {
         *own = Some(s.clone());
         Ok(s)
     }
+}
+
+/// The toolhost session an `X-Toolhost-Session` header names (opened, so
+/// made if new and marked used).
+fn pinned_session(
+    sessions: &Sessions,
+    id: &HeaderValue,
+) -> Result<Arc<Session>, crate::sessions::SessionError> {
+    let id = id.to_str().unwrap_or("\u{0}");
+    sessions.open(Some(id)).map(|(s, _)| s)
 }
 
 impl Direct {
@@ -364,7 +375,7 @@ impl Direct {
         let (session, temporary) = match &mode {
             Mode::Session(link) => (link.session(sessions, pinned), false),
             Mode::Stateless => match pinned {
-                Some(_) => (Link::default().session(sessions, pinned), false),
+                Some(id) => (pinned_session(sessions, id), false),
                 // A session of its own that ends with the request, even
                 // when the client goes away before the answer.
                 None => (sessions.open(None).map(|(s, _)| s), true),
@@ -505,11 +516,8 @@ struct Temporary(Arc<Direct>, Option<Arc<Session>>);
 
 impl Drop for Temporary {
     fn drop(&mut self) {
-        let Some(session) = self.1.take() else { return };
-        let id = session.id().to_owned();
-        drop(session);
-        if let Err(e) = self.0.state.dispatcher.sessions().close(&id) {
-            tracing::warn!(session = %id, error = %e, "MCP: could not delete a request's workspace");
+        if let Some(session) = self.1.take() {
+            super::close_own(self.0.state.dispatcher.sessions(), session);
         }
     }
 }
