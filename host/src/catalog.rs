@@ -211,7 +211,11 @@ impl Catalog {
         }
         let toolkit = Arc::new(toolkit);
         let mut entries = BTreeMap::new();
-        for descriptor in tools {
+        for mut descriptor in tools {
+            crate::schema::normalize_input(&mut descriptor.input_schema);
+            if let Some(output) = &mut descriptor.output_schema {
+                crate::schema::normalize(output);
+            }
             let id = tool::tool_id(&toolkit.name, &descriptor.name);
             if !tool::is_valid_tool_id(&id) || descriptor.name.is_empty() {
                 return Err(CatalogError::InvalidToolId(id));
@@ -429,6 +433,22 @@ mod tests {
         );
         assert!(c.get("shell_run").is_some());
         assert!(c.remove_backend("shell", "test"));
+    }
+
+    #[test]
+    fn published_schemas_are_normalised() {
+        let c = Catalog::new();
+        let mut t = tool("x");
+        t.output_schema = Some(json!({"type": "object", "properties": {
+            "n": {"type": "integer", "format": "uint64"}
+        }}));
+        c.register(kit("a"), vec![t]).unwrap();
+        let d = &c.get("a_x").unwrap().descriptor;
+        assert_eq!(d.input_schema, json!({"type": "object", "properties": {}}));
+        assert_eq!(
+            d.output_schema.as_ref().unwrap()["properties"]["n"],
+            json!({"type": "integer", "minimum": 0})
+        );
     }
 
     #[test]

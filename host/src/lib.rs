@@ -10,7 +10,8 @@
 //! - [`plugins`]: the plugins directory kept in step with the catalog (hot
 //!   loading, compile cache, admin uploads).
 //! - [`catalog`] and [`sessions`]: the registry of tools and the per-session
-//!   workspaces; [`tool`]: the shared core types.
+//!   workspaces; [`tool`]: the shared core types; [`schema`]: tool schemas
+//!   normalised as agent frameworks accept them.
 
 pub mod api;
 pub mod catalog;
@@ -21,6 +22,7 @@ pub mod docker;
 pub mod metrics;
 pub mod plugins;
 pub mod scaffold;
+pub mod schema;
 pub mod server;
 pub mod sessions;
 pub mod tool;

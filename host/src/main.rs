@@ -257,13 +257,20 @@ async fn inspect(component: &Path) -> anyhow::Result<()> {
         "description": plugin.description,
         "compile_ms": plugin.compile_time.as_millis() as u64,
         "limits": plugin.limits,
-        "tools": plugin.tools.iter().map(|t| json!({
+        "tools": plugin.tools.iter().map(|t| {
+            let mut input = t.input_schema.clone();
+            toolhost::schema::normalize_input(&mut input);
+            let mut output = t.output_schema.clone();
+            if let Some(o) = &mut output {
+                toolhost::schema::normalize(o);
+            }
+            json!({
             "tool_id": toolhost::tool::tool_id(&plugin.name, &t.name),
             "name": t.name,
             "description": t.description,
-            "input_schema": t.input_schema,
-            "output_schema": t.output_schema,
-        })).collect::<Vec<_>>(),
+            "input_schema": input,
+            "output_schema": output,
+        })}).collect::<Vec<_>>(),
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
