@@ -102,8 +102,10 @@ py-unit:
 	  PYTHONPATH=sdk/python:plugins/$$p python3 -m unittest discover -s plugins/$$p/tests || exit 1; \
 	done
 
-## Unit tests of the JavaScript SDK and plugins, on node.
+## Unit tests of the JavaScript SDK and plugins, on node; `npm ci` must accept
+## the SDK's lock file.
 js-unit:
+	cd sdk/js && npm ci --dry-run --no-audit --no-fund --loglevel=error   # the lock file is in step with package.json
 	node --test sdk/js/tests/ $(JS_PLUGINS:%=plugins/%/tests/)
 
 ## Unit tests of the C SDK's JSON helpers and the C plugins, natively with

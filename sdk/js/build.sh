@@ -8,9 +8,7 @@
 # plugin's. Writes <out dir>/<name>.wasm and copies <name>.toml beside it.
 #
 # componentize-js (pinned in sdk/js/package.json and package-lock.json) is
-# installed on first use with `npm ci` (or, if the registry lacks optional
-# platform packages the lock lists, `npm install` with the same lock file) into
-# sdk/js/node_modules, so node (18+) and npm are needed, and the npm registry
+# installed on first use with `npm ci` into sdk/js/node_modules, so node (18+) and npm are needed, and the npm registry
 # reachable then (or npm configured for a mirror). The component is rebuilt only when a .js/.mjs file of the
 # plugin or the SDK, the WIT package, this script or the lock file is newer
 # than it (builds are not byte-for-byte reproducible, so a needless rebuild
@@ -49,19 +47,10 @@ if [ "$(installed_version)" != "$pinned" ] || [ ! -f "$sdk_dir/node_modules/.pac
         command -v npm >/dev/null ||
             die "no npm: install npm (it comes with Node.js; on Debian: apt-get install npm)"
         echo "build.sh: installing componentize-js $pinned into $sdk_dir/node_modules (npm ci)" >&2
-        if ! (cd "$sdk_dir" && npm ci --no-audit --no-fund --loglevel=error 2>"$repo/target/js-sdk-npm-ci.log"); then
-            # `npm ci` refuses a lock file that lacks optional platform packages
-            # (binaries of other OSes) which the registry in use does not serve;
-            # `npm install` still installs the versions the lock file pins. The
-            # lock file is restored, so the repository does not change.
-            echo "build.sh: npm ci failed ($(grep -m1 'npm error' "$repo/target/js-sdk-npm-ci.log" | cut -c1-160)); trying npm install with the same lock file" >&2
-            cp "$sdk_dir/package-lock.json" "$repo/target/js-sdk-package-lock.json"
-            status=0
-            (cd "$sdk_dir" && npm install --no-audit --no-fund --no-save --loglevel=error) || status=$?
-            cp "$repo/target/js-sdk-package-lock.json" "$sdk_dir/package-lock.json"
-            [ $status -eq 0 ] ||
-                die "npm could not install the build tooling in $sdk_dir (is the npm registry reachable? configure a mirror with npm config set registry <url>); see $repo/target/js-sdk-npm-ci.log"
-        fi
+        # The lock file lists every platform's optional packages, so `npm ci`
+        # installs exactly what it pins (`make js-unit` checks it is in step).
+        (cd "$sdk_dir" && npm ci --no-audit --no-fund --loglevel=error 2>"$repo/target/js-sdk-npm-ci.log") ||
+            die "npm ci could not install the build tooling in $sdk_dir (is the npm registry reachable? configure a mirror with npm config set registry <url>): $(grep -m1 'npm error' "$repo/target/js-sdk-npm-ci.log" | cut -c1-200); see $repo/target/js-sdk-npm-ci.log"
         [ "$(installed_version)" = "$pinned" ] ||
             die "componentize-js in $sdk_dir/node_modules reports version '$(installed_version)', expected $pinned"
     fi
