@@ -40,7 +40,7 @@ impl Usage {
 }
 
 /// Counts of Docker nodes, read at render time.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub struct NodeCensus {
     /// Nodes serving a session.
     pub running: u64,
@@ -48,6 +48,17 @@ pub struct NodeCensus {
     pub pooled: u64,
     /// Nodes removed since start (idle, dead, closed sessions, evicted).
     pub removed: u64,
+    /// Per toolkit: whether its nodes can be created now, and how many
+    /// creations failed since start.
+    pub toolkits: Vec<ToolkitCensus>,
+}
+
+/// One Docker toolkit in the [`NodeCensus`].
+#[derive(Debug, Clone)]
+pub struct ToolkitCensus {
+    pub toolkit: String,
+    pub available: bool,
+    pub create_failures: u64,
 }
 
 /// The series of one tool, resolved once: a call then records without
@@ -77,6 +88,8 @@ pub struct Metrics {
     instantiate: HistogramVec,
     nodes: IntGaugeVec,
     nodes_removed: IntCounter,
+    toolkit_available: IntGaugeVec,
+    create_failures: IntCounterVec,
 }
 
 /// Seconds: 100 us .. 60 s.
@@ -189,6 +202,22 @@ impl Metrics {
         .expect("valid metric");
         r.register(Box::new(nodes_removed.clone()))
             .expect("metric names are unique");
+        let toolkit_available = IntGaugeVec::new(
+            Opts::new(
+                "docker_toolkit_available",
+                "1 when a Docker toolkit's nodes can be created now, 0 when not (see GET /plugins for why).",
+            ),
+            &["toolkit"],
+        )
+        .expect("valid metric");
+        r.register(Box::new(toolkit_available.clone()))
+            .expect("metric names are unique");
+        let create_failures = counter(
+            r,
+            "docker_node_create_failures_total",
+            "Docker nodes (session or hot pool) that could not be created or started.",
+            &["toolkit"],
+        );
         Metrics {
             enabled: true,
             series: RwLock::default(),
@@ -202,6 +231,8 @@ impl Metrics {
             instantiate,
             nodes,
             nodes_removed,
+            toolkit_available,
+            create_failures,
         }
     }
 
@@ -323,6 +354,13 @@ impl Metrics {
                 .set(c.pooled as i64);
             let counter = &self.nodes_removed;
             counter.inc_by(c.removed.saturating_sub(counter.get()));
+            for t in &c.toolkits {
+                self.toolkit_available
+                    .with_label_values(&[&t.toolkit])
+                    .set(i64::from(t.available));
+                let failures = self.create_failures.with_label_values(&[&t.toolkit]);
+                failures.inc_by(t.create_failures.saturating_sub(failures.get()));
+            }
         }
         let mut out = Vec::new();
         TextEncoder::new()
@@ -362,6 +400,11 @@ mod tests {
             running: 2,
             pooled: 1,
             removed: 5,
+            toolkits: vec![ToolkitCensus {
+                toolkit: "shell".into(),
+                available: false,
+                create_failures: 3,
+            }],
         }));
         for line in [
             r#"toolhost_tool_calls_total{backend="wasm",outcome="ok",tool="calc_evaluate"} 1"#,
@@ -374,6 +417,8 @@ mod tests {
             r#"toolhost_docker_nodes{state="running"} 2"#,
             r#"toolhost_docker_nodes{state="pooled"} 1"#,
             "toolhost_docker_nodes_removed_total 5",
+            r#"toolhost_docker_toolkit_available{toolkit="shell"} 0"#,
+            r#"toolhost_docker_node_create_failures_total{toolkit="shell"} 3"#,
         ] {
             assert!(text.contains(line), "missing {line}\n{text}");
         }

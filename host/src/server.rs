@@ -1,7 +1,7 @@
 //! Putting a server together: engine, sessions, catalog loaded from the
 //! plugins directory (and kept in step with it), dispatcher, router.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -44,6 +44,12 @@ impl Server {
     /// directory (unless `[plugins] watch = false`). A plugin that fails to
     /// load is logged, shown in its status, and skipped; the others serve.
     pub async fn start(config: &Config, plugins: &Path, data: &Path) -> anyhow::Result<Server> {
+        // Absolute from here on: relative paths reach Docker as bind-mount
+        // sources, which it takes for volume names and refuses (`make run`
+        // passes `--plugins target/plugins --data target/data`).
+        let (plugins, data) = resolve_dirs(plugins, data)?;
+        let (plugins, data) = (plugins.as_path(), data.as_path());
+        tracing::info!(plugins = %plugins.display(), data = %data.display(), "directories");
         let cache_dir = data.join("compile-cache");
         let wasm = WasmBackend::new(
             &config.engine,
@@ -153,6 +159,24 @@ impl Server {
             api::auth::CallerAuth::from_config(&config.auth),
         )
     }
+}
+
+/// The plugins and data directories as absolute paths, symlinks resolved
+/// (the data directory is created if missing).
+fn resolve_dirs(plugins: &Path, data: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
+    std::fs::create_dir_all(data)
+        .with_context(|| format!("failed to create the data directory {}", data.display()))?;
+    let data = std::fs::canonicalize(data)
+        .with_context(|| format!("failed to resolve the data directory {}", data.display()))?;
+    let plugins = std::fs::canonicalize(plugins)
+        .or_else(|_| std::path::absolute(plugins))
+        .with_context(|| {
+            format!(
+                "failed to resolve the plugins directory {}",
+                plugins.display()
+            )
+        })?;
+    Ok((plugins, data))
 }
 
 /// The `Host` headers `/mcp` accepts: loopback names on a loopback address

@@ -19,6 +19,7 @@
 //!   `backend_unavailable` (503) until the engine answers again.
 
 mod engine;
+pub mod health;
 pub mod manifest;
 mod node;
 mod toolkit;
@@ -36,6 +37,8 @@ use bollard::query_parameters::{
 use crate::catalog::{Catalog, ToolkitEntry};
 use crate::sessions::{Session, Sessions};
 use crate::tool::{CallError, Limits};
+pub use health::ToolkitHealth;
+use health::{Cause, Health};
 use manifest::LoadedManifest;
 pub use node::{Node, NodeError};
 pub use toolkit::DockerToolkit;
@@ -83,6 +86,8 @@ pub struct DockerBackend {
     creating: std::sync::atomic::AtomicUsize,
     /// Containers removed since start (for the metrics).
     removed: std::sync::atomic::AtomicU64,
+    /// Whether each toolkit's nodes can be created now.
+    health: Health,
 }
 
 /// Label value naming the server that owns a container: a hash of its data
@@ -111,7 +116,15 @@ impl DockerBackend {
             closing: Default::default(),
             creating: Default::default(),
             removed: Default::default(),
+            health: Health::default(),
         })
+    }
+
+    /// Whether each registered toolkit can make nodes now, sorted by name.
+    pub fn health(&self) -> Vec<ToolkitHealth> {
+        let mut names: Vec<String> = lock(&self.specs).keys().cloned().collect();
+        names.sort();
+        names.iter().map(|n| self.health.of(n)).collect()
     }
 
     /// How many nodes serve sessions, wait in the pools, and were removed.
@@ -126,6 +139,15 @@ impl DockerBackend {
             running,
             pooled,
             removed: self.removed.load(std::sync::atomic::Ordering::Relaxed),
+            toolkits: self
+                .health()
+                .into_iter()
+                .map(|h| crate::metrics::ToolkitCensus {
+                    available: h.problem.is_none(),
+                    toolkit: h.toolkit,
+                    create_failures: h.create_failures,
+                })
+                .collect(),
         }
     }
 
@@ -213,14 +235,55 @@ impl DockerBackend {
     }
 
     /// Map an engine error; a lost connection is forgotten so the next call reconnects.
-    async fn engine_error(&self, what: &str, e: bollard::errors::Error) -> CallError {
+    async fn engine_error(
+        &self,
+        what: &str,
+        e: bollard::errors::Error,
+    ) -> (Option<Cause>, CallError) {
         if engine::is_connection_error(&e) {
             self.engine.reset().await;
-            return CallError::BackendUnavailable(format!(
-                "the Docker engine failed while {what}: {e}"
-            ));
+            return (
+                Some(Cause::Engine),
+                CallError::BackendUnavailable(format!(
+                    "the Docker engine failed while {what}: {e}"
+                )),
+            );
         }
-        CallError::BackendUnavailable(format!("Docker refused {what}: {e}"))
+        (
+            Some(Cause::Create),
+            CallError::BackendUnavailable(format!("Docker refused {what}: {e}")),
+        )
+    }
+
+    /// The monitor's look at each toolkit: is the engine up and its image
+    /// there? Recorded in the toolkits' health (see [`health`]).
+    async fn check_health(&self) {
+        let specs: Vec<(String, String)> = lock(&self.specs)
+            .values()
+            .map(|s| (s.name.clone(), s.manifest.docker.image.clone()))
+            .collect();
+        let docker = match self.engine.get().await {
+            Ok(docker) => docker,
+            Err(e) => {
+                for (name, _) in &specs {
+                    self.health.found(name, Cause::Engine, &e);
+                }
+                return;
+            }
+        };
+        for (name, image) in specs {
+            match docker.inspect_image(&image).await {
+                Ok(_) => self.health.engine_and_image_ok(&name),
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                }) => self
+                    .health
+                    .found(&name, Cause::Image, &missing_image(&image).to_string()),
+                Err(e) => {
+                    tracing::debug!(toolkit = %name, error = %e, "cannot inspect the node image")
+                }
+            }
+        }
     }
 
     async fn remove_orphans(&self) {
@@ -286,13 +349,36 @@ impl DockerBackend {
         self.closing.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Create and start a node of `spec` with `workspace` at /workspace.
+    /// Create and start a node of `spec` with `workspace` at /workspace; the
+    /// outcome is recorded in the toolkit's health.
     async fn create_node(
         &self,
         spec: &LoadedManifest,
         workspace: &Path,
         session: &str,
     ) -> Result<Arc<Node>, CallError> {
+        match self.start_node(spec, workspace, session).await {
+            Ok(node) => {
+                self.health.created(&spec.name);
+                Ok(node)
+            }
+            Err((cause, e)) => {
+                if let Some(cause) = cause {
+                    self.health.failed(&spec.name, cause, &e.to_string());
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Self::create_node`]'s work; an error says what stood in the way
+    /// (none when the server is shutting down).
+    async fn start_node(
+        &self,
+        spec: &LoadedManifest,
+        workspace: &Path,
+        session: &str,
+    ) -> Result<Arc<Node>, (Option<Cause>, CallError)> {
         use std::sync::atomic::Ordering;
         self.creating.fetch_add(1, Ordering::AcqRel);
         struct Done<'a>(&'a std::sync::atomic::AtomicUsize);
@@ -302,12 +388,16 @@ impl DockerBackend {
             }
         }
         let _done = Done(&self.creating);
+        let closing = || {
+            (
+                None,
+                CallError::BackendUnavailable("the server is shutting down".into()),
+            )
+        };
         if self.is_closing() {
-            return Err(CallError::BackendUnavailable(
-                "the server is shutting down".into(),
-            ));
+            return Err(closing());
         }
-        let docker = self.docker().await?;
+        let docker = self.docker().await.map_err(|e| (Some(Cause::Engine), e))?;
         let d = &spec.manifest.docker;
         let labels: HashMap<String, String> = [
             (SCOPE_LABEL.to_owned(), self.scope.clone()),
@@ -349,10 +439,7 @@ impl DockerBackend {
             Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 404, ..
             }) => {
-                return Err(CallError::BackendUnavailable(format!(
-                    "the node image `{}` is missing: build it with `make node-image`",
-                    d.image
-                )));
+                return Err((Some(Cause::Image), missing_image(&d.image)));
             }
             Err(e) => return Err(self.engine_error("creating a node", e).await),
         };
@@ -375,9 +462,7 @@ impl DockerBackend {
                 // Shutdown began while this node started: it must not outlive us.
                 drop(node);
                 self.remove_container(&created.id).await;
-                Err(CallError::BackendUnavailable(
-                    "the server is shutting down".into(),
-                ))
+                Err(closing())
             }
             Ok(node) => {
                 tracing::info!(toolkit = %spec.name, session, container = %name, "node started");
@@ -385,10 +470,13 @@ impl DockerBackend {
             }
             Err(e) => {
                 self.remove_container(&created.id).await;
-                Err(CallError::BackendUnavailable(format!(
-                    "the {} node's driver did not start: {e}",
-                    spec.name
-                )))
+                Err((
+                    Some(Cause::Create),
+                    CallError::BackendUnavailable(format!(
+                        "the {} node's driver did not start: {e}",
+                        spec.name
+                    )),
+                ))
             }
         }
     }
@@ -557,6 +645,7 @@ impl DockerBackend {
     /// Remove nodes of closed sessions, idle nodes and dead nodes; keep the
     /// hot pools full.
     async fn monitor(self: &Arc<Self>) {
+        self.check_health().await;
         let slots: Vec<(Key, Arc<tokio::sync::Mutex<Slot>>)> = lock(&self.slots)
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
@@ -663,6 +752,12 @@ impl DockerBackend {
             tracing::info!(count = ids.len(), "removed node containers");
         }
     }
+}
+
+fn missing_image(image: &str) -> CallError {
+    CallError::BackendUnavailable(format!(
+        "the node image `{image}` is missing: build it with `make node-image`"
+    ))
 }
 
 /// Move `pool_dir` into the place of a session workspace `target`: what the

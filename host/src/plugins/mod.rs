@@ -38,6 +38,10 @@ pub enum State {
     /// The current files did not load; `error` says why. A previous version,
     /// if any, is still serving (`version`).
     Failed,
+    /// Loaded, but its backend cannot run it now (a Docker toolkit whose
+    /// nodes cannot be created: no engine, no image, a refused setting);
+    /// `error` says why. Its calls answer `backend_unavailable` (503).
+    Unavailable,
 }
 
 /// What `GET /plugins` shows of a plugin.
@@ -73,6 +77,29 @@ pub struct PluginStatus {
 type Stamps = [Option<(u64, SystemTime)>; 2];
 
 impl PluginStatus {
+    /// The status of a toolkit of another backend than wasm: `ready`, or
+    /// `unavailable` with the reason when `problem` is set.
+    pub fn of_backend(
+        name: &str,
+        backend: &'static str,
+        version: Option<String>,
+        tools: Vec<String>,
+        problem: Option<String>,
+    ) -> Self {
+        PluginStatus {
+            backend,
+            state: if problem.is_some() {
+                State::Unavailable
+            } else {
+                State::Ready
+            },
+            version,
+            tools,
+            error: problem,
+            ..PluginStatus::new(name)
+        }
+    }
+
     fn new(name: &str) -> Self {
         PluginStatus {
             name: name.to_owned(),
