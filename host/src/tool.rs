@@ -76,6 +76,48 @@ impl Content {
     }
 }
 
+/// The file name of a binary item: its own, else one made from its content
+/// and media type (`<12 hex digits of its SHA-256>.<ext>`), so every binary
+/// item clients see has a name (XAgent's client appends `.png` to it and
+/// writes a file of that name) and the same bytes always get the same one.
+pub fn binary_file_name(media_type: &str, data: &[u8], name: Option<&str>) -> String {
+    if let Some(name) = name.filter(|n| !n.is_empty()) {
+        return name.to_owned();
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(data);
+    let stem: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{stem}.{}", extension_of(media_type))
+}
+
+/// The usual file extension of a media type (`bin` when unknown).
+pub fn extension_of(media_type: &str) -> &'static str {
+    let essence = media_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    match essence.as_str() {
+        "image/png" => "png",
+        "image/jpeg" => "jpg",
+        "image/gif" => "gif",
+        "image/webp" => "webp",
+        "image/svg+xml" => "svg",
+        "image/bmp" => "bmp",
+        "application/pdf" => "pdf",
+        "application/json" => "json",
+        "application/zip" => "zip",
+        "text/plain" => "txt",
+        "text/csv" => "csv",
+        "text/html" => "html",
+        "text/markdown" => "md",
+        "audio/mpeg" => "mp3",
+        "audio/wav" | "audio/x-wav" => "wav",
+        _ => "bin",
+    }
+}
+
 fn estimate_json_size(v: &Value) -> usize {
     match v {
         Value::Null | Value::Bool(_) | Value::Number(_) => 8,
@@ -290,6 +332,20 @@ mod tests {
         assert!(!is_valid_plugin_name("a_b"));
         assert!(!is_valid_plugin_name("a/b"));
         assert!(!is_valid_plugin_name(""));
+    }
+
+    #[test]
+    fn every_binary_item_has_a_file_name() {
+        assert_eq!(
+            binary_file_name("image/png", b"x", Some("plot.png")),
+            "plot.png"
+        );
+        let made = binary_file_name("image/png", b"x", None);
+        assert!(made.ends_with(".png") && made.len() == 16, "{made}");
+        assert_eq!(made, binary_file_name("image/png", b"x", Some("")));
+        assert_ne!(made, binary_file_name("image/png", b"y", None));
+        assert!(binary_file_name("application/x-unknown", b"", None).ends_with(".bin"));
+        assert_eq!(extension_of("Text/Plain; charset=utf-8"), "txt");
     }
 
     #[test]

@@ -61,6 +61,10 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
     }
 }
 
+/// The one rendering of a call error for clients, used by every surface
+/// (native, XAgent, MCP), which only reshape it: the kind, the message (an
+/// internal error's detail, such as a path or an engine message, is logged
+/// and never sent), the schema violations, and the native status.
 impl From<CallError> for ApiError {
     fn from(e: CallError) -> Self {
         let kind = e.kind();
@@ -84,6 +88,22 @@ impl From<CallError> for ApiError {
     }
 }
 
+impl ApiError {
+    /// The message with the kind in front and one schema violation a line
+    /// when there are several (`[invalid_input] ...`), for surfaces that
+    /// carry errors as text (MCP).
+    pub fn text(&self) -> String {
+        let mut text = format!("[{}] {}", self.kind, self.message);
+        if self.details.len() > 1 {
+            for d in &self.details {
+                text.push_str("\n- ");
+                text.push_str(d);
+            }
+        }
+        text
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.status, Json(self.body())).into_response();
@@ -95,5 +115,24 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_details_are_never_rendered() {
+        let e = ApiError::from(CallError::Internal("/srv/data/x: engine said y".into()));
+        assert_eq!(e.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(e.kind, "internal");
+        assert!(!e.message.contains("/srv"), "{}", e.message);
+        assert!(!e.text().contains("engine said"), "{}", e.text());
+        let e = ApiError::from(CallError::InvalidInput {
+            message: "bad".into(),
+            details: vec!["/a: x".into(), "/b: y".into()],
+        });
+        assert_eq!(e.text(), "[invalid_input] bad\n- /a: x\n- /b: y");
     }
 }

@@ -56,6 +56,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
+use super::error::ApiError;
 use super::formats;
 use super::native::SESSION_HEADER;
 use crate::dispatch::{CallOptions, CallOutput};
@@ -492,19 +493,12 @@ fn success(out: CallOutput) -> CallToolResult {
 
 /// A failed call as an MCP result the model can read: `isError`, the kind
 /// first in the text, the kind and details in `_meta`.
+/// A failed call as a tool result with `isError`, rendered by the one
+/// client-error renderer ([`ApiError`]): `[kind] message`.
 fn failure(e: &CallError) -> CallToolResult {
-    let kind = e.kind().as_str();
-    let mut text = format!("[{kind}] {e}");
-    if let CallError::InvalidInput { details, .. } = e
-        && details.len() > 1
-    {
-        for d in details {
-            text.push_str("\n- ");
-            text.push_str(d);
-        }
-    }
-    let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
-    result.meta = Some(meta(json!({ "toolhost/error_kind": kind })));
+    let rendered = ApiError::from(e.clone());
+    let mut result = CallToolResult::error(vec![ContentBlock::text(rendered.text())]);
+    result.meta = Some(meta(json!({ "toolhost/error_kind": rendered.kind })));
     result
 }
 
@@ -531,7 +525,10 @@ fn block(c: &Content) -> ContentBlock {
             } else if media_type.starts_with("audio/") {
                 ContentBlock::audio(b64, media_type.clone())
             } else {
-                let uri = format!("toolhost:/result/{}", name.as_deref().unwrap_or("data"));
+                let uri = format!(
+                    "toolhost:/result/{}",
+                    crate::tool::binary_file_name(media_type, data, name.as_deref())
+                );
                 ContentBlock::resource(
                     ResourceContents::blob(b64, uri).with_mime_type(media_type.clone()),
                 )

@@ -337,11 +337,12 @@ pub fn content_json(c: &Content) -> Value {
 
 /// A binary item as JSON (`{"type":"binary","media_type","name","data":<base64>}`),
 /// the same in the native API and in XAgent's wrapping.
+/// `name` is always a string ([`crate::tool::binary_file_name`]).
 pub fn binary_json(media_type: &str, data: &[u8], name: Option<&str>) -> Value {
     json!({
         "type": "binary",
         "media_type": media_type,
-        "name": name,
+        "name": crate::tool::binary_file_name(media_type, data, name),
         "data": base64::engine::general_purpose::STANDARD.encode(data),
     })
 }
