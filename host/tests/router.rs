@@ -140,3 +140,112 @@ async fn routes_statuses_and_session_header() {
         (StatusCode::NOT_FOUND, Some("not_found"))
     );
 }
+
+/// XAgent's client and seed 001's description of the protocol, both: every
+/// error of an XAgent route is `{"detail": ...}` (the client reads `detail`),
+/// whichever layer made it; seed 001's names are accepted beside XAgent's.
+#[tokio::test]
+async fn xagent_routes_answer_in_xagent_shapes() {
+    let plugins = calc_plugins();
+    let data = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.server.max_body_kb = 1;
+    let server = Server::start(&config, plugins.path(), data.path())
+        .await
+        .unwrap();
+    let app = server.router(&config);
+
+    // Every route: a wrong method (axum's 405, no body of its own) and a
+    // body over the limit (the shared limit's 413) come back as `detail`.
+    for path in toolhost::api::xagent::PATHS {
+        let (status, _, body) = send(&app, Request::get(*path).body(Body::empty()).unwrap()).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{path}");
+        assert!(body["detail"].is_string(), "{path}: {body}");
+        let (status, _, body) = send(&app, post(path, "x".repeat(4096))).await;
+        assert!(status.is_client_error(), "{path}: {status}");
+        assert!(body["detail"].is_string(), "{path}: {status} {body}");
+    }
+    // The shared JSON extractor's errors too (malformed, wrong shape).
+    for (path, bad) in [
+        ("/retrieving_tools", "{"),
+        ("/get_json_schema_for_tools", r#"{"tool_names": 3}"#),
+        ("/get_json_schema_for_envs", r#"{"nope": []}"#),
+        ("/download_file", "[]"),
+    ] {
+        let (status, _, body) = send(&app, post(path, bad)).await;
+        assert!(status.is_client_error(), "{path}: {status}");
+        assert!(body["detail"].is_string(), "{path}: {body}");
+        assert!(body.get("error").is_none(), "{path}: {body}");
+    }
+
+    // Seed 001's names.
+    let (status, headers, body) = send(&app, post("/get_cookies", "")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let cookie = headers["set-cookie"].to_str().unwrap();
+    let cookie = cookie.split(';').next().unwrap().to_owned();
+    let with_cookie = |path: &str, body: &str| {
+        Request::post(path)
+            .header("cookie", &cookie)
+            .body(Body::from(body.to_owned()))
+            .unwrap()
+    };
+    let (status, _, body) = send(
+        &app,
+        with_cookie(
+            "/execute_tool",
+            r#"{"tool": "calc_evaluate", "parameters": {"expression": "6*7"}}"#,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["data"]["value"], 42.0, "{body}");
+    let (_, _, body) = send(
+        &app,
+        with_cookie(
+            "/get_json_schema_for_tools",
+            r#"{"tools": ["calc_evaluate"]}"#,
+        ),
+    )
+    .await;
+    assert_eq!(body["tools_json"][0]["name"], "calc_evaluate", "{body}");
+    let (_, _, body) = send(
+        &app,
+        with_cookie("/get_json_schema_for_envs", r#"{"envs": ["calc"]}"#),
+    )
+    .await;
+    assert_eq!(body["envs_json"][0]["name"], "calc", "{body}");
+
+    // XAgent's engine asks for the workspace tree on every subtask.
+    let (status, _, body) = send(
+        &app,
+        with_cookie(
+            "/execute_tool",
+            r#"{"tool_name": "FileSystemEnv_print_filesys_struture", "arguments": {"return_root": true}}"#,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body, json!("workspace/\n"));
+    let (status, _, body) = send(
+        &app,
+        with_cookie(
+            "/execute_tool",
+            r#"{"tool_name": "FileSystemEnv_print_filesys_struture", "arguments": {"return_root": "yes"}}"#,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body["detail"].is_string());
+
+    // Caller tokens: a refusal in XAgent's shape on its routes, native on
+    // the native ones.
+    let mut config = Config::default();
+    config.auth.tokens = vec!["a-caller-token-of-16+".into()];
+    let app = server.router(&config);
+    let (status, _, body) = send(&app, post("/get_cookie", "")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(body["detail"].is_string(), "{body}");
+    let (status, _, body) = send(&app, Request::get("/tools").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(body["error"]["message"].is_string(), "{body}");
+}

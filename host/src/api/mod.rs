@@ -90,5 +90,7 @@ pub fn router(
         )),
         None => router,
     };
+    // Outside the shared layers, so their errors get XAgent's shape too.
+    let router = router.layer(axum::middleware::from_fn(xagent::detail_errors));
     observe::layer(router)
 }

@@ -124,6 +124,41 @@ pub fn tree(root: &Path) -> Result<Value, WorkspaceError> {
     Ok(out)
 }
 
+/// A [`tree`] drawn as text, the way XAgent's `print_filesys_struture` draws
+/// it for its prompts: one line per entry, directories with a `/`, the root
+/// line first when `with_root`.
+pub fn tree_text(tree: &Value, with_root: bool) -> String {
+    fn draw(children: &Value, prefix: &str, out: &mut String) {
+        let list = children.as_array().map(Vec::as_slice).unwrap_or_default();
+        for (i, child) in list.iter().enumerate() {
+            let last = i + 1 == list.len();
+            let name = child["name"].as_str().unwrap_or_default();
+            let is_dir = child["type"] == "directory";
+            out.push_str(prefix);
+            out.push_str(if last { "└── " } else { "├── " });
+            out.push_str(name);
+            if is_dir {
+                out.push('/');
+            }
+            out.push('\n');
+            if is_dir {
+                let deeper = format!("{prefix}{}", if last { "    " } else { "│   " });
+                draw(&child["children"], &deeper, out);
+            }
+        }
+    }
+    let mut out = String::new();
+    if with_root {
+        out.push_str(tree["name"].as_str().unwrap_or("workspace"));
+        out.push_str("/\n");
+    }
+    draw(&tree["children"], "", &mut out);
+    if tree["truncated"] == true {
+        out.push_str("... (more entries not shown)\n");
+    }
+    out
+}
+
 fn walk(dir: &Dir, budget: &mut usize) -> Result<Vec<Value>, WorkspaceError> {
     let mut entries: Vec<_> = dir.entries()?.flatten().collect();
     entries.sort_by_key(|e| e.file_name());
@@ -207,6 +242,25 @@ fn add_dir(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trees_draw_as_text() {
+        let t = json!({"name": "workspace", "type": "directory", "children": [
+            {"name": "a.txt", "type": "file"},
+            {"name": "d", "type": "directory", "children": [
+                {"name": "e", "type": "directory", "children": [{"name": "f.py", "type": "file"}]},
+                {"name": "g", "type": "file"}
+            ]},
+            {"name": "z", "type": "file"}
+        ]});
+        assert_eq!(
+            tree_text(&t, true),
+            "workspace/\n├── a.txt\n├── d/\n│   ├── e/\n│   │   └── f.py\n│   └── g\n└── z\n"
+        );
+        assert!(tree_text(&t, false).starts_with("├── a.txt"));
+        let empty = json!({"name": "workspace", "type": "directory", "children": []});
+        assert_eq!(tree_text(&empty, true), "workspace/\n");
+    }
 
     #[test]
     fn paths_stay_inside() {

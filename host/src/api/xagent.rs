@@ -28,7 +28,7 @@ use super::workspace::{self, WorkspaceError};
 use crate::catalog::ToolEntry;
 use crate::dispatch::CallOptions;
 use crate::sessions::Session;
-use crate::tool::{CallError, Content, ErrorKind};
+use crate::tool::{Content, ErrorKind};
 
 /// The session cookie XAgent's client keeps.
 pub const COOKIE: &str = "node_id";
@@ -38,6 +38,8 @@ const TOOLS_PER_ENV: usize = 50;
 pub fn routes(max_upload_bytes: usize) -> Router<AppState> {
     Router::new()
         .route("/get_cookie", routing::post(get_cookie))
+        // Seed 001's name for it.
+        .route("/get_cookies", routing::post(get_cookie))
         .route("/reconnect_session", routing::post(reconnect_session))
         .route("/close_session", routing::post(close_session))
         .route("/release_session", routing::post(release_session))
@@ -61,6 +63,65 @@ pub fn routes(max_upload_bytes: usize) -> Router<AppState> {
         )
         .route("/download_workspace", routing::post(download_workspace))
         .route("/register_new_tool", routing::post(register_new_tool))
+}
+
+/// The routes of this surface (see [`routes`]), for [`detail_errors`].
+pub const PATHS: &[&str] = &[
+    "/get_cookie",
+    "/get_cookies",
+    "/reconnect_session",
+    "/close_session",
+    "/release_session",
+    "/get_available_tools",
+    "/retrieving_tools",
+    "/get_json_schema_for_tools",
+    "/get_json_schema_for_envs",
+    "/execute_tool",
+    "/upload_file",
+    "/download_file",
+    "/get_workspace_structure",
+    "/download_workspace",
+    "/register_new_tool",
+];
+
+/// Every error on an XAgent route in XAgent's (FastAPI's) shape,
+/// `{"detail": message}`: answers of the layers all surfaces share (caller
+/// tokens, body size and deadline, a wrong method) and of the shared body
+/// extractor carry the native error body; they are reshaped here, so
+/// XAgent's client always finds `detail`. Success answers pass untouched.
+pub async fn detail_errors(request: Request, next: axum::middleware::Next) -> Response {
+    if !PATHS.contains(&request.uri().path()) {
+        return next.run(request).await;
+    }
+    let response = next.run(request).await;
+    let status = response.status();
+    if status.is_success() || status.as_u16() == 450 {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
+    let detail = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(v) if v.get("detail").is_some() => {
+            return Response::from_parts(parts, axum::body::Body::from(bytes));
+        }
+        Ok(v) => match v.pointer("/error/message").and_then(Value::as_str) {
+            Some(message) => message.to_owned(),
+            None => v.to_string(),
+        },
+        Err(_) if !bytes.is_empty() => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        Err(_) => status.canonical_reason().unwrap_or("error").to_owned(),
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Response::from_parts(
+        parts,
+        axum::body::Body::from(json!({ "detail": detail }).to_string()),
+    )
 }
 
 /// An XAgent-style error: `{"detail": ...}` with a status.
@@ -270,6 +331,8 @@ async fn retrieving_tools(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ToolNames {
+    /// `tools` in seed 001's description of the protocol.
+    #[serde(alias = "tools")]
     tool_names: Vec<String>,
 }
 
@@ -291,6 +354,8 @@ async fn schema_for_tools(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EnvNames {
+    /// `envs` in seed 001's description of the protocol.
+    #[serde(alias = "envs")]
     env_names: Vec<String>,
 }
 
@@ -318,8 +383,11 @@ async fn schema_for_envs(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ExecuteRequest {
+    /// `tool` in seed 001's description of the protocol.
+    #[serde(alias = "tool")]
     tool_name: String,
-    #[serde(default)]
+    /// `parameters` in seed 001's description of the protocol.
+    #[serde(default, alias = "parameters")]
     arguments: Option<Value>,
     #[serde(default)]
     env_name: Option<String>,
@@ -357,6 +425,9 @@ async fn execute_tool(
         }
         _ => req.tool_name.clone(),
     };
+    if id == PRINT_TREE {
+        return print_tree(&session, &arguments);
+    }
     let tool = state.dispatcher.catalog().get(&id);
     let result = state
         .dispatcher
@@ -392,16 +463,36 @@ async fn execute_tool(
                 }
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             };
-            let message = match &e {
-                CallError::Internal(detail) => {
-                    tracing::error!(error = %detail, "internal error");
-                    "internal error; see the server log".to_owned()
-                }
-                other => format!("{}: {other}", e.kind()),
-            };
-            Err(Detail::new(status, message))
+            let rendered = super::error::ApiError::from(e);
+            Err(Detail::new(
+                status,
+                format!("{}: {}", rendered.kind, rendered.message),
+            ))
         }
     }
+}
+
+/// The tool XAgent's engine calls on every subtask for its prompts (the
+/// spelling is XAgent's): the session workspace as a text tree. Not in the
+/// catalogue (its name is no toolhost tool id), answered here.
+pub const PRINT_TREE: &str = "FileSystemEnv_print_filesys_struture";
+
+fn print_tree(session: &Session, arguments: &Value) -> Result<Response, Detail> {
+    let with_root = match arguments.get("return_root") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(Detail::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("invalid_input: `return_root` must be a boolean, not {other}"),
+            ));
+        }
+    };
+    let workspace = session
+        .workspace()
+        .map_err(|e| Detail::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let tree = workspace::tree(workspace)?;
+    Ok(Json(Value::String(workspace::tree_text(&tree, with_root))).into_response())
 }
 
 /// XAgent's wrapping of a result.
@@ -629,6 +720,10 @@ mod tests {
         };
         assert_eq!(wrap(std::slice::from_ref(&png))["type"], "binary");
         assert_eq!(wrap(std::slice::from_ref(&png))["data"], "AQI=");
+        // XAgent's client appends `.png` to `name` and writes a file of that
+        // name: `null` made it raise.
+        let name = wrap(std::slice::from_ref(&png))["name"].clone();
+        assert!(name.as_str().is_some_and(|n| n.ends_with(".png")), "{name}");
         let both = wrap(&[Content::Json(json!({"a": 1})), png]);
         assert_eq!(both["type"], "composite");
         assert_eq!(both["data"][1]["media_type"], "image/png");
