@@ -9,13 +9,14 @@ scenario runs twice: once as `Client(url)` connects by default (mode "auto":
 initialize handshake (mode "legacy", 2025-11-25). Each passing scenario prints
 `ok <scenario> (<mode> <version>, <ms> ms)`; the first failure prints
 `FAILED <scenario> (<mode>): <why>` and exits 1. Run by
-tests/e2e/tests/mcp.rs; needs the venv of tests/mcp/setup.sh.
+tests/e2e/tests/mcp.rs; needs the venv of `tests/venv.sh tests/mcp/requirements.txt`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shutil
 import sys
 import time
@@ -251,9 +252,22 @@ async def main() -> int:
     p.add_argument("--extra-plugin", required=True)
     p.add_argument("--mode", action="append", choices=["auto", "legacy"])
     args = p.parse_args()
+    # The SDK's own complaints about the server (e.g. a session end answered
+    # with a status it does not accept: "Session termination failed: 202").
+    complaints: list[str] = []
+
+    class Complaints(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            complaints.append(record.getMessage())
+
+    logging.getLogger("mcp").addHandler(Complaints(level=logging.WARNING))
     for mode in args.mode or ["auto", "legacy"]:
         if not await Run(args, mode).run():
             return 1
+        if complaints:
+            print(f"FAILED sdk_warnings ({mode}): {complaints}", flush=True)
+            return 1
+        print(f"ok sdk_warnings ({mode}: the SDK logged no warning, session end included)", flush=True)
     return 0
 
 

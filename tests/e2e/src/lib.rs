@@ -39,6 +39,28 @@ pub fn binary() -> PathBuf {
     p
 }
 
+/// The python of a venv with the pinned packages of `requirements` (a path
+/// from the repository root), made on first use by `tests/venv.sh`.
+pub fn python_venv(requirements: &str) -> PathBuf {
+    let out = Command::new(repo_root().join("tests/venv.sh"))
+        .arg(repo_root().join(requirements))
+        .output()
+        .expect("run tests/venv.sh");
+    assert!(
+        out.status.success(),
+        "tests/venv.sh {requirements} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    PathBuf::from(
+        stdout
+            .lines()
+            .last()
+            .expect("venv.sh prints the python path")
+            .trim(),
+    )
+}
+
 /// A built example plugin (`target/plugins/<name>.wasm`) or fixture
 /// (`target/fixtures/<name>.wasm`), with its manifest if it has one.
 pub fn component(name: &str) -> (PathBuf, Option<PathBuf>) {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolhost_e2e::mcp::McpClient;
-use toolhost_e2e::{PluginsDir, Server, component, repo_root, wait_for};
+use toolhost_e2e::{PluginsDir, Server, component, python_venv, repo_root, wait_for};
 
 fn server() -> Server {
     Server::start(
@@ -20,25 +20,10 @@ fn server() -> Server {
     )
 }
 
-/// The Python of the venv with the official MCP SDK (`tests/mcp/setup.sh`
+/// The Python of the venv with the official MCP SDK (`tests/venv.sh`
 /// installs it on first use).
 fn mcp_python() -> PathBuf {
-    let out = Command::new(repo_root().join("tests/mcp/setup.sh"))
-        .output()
-        .expect("run tests/mcp/setup.sh");
-    assert!(
-        out.status.success(),
-        "tests/mcp/setup.sh failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    PathBuf::from(
-        stdout
-            .lines()
-            .last()
-            .expect("setup.sh prints the python path")
-            .trim(),
-    )
+    python_venv("tests/mcp/requirements.txt")
 }
 
 #[test]
@@ -78,6 +63,7 @@ fn the_official_python_client_lists_calls_and_streams() {
         "cancel",
         "session",
         "list_changed",
+        "sdk_warnings",
     ] {
         assert!(
             report
@@ -778,7 +764,8 @@ fn each_mcp_session_has_its_own_workspace_closed_with_it() {
     assert_eq!(count(), 2, "one workspace per MCP session");
 
     // Ending the MCP session closes its toolhost session and workspace.
-    assert!((200..300).contains(&a.close()));
+    // 200 or 204, as MCP clients accept (the Python SDK logs 202 as a failure).
+    assert!(matches!(a.close(), 200 | 204));
     assert!(
         wait_for(Duration::from_secs(10), || (count() == 1).then_some(())).is_some(),
         "a's workspace is deleted with its MCP session"

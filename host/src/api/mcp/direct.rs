@@ -263,6 +263,15 @@ pub(super) async fn answer(direct: Arc<Direct>, rmcp: super::Rmcp, request: Requ
             link = Some(known);
         }
     }
+    if request.method() == Method::DELETE {
+        // rmcp accepts a session's end with 202; MCP clients (the Python SDK)
+        // expect 200 or 204 and log anything else as a failure.
+        let mut response = super::rmcp_answer(&rmcp, request).await;
+        if response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::OK;
+        }
+        return response;
+    }
     if request.method() != Method::POST || !direct.enabled {
         return super::rmcp_answer(&rmcp, request).await;
     }
