@@ -6,7 +6,7 @@
 //! without locking; registering or removing a toolkit swaps the snapshot
 //! atomically, so a call in flight keeps the version it started with.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -178,6 +178,13 @@ pub struct Catalog {
     write: Mutex<()>,
     stats: Mutex<HashMap<String, Arc<ToolStats>>>,
     changes: watch::Sender<u64>,
+    /// Toolkits on their way in (a plugin on disk still compiling, with no
+    /// version serving yet): their tools are not listed, but a call to one
+    /// waits for it instead of getting `not_found`.
+    pending: Mutex<HashSet<String>>,
+    /// Bumped when a toolkit stops being pending (the tool list itself may
+    /// not change, so `changes` is not).
+    pending_done: watch::Sender<u64>,
 }
 
 impl Default for Catalog {
@@ -187,6 +194,8 @@ impl Default for Catalog {
             write: Mutex::new(()),
             stats: Mutex::new(HashMap::new()),
             changes: watch::channel(0).0,
+            pending: Mutex::new(HashSet::new()),
+            pending_done: watch::channel(0).0,
         }
     }
 }
@@ -311,6 +320,59 @@ impl Catalog {
         self.snapshot.load().toolkits.values().cloned().collect()
     }
 
+    /// Mark toolkit `name` as on its way in (`true`) or no longer (`false`,
+    /// whether it registered or failed). Waiting calls are woken either way.
+    pub fn set_pending(&self, name: &str, pending: bool) {
+        let changed = {
+            let mut set = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            if pending {
+                set.insert(name.to_owned())
+            } else {
+                set.remove(name)
+            }
+        };
+        if changed && !pending {
+            self.pending_done.send_modify(|g| *g += 1);
+        }
+    }
+
+    /// Whether toolkit `name` is on its way in.
+    pub fn is_pending(&self, name: &str) -> bool {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(name)
+    }
+
+    /// The tool `id`, waiting while its toolkit is on its way in, up to
+    /// `limit`. `Err(true)`: still on its way when `limit` passed;
+    /// `Err(false)`: no such tool.
+    pub async fn get_or_wait(&self, id: &str, limit: Duration) -> Result<Arc<ToolEntry>, bool> {
+        let toolkit = id.split_once('_').map_or(id, |(kit, _)| kit);
+        let mut changes = self.changes.subscribe();
+        let mut done = self.pending_done.subscribe();
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if let Some(tool) = self.get(id) {
+                return Ok(tool);
+            }
+            if !self.is_pending(toolkit) {
+                return Err(false);
+            }
+            let woken = async {
+                tokio::select! {
+                    r = changes.changed() => r,
+                    r = done.changed() => r,
+                }
+            };
+            match tokio::time::timeout_at(deadline, woken).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(false),
+                Err(_) => return Err(self.is_pending(toolkit)),
+            }
+        }
+    }
+
     /// A receiver that changes whenever the tool list does (for MCP
     /// `notifications/tools/list_changed` and similar).
     pub fn subscribe(&self) -> watch::Receiver<u64> {
@@ -433,6 +495,40 @@ mod tests {
         );
         assert!(c.get("shell_run").is_some());
         assert!(c.remove_backend("shell", "test"));
+    }
+
+    #[tokio::test]
+    async fn a_call_waits_for_a_pending_toolkit() {
+        let c = Arc::new(Catalog::new());
+        assert_eq!(
+            c.get_or_wait("a_x", Duration::from_secs(5)).await.err(),
+            Some(false),
+            "not pending: not found at once"
+        );
+        c.set_pending("a", true);
+        assert_eq!(
+            c.get_or_wait("a_x", Duration::from_millis(50)).await.err(),
+            Some(true),
+            "still pending after the limit"
+        );
+        let waiter = {
+            let c = c.clone();
+            tokio::spawn(async move { c.get_or_wait("a_x", Duration::from_secs(10)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        c.register(kit("a"), vec![tool("x")]).unwrap();
+        c.set_pending("a", false);
+        assert!(waiter.await.unwrap().is_ok(), "woken by the registration");
+
+        // A toolkit that fails to load wakes its waiters with not found.
+        c.set_pending("b", true);
+        let waiter = {
+            let c = c.clone();
+            tokio::spawn(async move { c.get_or_wait("b_x", Duration::from_secs(10)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        c.set_pending("b", false);
+        assert_eq!(waiter.await.unwrap().err(), Some(false));
     }
 
     #[test]

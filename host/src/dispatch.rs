@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use crate::catalog::{Catalog, Invocation, ToolEntry};
 use crate::metrics::{Metrics, Usage};
 use crate::sessions::{Session, Sessions};
-use crate::tool::{CallError, Content, LimitOverrides, Progress};
+use crate::tool::{CallError, Content, LimitOverrides, Limits, Progress};
 
 /// Most schema violations listed in one error.
 const MAX_SCHEMA_ERRORS: usize = 8;
@@ -80,10 +80,10 @@ impl Dispatcher {
         input: Value,
         options: CallOptions,
     ) -> Result<CallOutput, CallError> {
-        let tool = self
-            .catalog
-            .get(tool_id)
-            .ok_or_else(|| CallError::NotFound(tool_id.to_owned()))?;
+        let tool = match self.catalog.get(tool_id) {
+            Some(tool) => tool,
+            None => self.wait_for_tool(tool_id, &options).await?,
+        };
         let started = Instant::now();
         let usage = Arc::new(Usage::default());
         let result = run(&tool, session, input, options, &usage, &self.metrics).await;
@@ -113,6 +113,37 @@ impl Dispatcher {
             version: tool.toolkit.version.clone(),
             fuel: (fuel > 0).then_some(fuel),
         })
+    }
+}
+
+impl Dispatcher {
+    /// A tool not in the catalog: if its plugin is on disk and still
+    /// compiling, wait for it up to the call's time limit; then a 503 to
+    /// retry, never a 404 for a tool that is coming.
+    async fn wait_for_tool(
+        &self,
+        tool_id: &str,
+        options: &CallOptions,
+    ) -> Result<Arc<ToolEntry>, CallError> {
+        let limit = options
+            .limits
+            .timeout_ms
+            .unwrap_or(Limits::default().timeout_ms)
+            .min(Limits::default().timeout_ms);
+        match self
+            .catalog
+            .get_or_wait(tool_id, Duration::from_millis(limit))
+            .await
+        {
+            Ok(tool) => Ok(tool),
+            Err(true) => {
+                let plugin = tool_id.split_once('_').map_or(tool_id, |(p, _)| p);
+                Err(CallError::BackendUnavailable(format!(
+                    "plugin `{plugin}` is still compiling (it is on disk and loading); retry in a few seconds"
+                )))
+            }
+            Err(false) => Err(CallError::NotFound(tool_id.to_owned())),
+        }
     }
 }
 

@@ -80,6 +80,20 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Compile every component of a plugins directory ahead of time into its
+    /// `.compile-cache/` folder, which a server serving that directory reads
+    /// when its own cache misses: the first start with a fresh data directory
+    /// is warm. Entries are for this build's engine and the given settings;
+    /// other builds and settings ignore them and compile.
+    Precompile {
+        /// The plugins directory.
+        #[arg(long, env = "TOOLHOST_PLUGINS", default_value = "plugins")]
+        plugins: PathBuf,
+        /// The server's configuration file, if it has one (its `[engine]`
+        /// settings decide the compiled code).
+        #[arg(long, env = "TOOLHOST_CONFIG")]
+        config: Option<PathBuf>,
+    },
     /// Turn a core wasm module (C: clang + wasi-libc, linked with the C SDK's
     /// `plugin_component_type.o`) into a plugin component; WASI preview 1 is
     /// bridged by the embedded adapter.
@@ -93,6 +107,7 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
@@ -111,7 +126,18 @@ fn main() -> anyhow::Result<()> {
                 config,
                 admin_token,
                 token,
-            } => serve(bind, &plugins, &data, config.as_deref(), admin_token, token).await,
+            } => {
+                serve(
+                    started,
+                    bind,
+                    &plugins,
+                    &data,
+                    config.as_deref(),
+                    admin_token,
+                    token,
+                )
+                .await
+            }
             Command::Call {
                 component,
                 tool,
@@ -119,6 +145,13 @@ fn main() -> anyhow::Result<()> {
                 workspace,
             } => call(&component, &tool, &input, workspace).await,
             Command::Inspect { component } => inspect(&component).await,
+            Command::Precompile { plugins, config } => {
+                let config = match config {
+                    Some(path) => Config::from_file(&path)?,
+                    None => Config::default(),
+                };
+                precompile(&config, &plugins, None).await
+            }
             Command::New { lang, name, dir } => {
                 let made = toolhost::scaffold::new_plugin(lang, &name, &dir)?;
                 println!(
@@ -140,6 +173,7 @@ fn main() -> anyhow::Result<()> {
             Command::Build { dir, out } => {
                 let out = out.unwrap_or_else(|| dir.join("dist"));
                 let wasm = toolhost::scaffold::build(&dir, &out)?;
+                precompile(&Config::default(), &out, Some(&wasm)).await?;
                 println!(
                     "built {} (+ manifest): copy both into the server's plugins directory, or pass --out <plugins dir>",
                     wasm.display()
@@ -151,6 +185,7 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn serve(
+    started: std::time::Instant,
     bind: Option<std::net::SocketAddr>,
     plugins: &Path,
     data: &Path,
@@ -175,11 +210,19 @@ async fn serve(
     if let Some(warning) = config.exposure_warning() {
         tracing::warn!("{warning}");
     }
-    let server = Server::start(&config, plugins, data).await?;
+    let server = Server::build(&config, plugins, data).await?;
     let listener = tokio::net::TcpListener::bind(config.server.bind)
         .await
         .with_context(|| format!("failed to listen on {}", config.server.bind))?;
-    tracing::info!(addr = %listener.local_addr()?, "toolhost listening");
+    // Once, before any plugin compiles: how long start-up took and what is
+    // left to load behind the listening server (`GET /health/ready`).
+    tracing::info!(
+        addr = %listener.local_addr()?,
+        startup_ms = (started.elapsed().as_secs_f64() * 1e4).round() / 10.0,
+        compiling = ?server.plugins.names_on_disk().unwrap_or_default(),
+        "toolhost listening"
+    );
+    server.load_plugins();
     let served = server::serve(listener, server.router(&config), server.shutdown.clone()).await;
     server.shutdown().await;
     served
@@ -273,6 +316,56 @@ async fn inspect(component: &Path) -> anyhow::Result<()> {
         })}).collect::<Vec<_>>(),
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+/// Compile the components of `dir` (only `only`, if given) into
+/// `dir/.compile-cache`; without `only`, entries of components no longer
+/// there are deleted.
+async fn precompile(config: &Config, dir: &Path, only: Option<&Path>) -> anyhow::Result<()> {
+    let cache_dir = dir.join(toolhost::wasm::cache::PRECOMPILED_DIR);
+    let backend = WasmBackend::new(&config.engine, config.limits, Some(&cache_dir))?;
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        let path = entry?.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let wanted = only.is_none_or(|o| o.file_name() == path.file_name());
+        if wanted && !name.starts_with('.') && name.ends_with(".wasm") {
+            files.push(toolhost::wasm::loader::PluginFile {
+                name: name.trim_end_matches(".wasm").to_owned(),
+                manifest: Some(path.with_extension("toml")).filter(|p| p.is_file()),
+                wasm: path,
+            });
+        }
+    }
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    let loads = files
+        .iter()
+        .map(|f| toolhost::wasm::loader::load_file(&backend, f));
+    let mut keep = std::collections::HashSet::new();
+    for (file, loaded) in files.iter().zip(futures::future::join_all(loads).await) {
+        match loaded {
+            Ok(p) => {
+                eprintln!(
+                    "precompiled {} ({}, {:.0} ms)",
+                    file.wasm.display(),
+                    p.origin.as_str(),
+                    p.compile_time.as_secs_f64() * 1000.0
+                );
+                keep.insert(p.version);
+            }
+            // Not a plugin this host loads: the server will say why.
+            Err(e) => eprintln!("not precompiled {}: {e}", file.wasm.display()),
+        }
+    }
+    if only.is_none()
+        && let Some(cache) = backend.cache()
+    {
+        cache.prune(&keep);
+    }
     Ok(())
 }
 

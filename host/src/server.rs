@@ -2,7 +2,7 @@
 //! plugins directory (and kept in step with it), dispatcher, router.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -29,6 +29,13 @@ pub struct Server {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// Cancelled by [`serve`] when a shutdown signal arrives.
     pub shutdown: CancellationToken,
+    /// The background load of the plugins directory, and its end.
+    loading: Mutex<
+        Option<(
+            tokio::task::JoinHandle<()>,
+            tokio::sync::watch::Receiver<bool>,
+        )>,
+    >,
 }
 
 impl Drop for Server {
@@ -36,14 +43,33 @@ impl Drop for Server {
         for t in &self.tasks {
             t.abort();
         }
+        if let Some((task, _)) = self
+            .loading
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            task.abort();
+        }
     }
 }
 
 impl Server {
-    /// Build the engine and load every plugin in `plugins`, then watch the
-    /// directory (unless `[plugins] watch = false`). A plugin that fails to
-    /// load is logged, shown in its status, and skipped; the others serve.
+    /// [`Server::build`], [`Server::load_plugins`], and wait until every
+    /// plugin on disk has loaded or failed.
     pub async fn start(config: &Config, plugins: &Path, data: &Path) -> anyhow::Result<Server> {
+        let server = Self::build(config, plugins, data).await?;
+        server.load_plugins();
+        server.loaded().await;
+        Ok(server)
+    }
+
+    /// Build the engine, the sessions and the Docker toolkits, and watch the
+    /// plugins directory (unless `[plugins] watch = false`); milliseconds,
+    /// no plugin compiled yet: that is [`Server::load_plugins`]'s, behind a
+    /// server that already answers. A plugin that fails to load is logged,
+    /// shown in its status, and skipped; the others serve.
+    pub async fn build(config: &Config, plugins: &Path, data: &Path) -> anyhow::Result<Server> {
         // Absolute from here on: relative paths reach Docker as bind-mount
         // sources, which it takes for volume names and refuses (`make run`
         // passes `--plugins target/plugins --data target/data`).
@@ -56,6 +82,12 @@ impl Server {
             config.limits,
             config.plugins.compile_cache.then_some(cache_dir.as_path()),
         )?;
+        // Components the build precompiled (`toolhost precompile`), read
+        // when the data directory's cache has no entry: a fresh data
+        // directory starts warm.
+        if let Some(cache) = wasm.cache() {
+            cache.add_seed(&plugins.join(crate::wasm::cache::PRECOMPILED_DIR));
+        }
         tracing::info!(
             pool_instances = config.engine.pool_instances,
             virtual_reservation_gib = wasm.reservation_bytes() as f64 / (1u64 << 30) as f64,
@@ -77,8 +109,7 @@ impl Server {
             docker
         });
         let manager = PluginManager::new(plugins, wasm.clone(), catalog.clone());
-        let started = Instant::now();
-        manager.load_all().await.with_context(|| {
+        manager.names_on_disk().with_context(|| {
             format!("failed to read the plugins directory {}", plugins.display())
         })?;
         let watcher = if config.plugins.watch {
@@ -92,18 +123,6 @@ impl Server {
         } else {
             None
         };
-        tracing::info!(
-            tools = catalog.tools().len(),
-            plugins = catalog.toolkits().len(),
-            failed = manager
-                .list()
-                .iter()
-                .filter(|s| s.state == State::Failed)
-                .count(),
-            ms = started.elapsed().as_millis() as u64,
-            watching = config.plugins.watch,
-            "catalog ready"
-        );
         Ok(Server {
             dispatcher: Arc::new(Dispatcher::new(catalog, sessions).with_metrics(
                 if config.server.metrics {
@@ -118,7 +137,59 @@ impl Server {
             _watcher: watcher,
             tasks,
             shutdown: CancellationToken::new(),
+            loading: Mutex::new(None),
         })
+    }
+
+    /// Load every plugin of the directory in the background: each is listed
+    /// as `compiling` at once (a call to one of its tools waits for it), and
+    /// its tools appear as it becomes ready, smallest component first.
+    pub fn load_plugins(&self) {
+        let (done, loaded) = tokio::sync::watch::channel(false);
+        let manager = self.plugins.clone();
+        let catalog = self.dispatcher.catalog().clone();
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            if let Err(e) = manager.load_all().await {
+                tracing::error!(dir = %manager.dir().display(), error = %e, "cannot read the plugins directory");
+            }
+            let statuses = manager.list();
+            let failed: Vec<&str> = statuses
+                .iter()
+                .filter(|s| s.state == State::Failed)
+                .map(|s| s.name.as_str())
+                .collect();
+            tracing::info!(
+                tools = catalog.tools().len(),
+                plugins = statuses.len() - failed.len(),
+                ?failed,
+                ms = started.elapsed().as_millis() as u64,
+                "all plugins loaded"
+            );
+            let _ = done.send(true);
+        });
+        let old = self
+            .loading
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace((task, loaded));
+        if let Some((task, _)) = old {
+            task.abort();
+        }
+    }
+
+    /// Wait until the plugins [`Server::load_plugins`] started loading have
+    /// loaded or failed (at once if it was not called).
+    pub async fn loaded(&self) {
+        let loaded = self
+            .loading
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|(_, rx)| rx.clone());
+        if let Some(mut rx) = loaded {
+            let _ = rx.wait_for(|done| *done).await;
+        }
     }
 
     /// Release what outlives the process otherwise: the Docker nodes.

@@ -4,7 +4,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router, routing};
@@ -31,6 +31,7 @@ pub const VERSION_HEADER: &str = "x-toolhost-plugin-version";
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/health", routing::get(health))
+        .route("/health/ready", routing::get(ready))
         .route("/metrics", routing::get(metrics))
         .route("/tools", routing::get(list_tools))
         .route("/tools/{id}", routing::get(describe_tool))
@@ -41,6 +42,42 @@ pub fn routes() -> Router<AppState> {
 
 async fn health() -> Json<Value> {
     Json(json!({"status": "ok"}))
+}
+
+/// Readiness: 200 once no plugin of the directory is compiling, 503 (with
+/// `Retry-After`) while some are, naming them with their progress. Plugins
+/// that failed are listed but do not hold readiness back (they will not get
+/// ready by waiting). Behind the caller tokens, unlike `/health` (it names
+/// plugins); probes can send a header.
+async fn ready(State(state): State<AppState>) -> Response {
+    let statuses = state.plugins.list();
+    let compiling: Vec<Value> = statuses
+        .iter()
+        .filter(|s| s.state == crate::plugins::State::Compiling)
+        .map(|s| json!({"name": s.name, "progress": s.progress}))
+        .collect();
+    let failed: Vec<&str> = statuses
+        .iter()
+        .filter(|s| s.state == crate::plugins::State::Failed)
+        .map(|s| s.name.as_str())
+        .collect();
+    let ready = compiling.is_empty();
+    let body = Json(json!({
+        "ready": ready,
+        "compiling": compiling,
+        "failed": failed,
+        "tools": state.dispatcher.catalog().tools().len(),
+    }));
+    if ready {
+        body.into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, HeaderValue::from_static("1"))],
+            body,
+        )
+            .into_response()
+    }
 }
 
 /// Prometheus text exposition (see [`crate::metrics`]).

@@ -31,8 +31,9 @@ use crate::wasm::{LoadError, LoadedPlugin, WasmBackend};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
-    /// A version is being read and compiled (a previous one may be serving).
-    Loading,
+    /// A version is being read and compiled (a previous one may be
+    /// serving); `progress` says how far it is.
+    Compiling,
     /// The current files are loaded and serving.
     Ready,
     /// The current files did not load; `error` says why. A previous version,
@@ -62,6 +63,12 @@ pub struct PluginStatus {
     pub compile_ms: Option<f64>,
     /// `compiled` or `cache`.
     pub source: Option<&'static str>,
+    /// While compiling: the phase, the time so far and the component's size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Progress>,
+    /// When the current load began (for `progress.elapsed_ms`).
+    #[serde(skip)]
+    since: Option<std::time::Instant>,
     /// Identity of the files last attempted (component + manifest hashes), so
     /// an event that changed nothing does not reload.
     #[serde(skip)]
@@ -104,17 +111,32 @@ impl PluginStatus {
         PluginStatus {
             name: name.to_owned(),
             backend: "wasm",
-            state: State::Loading,
+            state: State::Compiling,
             version: None,
             loaded_at: None,
             tools: Vec::new(),
             error: None,
             compile_ms: None,
             source: None,
+            progress: None,
+            since: None,
             files: None,
             stamps: None,
         }
     }
+}
+
+/// How far a compiling plugin is.
+#[derive(Debug, Clone, Serialize)]
+pub struct Progress {
+    /// `queued` (on disk, waiting for a compile slot or to be read),
+    /// `compiling`, `cached` (loading the compile cache's entry), or
+    /// `describing` (asking the plugin for its tools).
+    pub phase: &'static str,
+    /// Since the load began.
+    pub elapsed_ms: u64,
+    /// The component's size.
+    pub bytes: Option<u64>,
 }
 
 /// Why an admin change was refused.
@@ -181,12 +203,59 @@ impl PluginManager {
 
     /// Every plugin's status, sorted by name.
     pub fn list(&self) -> Vec<PluginStatus> {
-        self.lock_status().values().cloned().collect()
+        self.lock_status().values().map(with_elapsed).collect()
     }
 
     /// One plugin's status.
     pub fn get(&self, name: &str) -> Option<PluginStatus> {
-        self.lock_status().get(name).cloned()
+        self.lock_status().get(name).map(with_elapsed)
+    }
+
+    /// Names of the plugins compiling now.
+    pub fn compiling(&self) -> Vec<String> {
+        self.lock_status()
+            .values()
+            .filter(|s| s.state == State::Compiling)
+            .map(|s| s.name.clone())
+            .collect()
+    }
+
+    /// Record the phase of plugin `name`'s load.
+    fn phase(&self, name: &str, phase: &'static str) {
+        self.update(name, |s| {
+            if let Some(p) = &mut s.progress {
+                p.phase = phase;
+            }
+        });
+    }
+
+    /// Mark plugin `name` as compiling (its files of `bytes` are about to be
+    /// read): listed at once, and, with no version serving yet, its tools
+    /// pending in the catalog (a call waits for them).
+    fn begin(&self, name: &str, bytes: Option<u64>) {
+        let mut serving = false;
+        self.update(name, |s| {
+            s.state = State::Compiling;
+            s.since = Some(std::time::Instant::now());
+            s.progress = Some(Progress {
+                phase: "queued",
+                elapsed_ms: 0,
+                bytes,
+            });
+            serving = s.version.is_some();
+        });
+        if !serving {
+            self.catalog.set_pending(name, true);
+        }
+    }
+
+    /// The load of plugin `name` ended (its state says how, or it is gone).
+    fn end(&self, name: &str) {
+        if let Some(s) = self.lock_status().get_mut(name) {
+            s.progress = None;
+            s.since = None;
+        }
+        self.catalog.set_pending(name, false);
     }
 
     fn lock_status(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, PluginStatus>> {
@@ -221,10 +290,24 @@ impl PluginManager {
     }
 
     /// Load every plugin of the directory, in parallel (compiles are bounded
-    /// by the backend), then delete compile-cache entries nothing uses.
+    /// by the backend), smallest component first, so small tools are served
+    /// soonest; then delete compile-cache entries nothing uses. Every plugin
+    /// is listed as compiling before the first compile starts.
     pub async fn load_all(self: &Arc<Self>) -> std::io::Result<()> {
-        let names = self.names_on_disk()?;
-        futures::future::join_all(names.iter().map(|n| self.reconcile(n))).await;
+        let mut names: Vec<(u64, String)> = self
+            .names_on_disk()?
+            .into_iter()
+            .map(|n| {
+                let size =
+                    std::fs::metadata(self.dir.join(format!("{n}.wasm"))).map_or(0, |m| m.len());
+                (size, n)
+            })
+            .collect();
+        names.sort();
+        for (size, name) in &names {
+            self.begin(name, Some(*size));
+        }
+        futures::future::join_all(names.iter().map(|(_, n)| self.reconcile(n))).await;
         self.prune_cache();
         Ok(())
     }
@@ -234,6 +317,13 @@ impl PluginManager {
     pub async fn reconcile(&self, name: &str) {
         let lock = self.name_lock(name);
         let _guard = lock.lock().await;
+        self.reconcile_locked(name).await;
+        // Whatever happened (loaded, failed, unchanged, gone), the load
+        // marked by `begin` (start-up, or `install`) is over.
+        self.end(name);
+    }
+
+    async fn reconcile_locked(&self, name: &str) {
         let wasm_path = self.dir.join(format!("{name}.wasm"));
         let stamps = self.stamps(name);
         let untouched = self
@@ -303,14 +393,20 @@ impl PluginManager {
     /// previous version keeps serving and the status records the error.
     async fn install(&self, name: &str, files: Files) -> Result<PluginStatus, ChangeError> {
         let old = self.get(name).and_then(|s| s.version);
+        if self.get(name).is_none_or(|s| s.progress.is_none()) {
+            self.begin(name, Some(files.wasm.len() as u64));
+        }
         self.update(name, |s| {
-            s.state = State::Loading;
             s.files = Some(files.identity.clone());
             s.stamps = Some(files.stamps);
+            if let Some(p) = &mut s.progress {
+                p.bytes = Some(files.wasm.len() as u64);
+            }
         });
+        let report = |phase| self.phase(name, phase);
         let result = match self
             .wasm
-            .load(name, files.wasm, files.manifest.as_deref())
+            .load_reporting(name, files.wasm, files.manifest.as_deref(), &report)
             .await
         {
             Ok(plugin) => self.register(name, plugin),
@@ -470,6 +566,15 @@ impl PluginManager {
             tracing::info!(deleted, "pruned stale compile-cache entries");
         }
     }
+}
+
+/// A status with `progress.elapsed_ms` brought up to now.
+fn with_elapsed(s: &PluginStatus) -> PluginStatus {
+    let mut s = s.clone();
+    if let (Some(p), Some(since)) = (&mut s.progress, s.since) {
+        p.elapsed_ms = since.elapsed().as_millis() as u64;
+    }
+    s
 }
 
 /// The plugin a directory entry belongs to: `<name>.wasm` or `<name>.toml`,

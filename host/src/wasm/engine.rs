@@ -62,6 +62,50 @@ pub fn build(cfg: &EngineConfig) -> wasmtime::Result<(Engine, u64)> {
     Ok((engine, u64::from(memories) * (reservation + GUARD_BYTES)))
 }
 
+/// Niceness of compile threads: under load, request handling (nice 0) gets
+/// the cores first and compiles take what is left.
+const COMPILE_NICE: i32 = 10;
+
+/// Lower the calling thread's scheduling priority (Linux: per thread).
+fn lower_priority() {
+    // SAFETY: setpriority with `who` 0 changes only the calling thread's
+    // niceness; it has no memory effects.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, COMPILE_NICE) };
+    if r != 0 {
+        tracing::debug!(error = %std::io::Error::last_os_error(), "cannot lower a compile thread's priority");
+    }
+}
+
+/// Cranelift's parallel compilation runs on rayon's global pool: give its
+/// threads the compile priority (once per process; a pool someone else made
+/// first is left as it is).
+pub fn configure_compile_pool() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let built = rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("toolhost-compile-{i}"))
+            .start_handler(|_| lower_priority())
+            .build_global();
+        if let Err(e) = built {
+            tracing::debug!(error = %e, "rayon's global pool was already built");
+        }
+    });
+}
+
+/// Run `f` (a compile) on a thread of its own at the compile priority; none
+/// if the thread could not be made or panicked.
+pub async fn in_background<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("toolhost-compile".into())
+        .spawn(move || {
+            lower_priority();
+            let _ = tx.send(f());
+        })
+        .ok()?;
+    rx.await.ok()
+}
+
 /// PAGEMAP_SCAN arrived in Linux 6.7.
 fn kernel_has_pagemap_scan() -> bool {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();

@@ -119,6 +119,7 @@ impl WasmBackend {
         defaults: Limits,
         cache_dir: Option<&Path>,
     ) -> anyhow::Result<Arc<Self>> {
+        engine::configure_compile_pool();
         let (engine, reservation) = engine::build(cfg)
             .map_err(|e| anyhow::anyhow!("failed to build the wasm engine: {e:#}"))?;
         let mut linker = Linker::new(&engine);
@@ -162,12 +163,26 @@ impl WasmBackend {
     }
 
     /// Compile, check and describe component `bytes` as plugin `name`.
-    /// Compilation runs on the blocking pool, never on a request thread.
+    /// Compilation runs on threads of its own at a lower priority, never on
+    /// a request thread.
     pub async fn load(
         &self,
         name: &str,
         bytes: Vec<u8>,
         manifest: Option<&str>,
+    ) -> Result<LoadedPlugin, LoadError> {
+        self.load_reporting(name, bytes, manifest, &|_| {}).await
+    }
+
+    /// [`Self::load`], telling `report` each phase it enters: `cached`
+    /// (reading the compile cache), `compiling` (a compile slot taken),
+    /// `describing` (asking the plugin for its tools).
+    pub async fn load_reporting(
+        &self,
+        name: &str,
+        bytes: Vec<u8>,
+        manifest: Option<&str>,
+        report: &(dyn Fn(&'static str) + Sync),
     ) -> Result<LoadedPlugin, LoadError> {
         if !tool::is_valid_plugin_name(name) {
             return Err(LoadError::InvalidName(name.to_owned()));
@@ -183,8 +198,9 @@ impl WasmBackend {
         let version = loader::content_hash(&bytes);
 
         let started = Instant::now();
-        let (component, origin) = self.compile(bytes, &version).await?;
+        let (component, origin) = self.compile(bytes, &version, report).await?;
         let compile_time = started.elapsed();
+        report("describing");
 
         self.check_exports(&component)?;
         let pre = self
@@ -232,11 +248,13 @@ impl WasmBackend {
         &self,
         bytes: Vec<u8>,
         version: &str,
+        report: &(dyn Fn(&'static str) + Sync),
     ) -> Result<(Component, Origin), LoadError> {
         let engine = self.engine.clone();
         let cache = self.cache.clone();
         let hash = version.to_owned();
         if let Some(cache) = cache.clone() {
+            report("cached");
             let (engine, hash) = (engine.clone(), hash.clone());
             let cached = tokio::task::spawn_blocking(move || cache.get(&engine, &hash))
                 .await
@@ -251,7 +269,8 @@ impl WasmBackend {
             .acquire()
             .await
             .map_err(|_| LoadError::Compile("the engine is shutting down".into()))?;
-        tokio::task::spawn_blocking(move || {
+        report("compiling");
+        engine::in_background(move || {
             let component = Component::new(&engine, &bytes)
                 .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
             if let Some(cache) = &cache {
@@ -260,7 +279,7 @@ impl WasmBackend {
             Ok((component, Origin::Compiled))
         })
         .await
-        .map_err(|e| LoadError::Compile(format!("the compile task failed: {e}")))?
+        .unwrap_or_else(|| Err(LoadError::Compile("the compile thread failed".into())))
     }
 
     /// The toolkit export must be there, in the version this host speaks.

@@ -163,8 +163,21 @@ impl Server {
         Self::start_env(plugins, config, &[])
     }
 
-    /// Start with a config file's text and extra environment variables.
+    /// Start with a config file's text and extra environment variables;
+    /// waits until every plugin has loaded (or failed).
     pub fn start_env(
+        plugins: PluginsDir,
+        config: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Server> {
+        let server = Self::spawn_env(plugins, config, env)?;
+        server.wait_loaded()?;
+        Ok(server)
+    }
+
+    /// Start and wait only until `/health` answers (plugins may still be
+    /// compiling behind it).
+    pub fn spawn_env(
         plugins: PluginsDir,
         config: Option<&str>,
         env: &[(&str, &str)],
@@ -207,7 +220,8 @@ impl Server {
             &env,
         )?;
         (self.child, self.base, self.log) = (child, base, log);
-        self.wait_ready()
+        self.wait_ready()?;
+        self.wait_loaded()
     }
 
     /// The plugins directory the server watches.
@@ -227,11 +241,45 @@ impl Server {
             if let Ok(r) = self.http.get(format!("{}/health", self.base)).send()
                 && r.status().is_success()
             {
-                return Ok(());
+                return self.listened_first();
             }
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(10));
         }
-        bail!("toolhost was not ready within 60 s:\n{}", self.log())
+        bail!(
+            "toolhost did not answer /health within 60 s:\n{}",
+            self.log()
+        )
+    }
+
+    /// The server answers at once: it listens before any plugin loads (the
+    /// log says `toolhost listening` before the first `plugin loaded`), so
+    /// `/health` never waits for a compile. Checked on every start.
+    fn listened_first(&self) -> anyhow::Result<()> {
+        let log = self.log();
+        let listening = log.find("toolhost listening");
+        let loaded = log.find("plugin loaded");
+        match (listening, loaded) {
+            (Some(l), Some(p)) if p < l => {
+                bail!("a plugin loaded before the server listened:\n{log}")
+            }
+            (None, _) => bail!("/health answered before `toolhost listening` was logged:\n{log}"),
+            _ => Ok(()),
+        }
+    }
+
+    /// Wait until no plugin is compiling (`/health/ready`), up to 3 minutes
+    /// (cold compiles of the Python plugins on a busy 2-core machine).
+    pub fn wait_loaded(&self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        while Instant::now() < deadline {
+            match self.http.get(self.url("/health/ready")).send() {
+                Ok(r) if r.status().is_success() => return Ok(()),
+                // Caller tokens: the harness cannot ask; /health answered.
+                Ok(r) if r.status().as_u16() == 401 => return Ok(()),
+                _ => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+        bail!("plugins still compiling after 3 minutes:\n{}", self.log())
     }
 
     /// What the server wrote to stderr so far.

@@ -110,6 +110,13 @@ fn start(plugins: &str, data: &str) -> Run {
     });
     assert!(up.is_some(), "no /health within 90 s:\n{}", run.log());
     println!("first /health after {:?}", started.elapsed());
+    // It answered at once: it listened before any plugin loaded.
+    let log = run.log();
+    let listening = log.find("toolhost listening").expect("listening logged");
+    assert!(
+        log.find("plugin loaded").is_none_or(|p| p > listening),
+        "a plugin loaded before the server listened:\n{log}"
+    );
     run
 }
 
