@@ -34,13 +34,21 @@ run: build
 
 ## Everything: format check, clippy (host and guests), unit, router and end-to-end
 ## tests, with the Docker engine started and the node image built when missing.
-test: wasm-target host-bin plugins fixtures node-image
-	$(CARGO) fmt --all --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) clippy --target $(WASM_TARGET) $(GUESTS:%=-p %) -p toolhost-sdk -- -D warnings
-	$(CARGO) test --workspace
-	@$(MAKE) --no-print-directory py-unit js-unit c-unit
-	python3 plugins/node/test_drivers.py
+## Each phase prints its duration, and a summary closes the run
+## (tests/phase.sh; the figures stay in target/test-phases.txt).
+PHASE := tests/phase.sh
+test:
+	@$(PHASE) --reset
+	@$(PHASE) toolchains $(MAKE) --no-print-directory wasm-target host-bin
+	@$(PHASE) plugins $(MAKE) --no-print-directory plugins fixtures
+	@$(PHASE) node-image $(MAKE) --no-print-directory node-image
+	@$(PHASE) fmt $(CARGO) fmt --all --check
+	@$(PHASE) clippy $(CARGO) clippy --workspace --all-targets -- -D warnings
+	@$(PHASE) clippy-guests $(CARGO) clippy --target $(WASM_TARGET) $(GUESTS:%=-p %) -p toolhost-sdk -- -D warnings
+	@$(PHASE) cargo-test $(CARGO) test --workspace
+	@$(PHASE) lang-units $(MAKE) --no-print-directory py-unit js-unit c-unit
+	@$(PHASE) drivers python3 plugins/node/test_drivers.py
+	@$(PHASE) --summary
 
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
@@ -66,8 +74,9 @@ c-toolchain:
 guests: wasm-target
 	$(CARGO) build --target $(WASM_TARGET) --profile plugin $(GUESTS:%=-p %)
 
-## Every example component + manifest into target/plugins/ (Rust and Python
-## components, Docker toolkit folders).
+## Every example component + manifest into target/plugins/ (Rust, Python,
+## JavaScript and C components, Docker toolkit folders), precompiled for this
+## build's engine.
 plugins: guests c-toolchain
 	@mkdir -p target/plugins
 	@for p in $(PLUGINS); do \
@@ -82,6 +91,9 @@ plugins: guests c-toolchain
 	  mkdir -p target/plugins/$$t && \
 	  cp plugins/$$t/$$t.toml plugins/$$t/driver.py target/plugins/$$t/ || exit 1; \
 	done
+	@# Compiled ahead of time into target/plugins/.compile-cache: the first
+	@# start of `make run`, even on a fresh data directory, is warm.
+	$(TOOLHOST_BIN) precompile --plugins target/plugins
 	@ls -l target/plugins
 
 ## Test fixtures into target/fixtures/ (kept out of the served examples).

@@ -24,6 +24,12 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+/// The folder of a plugins directory where `toolhost precompile` (run by
+/// `make plugins` and `toolhost build`) puts compiled components, for
+/// servers to read when their own cache has no entry (a fresh data
+/// directory). Hidden, so the watcher and the toolkit scan pass it by.
+pub const PRECOMPILED_DIR: &str = ".compile-cache";
+
 const MAGIC: &[u8; 8] = b"THCWASM1";
 const HEADER: usize = MAGIC.len() + 32;
 const EXTENSION: &str = "cwasm";
@@ -33,6 +39,8 @@ const EXTENSION: &str = "cwasm";
 pub struct CompileCache {
     dir: PathBuf,
     fingerprint: String,
+    /// Read-only caches looked at after `dir` (precompiled by the build).
+    seeds: std::sync::Arc<std::sync::RwLock<Vec<PathBuf>>>,
 }
 
 /// How a component was obtained.
@@ -60,7 +68,17 @@ impl CompileCache {
         Ok(CompileCache {
             dir: dir.to_owned(),
             fingerprint: fingerprint(engine),
+            seeds: Default::default(),
         })
+    }
+
+    /// Also read entries from `dir` (never written or pruned here; an entry
+    /// of another engine is not seen, a damaged one is passed over).
+    pub fn add_seed(&self, dir: &Path) {
+        self.seeds
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(dir.to_owned());
     }
 
     pub fn dir(&self) -> &Path {
@@ -73,10 +91,22 @@ impl CompileCache {
     }
 
     /// The cached compilation of the component with `content_hash`, if there
-    /// is a sound one. A damaged entry is deleted.
+    /// is a sound one, from this cache or else a seed. A damaged entry of
+    /// this cache is deleted.
     pub fn get(&self, engine: &Engine, content_hash: &str) -> Option<Component> {
-        let path = self.path(content_hash);
-        let bytes = std::fs::read(&path).ok()?;
+        if let Some(component) = self.get_in(engine, &self.path(content_hash), true) {
+            return Some(component);
+        }
+        let seeds = self.seeds.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let file = self.path(content_hash);
+        let file = file.file_name()?;
+        seeds
+            .iter()
+            .find_map(|seed| self.get_in(engine, &seed.join(file), false))
+    }
+
+    fn get_in(&self, engine: &Engine, path: &Path, own: bool) -> Option<Component> {
+        let bytes = std::fs::read(path).ok()?;
         match verify(&bytes) {
             // SAFETY: the payload was produced by `Component::serialize` of an
             // engine with this fingerprint and written by this module (the
@@ -92,7 +122,9 @@ impl CompileCache {
                 tracing::warn!(entry = %path.display(), "damaged cache entry; compiling again")
             }
         }
-        let _ = std::fs::remove_file(&path);
+        if own {
+            let _ = std::fs::remove_file(path);
+        }
         None
     }
 
@@ -207,6 +239,42 @@ mod tests {
         assert_eq!(cache.prune(&keep), 2);
         assert!(cache.get(&engine, "abc").is_some());
         assert!(dir.path().join("unrelated.txt").exists());
+    }
+
+    #[test]
+    fn seeds_are_read_after_the_cache_and_never_changed() {
+        let (dir, seed) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let engine = engine();
+        let component = Component::new(&engine, WAT).unwrap();
+        CompileCache::open(seed.path(), &engine)
+            .unwrap()
+            .put("abc", &component);
+        let cache = CompileCache::open(dir.path(), &engine).unwrap();
+        assert!(cache.get(&engine, "abc").is_none());
+        cache.add_seed(seed.path());
+        assert!(cache.get(&engine, "abc").is_some(), "read from the seed");
+        assert!(
+            std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+            "nothing written into the cache"
+        );
+        // A damaged seed entry is passed over, not deleted.
+        let entry = std::fs::read_dir(seed.path())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        std::fs::write(&entry, b"junk").unwrap();
+        assert!(cache.get(&engine, "abc").is_none());
+        assert!(entry.exists());
+        // Another engine's seed entries are not seen.
+        let mut config = wasmtime::Config::new();
+        config.consume_fuel(true);
+        let other = Engine::new(&config).unwrap();
+        CompileCache::open(seed.path(), &other)
+            .unwrap()
+            .put("def", &Component::new(&other, WAT).unwrap());
+        assert!(cache.get(&engine, "def").is_none());
     }
 
     #[test]
