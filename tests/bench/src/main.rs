@@ -17,7 +17,11 @@
 //! 5. Plugin languages (see [`languages`]): per language, component size, cold
 //!    and cached load, a trivial call's latency and fuel.
 //!
-//! `toolhost-bench [invoke|auth|paired|hotload|nodes|languages]` runs one
+//! 6. Start-up (see [`startup`]): process start to the first `/health` and to
+//!    every shipped plugin ready, cold, precompiled and restarted
+//!    (BENCH_STARTS warm runs, default 5; BENCH_COLD_STARTS, default 1).
+//!
+//! `toolhost-bench [invoke|auth|paired|hotload|nodes|languages|startup]` runs one
 //! part; no argument runs all (`auth`: the cost of caller auth + metrics
 //! alone; `paired`: the surfaces' CPU time per call, paired, alone).
 //! `toolhost-bench soak` (`make soak`) is separate: `SOAK_MINUTES` (default
@@ -31,6 +35,7 @@ mod hotload;
 mod languages;
 mod nodes;
 mod soak;
+mod startup;
 mod surfaces;
 
 use std::path::{Path, PathBuf};
@@ -83,6 +88,15 @@ async fn main() -> anyhow::Result<()> {
     if part == "languages" {
         return languages::run(&plugins, samples).await;
     }
+    let startup_runs = (
+        env_num("BENCH_STARTS", 5) as usize,
+        env_num("BENCH_COLD_STARTS", 1) as usize,
+    );
+    if part == "startup" {
+        return tokio::task::block_in_place(|| {
+            startup::run(&plugins, startup_runs.0, startup_runs.1)
+        });
+    }
 
     // The invoke figures are of calc alone: no other plugin compiling, no
     // Docker pool starting, in the same process.
@@ -127,6 +141,7 @@ async fn main() -> anyhow::Result<()> {
     drop((plain, secured));
 
     if part.is_empty() {
+        tokio::task::block_in_place(|| startup::run(&plugins, startup_runs.0, startup_runs.1))?;
         hotload::run(&plugins, env_num("BENCH_SWAPS", 20) as usize).await?;
         languages::run(&plugins, samples).await?;
         nodes::run(&plugins).await?;
@@ -256,10 +271,11 @@ impl ServerProcess {
             .stdout(Stdio::null())
             .spawn()
             .context("failed to start toolhost")?;
+        // The server answers at once; measure only once every plugin loaded.
         let deadline = Instant::now() + Duration::from_secs(300);
-        while std::net::TcpStream::connect(&addr).is_err() {
-            anyhow::ensure!(Instant::now() < deadline, "the server did not start");
-            std::thread::sleep(Duration::from_millis(50));
+        while !startup::is_ready(&addr) {
+            anyhow::ensure!(Instant::now() < deadline, "the server did not get ready");
+            std::thread::sleep(Duration::from_millis(20));
         }
         Ok(ServerProcess {
             child,

@@ -287,16 +287,26 @@ fn fast_answers_leave_in_one_piece_and_slow_ones_still_stream() {
         (1, None, "application/json"),
         (2, Some(json!({"progressToken": "p"})), "text/event-stream"),
     ] {
-        let fast = c
-            .post()
-            .body(call(
-                id,
-                "calc_evaluate",
-                json!({"expression": "1+1"}),
-                meta,
-            ))
-            .send()
-            .unwrap();
+        // A call that ends within 20 ms is answered as JSON; on a machine
+        // busy with other tests one may take longer (and stream), so the
+        // fast case gets a few tries.
+        let mut tries = 0;
+        let fast = loop {
+            tries += 1;
+            let r = c
+                .post()
+                .body(call(
+                    id,
+                    "calc_evaluate",
+                    json!({"expression": "1+1"}),
+                    meta.clone(),
+                ))
+                .send()
+                .unwrap();
+            if tries >= 5 || content_type(&r).starts_with(expected) {
+                break r;
+            }
+        };
         assert!(
             content_type(&fast).starts_with(expected),
             "{}",

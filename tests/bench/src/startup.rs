@@ -1,0 +1,166 @@
+//! Start-up of the release binary on the shipped wasm plugins
+//! (`target/plugins`, the Docker toolkit folders left out: their hot pool
+//! would start containers): from process start to the first `/health` answer
+//! (liveness) and to `/health/ready` (every plugin loaded), in three cases:
+//!
+//! - cold: a fresh data directory and no precompiled components (every
+//!   plugin compiled);
+//! - precompiled: a fresh data directory with the build's
+//!   `.compile-cache` (as the first `make run` after `make plugins`);
+//! - restart: the same data directory again (its own compile cache).
+//!
+//! Each server is stopped with SIGTERM. Goals (issue 17): first `/health`
+//! under 200 ms always; every shipped tool ready under 1 s when warm.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use crate::root;
+
+/// Milliseconds to the first `/health` and to `/health/ready`.
+struct Start {
+    health_ms: f64,
+    ready_ms: f64,
+}
+
+/// The status code of `GET path` on `addr`, if it answered.
+fn status(addr: &str, path: &str) -> Option<u16> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+/// Whether the server at `addr` says every plugin is loaded.
+pub(crate) fn is_ready(addr: &str) -> bool {
+    // 401: a server with caller tokens; its plugins load behind it and a
+    // call waits for them.
+    matches!(status(addr, "/health/ready"), Some(200 | 401))
+}
+
+fn start_once(plugins: &Path, data: &Path) -> anyhow::Result<Start> {
+    let bin = root().join("target/release/toolhost");
+    anyhow::ensure!(
+        bin.is_file(),
+        "run `cargo build --release -p toolhost` first"
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let started = Instant::now();
+    let mut child = Command::new(&bin)
+        .args(["serve", "--bind", &addr])
+        .arg("--plugins")
+        .arg(plugins)
+        .arg("--data")
+        .arg(data)
+        .env("TOOLHOST_LOG", "warn")
+        .env_remove("TOOLHOST_TOKEN")
+        .stdout(Stdio::null())
+        .spawn()
+        .context("failed to start toolhost")?;
+    let deadline = started + Duration::from_secs(600);
+    let mut health = None;
+    let result = loop {
+        if Instant::now() > deadline {
+            break Err(anyhow::anyhow!("not ready within 10 minutes"));
+        }
+        if health.is_none() {
+            if status(&addr, "/health") == Some(200) {
+                health = Some(started.elapsed());
+            } else {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+        }
+        if status(&addr, "/health/ready") == Some(200) {
+            break Ok(Start {
+                health_ms: health.expect("set above").as_secs_f64() * 1e3,
+                ready_ms: started.elapsed().as_secs_f64() * 1e3,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    result
+}
+
+fn report(case: &str, runs: &[Start]) {
+    let stat = |f: fn(&Start) -> f64| {
+        let mut v: Vec<f64> = runs.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        (v[0], v[v.len() / 2], v[v.len() - 1])
+    };
+    let (h_min, h_med, h_max) = stat(|s| s.health_ms);
+    let (r_min, r_med, r_max) = stat(|s| s.ready_ms);
+    println!(
+        "{case:<12} runs {:>2}  first /health median {h_med:>7.1} ms (min {h_min:.1}, max {h_max:.1})  all ready median {r_med:>8.1} ms (min {r_min:.1}, max {r_max:.1})",
+        runs.len()
+    );
+}
+
+pub fn run(plugins: &Path, warm_runs: usize, cold_runs: usize) -> anyhow::Result<()> {
+    println!("== start-up: the shipped wasm plugins, release binary ==");
+    let without_seed = tempfile::tempdir()?;
+    let with_seed = tempfile::tempdir()?;
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(plugins)? {
+        let path = entry?.path();
+        let file = path.file_name().unwrap_or_default().to_owned();
+        if path.is_file() && !file.to_string_lossy().starts_with('.') {
+            std::fs::copy(&path, without_seed.path().join(&file))?;
+            std::fs::copy(&path, with_seed.path().join(&file))?;
+            if path.extension().is_some_and(|e| e == "wasm") {
+                names.push(file.to_string_lossy().into_owned());
+            }
+        }
+    }
+    names.sort();
+    let seed = plugins.join(".compile-cache");
+    anyhow::ensure!(
+        seed.is_dir(),
+        "no {}: run `make plugins` (it precompiles)",
+        seed.display()
+    );
+    let copy = with_seed.path().join(".compile-cache");
+    std::fs::create_dir_all(&copy)?;
+    for entry in std::fs::read_dir(&seed)? {
+        let path = entry?.path();
+        std::fs::copy(&path, copy.join(path.file_name().unwrap_or_default()))?;
+    }
+    println!("plugins: {}", names.join(", "));
+
+    // The restarts reuse the data directory of the first cold start.
+    let primed = tempfile::tempdir()?;
+    let mut cold = vec![start_once(without_seed.path(), primed.path())?];
+    for _ in 1..cold_runs.max(1) {
+        let data = tempfile::tempdir()?;
+        cold.push(start_once(without_seed.path(), data.path())?);
+    }
+    let mut precompiled = Vec::new();
+    let mut restart = Vec::new();
+    for _ in 0..warm_runs {
+        let data = tempfile::tempdir()?;
+        precompiled.push(start_once(with_seed.path(), data.path())?);
+        restart.push(start_once(without_seed.path(), primed.path())?);
+    }
+    report("cold", &cold);
+    report("precompiled", &precompiled);
+    report("restart", &restart);
+    Ok(())
+}
