@@ -15,10 +15,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 use serde::Serialize;
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, watch};
 
+use crate::backend::Backend;
 use crate::sessions::Session;
-use crate::tool::{self, CallError, Content, Limits, Progress, ToolDescriptor};
+use crate::tool::{self, CallError, Content, Limits, ProgressSink, ToolDescriptor};
 
 /// A future returned by a backend.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -27,22 +28,20 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 pub struct Invocation {
     /// Tool name within the toolkit (not the id).
     pub tool: String,
-    /// The input object as JSON text.
-    pub input: String,
+    /// The input object, checked against the tool's schema.
+    pub input: serde_json::Value,
     pub session: Arc<Session>,
     pub limits: Limits,
     /// Where progress reports go, when the caller streams.
-    pub progress: Option<mpsc::UnboundedSender<Progress>>,
+    pub progress: Option<ProgressSink>,
     /// What the call used, filled in by the backend as far as it can tell.
     pub usage: Arc<crate::metrics::Usage>,
 }
 
-/// A loaded toolkit, as a backend implements it. Backends are peers behind this
-/// trait: the wasm backend's plugins and the Docker backend's toolkits.
+/// A loaded toolkit's call path, as a backend implements it. Backends are
+/// peers behind [`crate::backend::Backend`]; each toolkit they load is one of
+/// these.
 pub trait Toolkit: Send + Sync + 'static {
-    /// `wasm` or `docker`.
-    fn backend(&self) -> &'static str;
-
     /// Run one tool of this toolkit.
     fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>>;
 }
@@ -50,6 +49,8 @@ pub trait Toolkit: Send + Sync + 'static {
 /// A toolkit as registered: the backend's handle plus what the host needs to
 /// schedule calls to it.
 pub struct ToolkitEntry {
+    /// The backend that loaded it.
+    pub backend: Arc<dyn Backend>,
     pub name: String,
     pub description: String,
     /// Content hash or other version label.
@@ -64,6 +65,7 @@ pub struct ToolkitEntry {
 
 impl ToolkitEntry {
     pub fn new(
+        backend: Arc<dyn Backend>,
         name: impl Into<String>,
         description: impl Into<String>,
         version: impl Into<String>,
@@ -71,6 +73,7 @@ impl ToolkitEntry {
         toolkit: Arc<dyn Toolkit>,
     ) -> Self {
         ToolkitEntry {
+            backend,
             name: name.into(),
             description: description.into(),
             version: version.into(),
@@ -158,7 +161,7 @@ pub enum CatalogError {
     /// Tool ids are `<plugin>_<tool>` and plugin names hold no `_`, so ids of
     /// different toolkits never clash; a name taken by another backend does.
     #[error("the name `{name}` is already used by a {other} toolkit")]
-    NameTaken { name: String, other: &'static str },
+    NameTaken { name: String, other: String },
     #[error("the input schema of tool `{tool}` is not a valid JSON Schema: {message}")]
     BadSchema { tool: String, message: String },
     #[error("plugin `{0}` has no tools")]
@@ -254,11 +257,11 @@ impl Catalog {
         let _guard = self.write.lock().unwrap_or_else(|e| e.into_inner());
         let current = self.snapshot.load();
         if let Some(other) = current.toolkits.get(&toolkit.name)
-            && other.toolkit.backend() != toolkit.toolkit.backend()
+            && other.backend.name() != toolkit.backend.name()
         {
             return Err(CatalogError::NameTaken {
                 name: toolkit.name.clone(),
-                other: other.toolkit.backend(),
+                other: other.backend.name().to_owned(),
             });
         }
         let mut next = Snapshot {
@@ -285,7 +288,7 @@ impl Catalog {
     /// Remove toolkit `name` if it runs on `backend` (a wasm plugin's file
     /// going away never unloads a Docker toolkit of the same name).
     pub fn remove_backend(&self, name: &str, backend: &str) -> bool {
-        self.remove_if(name, |t| t.toolkit.backend() == backend)
+        self.remove_if(name, |t| t.backend.name() == backend)
     }
 
     fn remove_if(&self, name: &str, keep_going: impl Fn(&ToolkitEntry) -> bool) -> bool {
@@ -334,6 +337,11 @@ impl Catalog {
         if changed && !pending {
             self.pending_done.send_modify(|g| *g += 1);
         }
+    }
+
+    /// Whether tool `id` is in the catalog or its toolkit on its way in.
+    pub fn may_have(&self, id: &str) -> bool {
+        self.get(id).is_some() || self.is_pending(id.split_once('_').map_or(id, |(kit, _)| kit))
     }
 
     /// Whether toolkit `name` is on its way in.
@@ -392,16 +400,20 @@ mod tests {
 
     struct Echo;
     impl Toolkit for Echo {
-        fn backend(&self) -> &'static str {
-            "test"
-        }
         fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
-            Box::pin(async move { Ok(vec![Content::Text(call.input)]) })
+            Box::pin(async move { Ok(vec![Content::Json(call.input)]) })
         }
     }
 
     fn kit(name: &str) -> ToolkitEntry {
-        ToolkitEntry::new(name, "", "v1", Limits::default(), Arc::new(Echo))
+        ToolkitEntry::new(
+            Arc::new(crate::backend::Detached("test")),
+            name,
+            "",
+            "v1",
+            Limits::default(),
+            Arc::new(Echo),
+        )
     }
 
     fn tool(name: &str) -> ToolDescriptor {
@@ -472,9 +484,6 @@ mod tests {
     fn a_name_held_by_another_backend_is_refused() {
         struct Other;
         impl Toolkit for Other {
-            fn backend(&self) -> &'static str {
-                "other"
-            }
             fn invoke(
                 self: Arc<Self>,
                 _: Invocation,
@@ -484,7 +493,14 @@ mod tests {
         }
         let c = Catalog::new();
         c.register(kit("shell"), vec![tool("run")]).unwrap();
-        let other = ToolkitEntry::new("shell", "", "v1", Limits::default(), Arc::new(Other));
+        let other = ToolkitEntry::new(
+            Arc::new(crate::backend::Detached("other")),
+            "shell",
+            "",
+            "v1",
+            Limits::default(),
+            Arc::new(Other),
+        );
         assert!(matches!(
             c.register(other, vec![tool("run")]),
             Err(CatalogError::NameTaken { .. })

@@ -138,6 +138,10 @@ pub struct SessionsConfig {
     pub idle_timeout_s: u64,
     /// How often idle sessions are looked for.
     pub reap_interval_s: u64,
+    /// Most sessions open at once. A request that would open one more (a
+    /// call without a session header makes a new session) gets 503 with
+    /// `Retry-After` until some close or idle out.
+    pub max_sessions: usize,
 }
 
 impl Default for SessionsConfig {
@@ -145,6 +149,7 @@ impl Default for SessionsConfig {
         SessionsConfig {
             idle_timeout_s: 3600,
             reap_interval_s: 60,
+            max_sessions: 10_000,
         }
     }
 }

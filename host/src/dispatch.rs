@@ -11,12 +11,11 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokio::sync::mpsc;
 
 use crate::catalog::{Catalog, Invocation, ToolEntry};
 use crate::metrics::{Metrics, Usage};
 use crate::sessions::{Session, Sessions};
-use crate::tool::{CallError, Content, LimitOverrides, Limits, Progress};
+use crate::tool::{CallError, Content, LimitOverrides, Limits, ProgressSink};
 
 /// Most schema violations listed in one error.
 const MAX_SCHEMA_ERRORS: usize = 8;
@@ -25,7 +24,7 @@ const MAX_SCHEMA_ERRORS: usize = 8;
 #[derive(Default)]
 pub struct CallOptions {
     pub limits: LimitOverrides,
-    pub progress: Option<mpsc::UnboundedSender<Progress>>,
+    pub progress: Option<ProgressSink>,
 }
 
 /// The successful result of a call.
@@ -95,7 +94,7 @@ impl Dispatcher {
         };
         self.metrics.record_call(
             tool_id,
-            tool.toolkit.toolkit.backend(),
+            tool.toolkit.backend.name(),
             outcome,
             elapsed,
             &usage,
@@ -177,11 +176,7 @@ async fn run(
             let queued = Instant::now();
             match tokio::time::timeout(wait, toolkit.slots.acquire()).await {
                 Ok(Ok(permit)) => {
-                    metrics.record_queue_wait(
-                        &tool.id,
-                        toolkit.toolkit.backend(),
-                        queued.elapsed(),
-                    );
+                    metrics.record_queue_wait(&tool.id, toolkit.backend.name(), queued.elapsed());
                     permit
                 }
                 Ok(Err(_)) => {
@@ -197,7 +192,6 @@ async fn run(
         }
     };
 
-    let input = serde_json::to_string(&input).map_err(|e| CallError::Internal(e.to_string()))?;
     let content = toolkit
         .toolkit
         .clone()
@@ -271,12 +265,9 @@ mod tests {
     /// A toolkit that sleeps for `input.ms` and echoes the input.
     struct Sleepy;
     impl Toolkit for Sleepy {
-        fn backend(&self) -> &'static str {
-            "test"
-        }
         fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
             Box::pin(async move {
-                let v: Value = serde_json::from_str(&call.input).unwrap();
+                let v = call.input;
                 tokio::time::sleep(Duration::from_millis(v["ms"].as_u64().unwrap_or(0))).await;
                 Ok(vec![Content::Json(v)])
             })
@@ -300,7 +291,14 @@ mod tests {
         };
         catalog
             .register(
-                ToolkitEntry::new("sleepy", "", "v1", limits, Arc::new(Sleepy)),
+                ToolkitEntry::new(
+                    Arc::new(crate::backend::Detached("test")),
+                    "sleepy",
+                    "",
+                    "v1",
+                    limits,
+                    Arc::new(Sleepy),
+                ),
                 vec![tool],
             )
             .unwrap();

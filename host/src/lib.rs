@@ -14,6 +14,7 @@
 //!   normalised as agent frameworks accept them.
 
 pub mod api;
+pub mod backend;
 pub mod catalog;
 pub mod componentize;
 pub mod config;

@@ -10,6 +10,7 @@ use axum::serve::ListenerExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, AdminToken, ApiLimits, AppState};
+use crate::backend::Backend;
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
@@ -70,6 +71,18 @@ impl Server {
     /// server that already answers. A plugin that fails to load is logged,
     /// shown in its status, and skipped; the others serve.
     pub async fn build(config: &Config, plugins: &Path, data: &Path) -> anyhow::Result<Server> {
+        Self::build_with(config, plugins, data, Vec::new()).await
+    }
+
+    /// [`Server::build`] with more backends, which claim entries of the
+    /// plugins directory beside the built-in ones (after Docker, before
+    /// wasm): a new kind of tool needs nothing else.
+    pub async fn build_with(
+        config: &Config,
+        plugins: &Path,
+        data: &Path,
+        more: Vec<Arc<dyn Backend>>,
+    ) -> anyhow::Result<Server> {
         // Absolute from here on: relative paths reach Docker as bind-mount
         // sources, which it takes for volume names and refuses (`make run`
         // passes `--plugins target/plugins --data target/data`).
@@ -95,20 +108,28 @@ impl Server {
         );
         let sessions = Arc::new(
             Sessions::new(data, Duration::from_secs(config.sessions.idle_timeout_s))
-                .with_context(|| format!("failed to open the data directory {}", data.display()))?,
+                .with_context(|| format!("failed to open the data directory {}", data.display()))?
+                .with_max(config.sessions.max_sessions),
         );
         let reaper =
             sessions.spawn_reaper(Duration::from_secs(config.sessions.reap_interval_s.max(1)));
         let catalog = Arc::new(Catalog::new());
         let mut tasks = vec![reaper];
-        // Docker toolkits first: a wasm plugin cannot take their names.
         let docker = config.docker.enabled.then(|| {
             let docker = DockerBackend::new(data, sessions.clone());
-            docker.register_toolkits(plugins, &catalog);
+            let resources: Arc<dyn crate::sessions::SessionResources> = docker.clone();
+            sessions.add_resources(Arc::downgrade(&resources));
             tasks.push(docker.start());
             docker
         });
-        let manager = PluginManager::new(plugins, wasm.clone(), catalog.clone());
+        // Docker toolkits load first: a wasm plugin cannot take their names.
+        let mut backends: Vec<Arc<dyn Backend>> = Vec::new();
+        if let Some(docker) = &docker {
+            backends.push(docker.clone());
+        }
+        backends.extend(more);
+        backends.push(wasm.clone());
+        let manager = PluginManager::new(plugins, backends, catalog.clone());
         manager.names_on_disk().with_context(|| {
             format!("failed to read the plugins directory {}", plugins.display())
         })?;
@@ -192,11 +213,10 @@ impl Server {
         }
     }
 
-    /// Release what outlives the process otherwise: the Docker nodes.
+    /// Release what outlives the process otherwise (the Docker nodes):
+    /// every backend's shutdown.
     pub async fn shutdown(&self) {
-        if let Some(docker) = &self.docker {
-            docker.shutdown().await;
-        }
+        self.plugins.shutdown().await;
     }
 
     /// Plugins that failed to load, with the reason.

@@ -1,15 +1,22 @@
-//! Sessions: an id, a workspace directory, and idle reaping.
+//! Sessions: an id, a workspace directory, and one lifecycle for every
+//! surface: open, touch, release, close, reap.
 //!
-//! A session is named by its client (header `x-toolhost-session`, later the
-//! XAgent cookie or `Mcp-Session-Id`) or created on its first call. Its
-//! workspace, `<data>/workspaces/<id>`, is created on first use; wasm file tools
-//! see it as a preopened directory and Docker nodes will mount it at /workspace.
+//! A session is named by its client (header `x-toolhost-session`, the XAgent
+//! cookie `node_id`, or `Mcp-Session-Id`) or created on its first call. Its
+//! workspace, `<data>/workspaces/<id>`, is created on first use; wasm file
+//! tools see it as a preopened directory and Docker nodes mount it at
+//! /workspace. What backends hold for a session (Docker nodes) is released
+//! through [`SessionResources`], registered once: closing a session from any
+//! surface, or reaping it, releases its resources and deletes its workspace
+//! the same way, here.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 /// Longest session id accepted from a client.
@@ -29,6 +36,11 @@ pub fn is_valid_session_id(id: &str) -> bool {
 pub enum SessionError {
     #[error("invalid session id: use 1 to 64 letters, digits, `_` or `-`")]
     InvalidId,
+    /// `[sessions] max_sessions` are open: no new one until some close.
+    #[error(
+        "too many sessions ({0} open, the server's limit): close sessions you no longer need, or retry later"
+    )]
+    TooMany(usize),
     #[error("cannot create the session workspace: {0}")]
     Workspace(#[from] io::Error),
 }
@@ -64,12 +76,22 @@ impl Session {
     }
 }
 
+/// What a backend holds for sessions (Docker nodes), released when a
+/// session is released or closed.
+pub trait SessionResources: Send + Sync {
+    /// Release what session `id` holds; its workspace is not this call's.
+    fn release_session(&self, id: &str) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
+}
+
 /// All sessions of a server.
 pub struct Sessions {
     root: PathBuf,
     epoch: Instant,
     idle: Duration,
     map: Mutex<HashMap<String, Arc<Session>>>,
+    /// Most sessions open at once (new ones are refused beyond).
+    max: usize,
+    resources: RwLock<Vec<Weak<dyn SessionResources>>>,
 }
 
 impl Sessions {
@@ -83,6 +105,8 @@ impl Sessions {
             epoch: Instant::now(),
             idle,
             map: Mutex::new(HashMap::new()),
+            max: usize::MAX,
+            resources: RwLock::default(),
         };
         for entry in std::fs::read_dir(&sessions.root)? {
             let entry = entry?;
@@ -97,6 +121,21 @@ impl Sessions {
             }
         }
         Ok(sessions)
+    }
+
+    /// At most `max` sessions open at once.
+    pub fn with_max(mut self, max: usize) -> Self {
+        self.max = max.max(1);
+        self
+    }
+
+    /// Release `resources` of every session when it is released or closed
+    /// (held weakly: a backend that is gone is skipped).
+    pub fn add_resources(&self, resources: Weak<dyn SessionResources>) {
+        self.resources
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(resources);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
@@ -125,6 +164,9 @@ impl Sessions {
             None => uuid::Uuid::new_v4().simple().to_string(),
         };
         let mut map = self.lock();
+        if !map.contains_key(&id) && map.len() >= self.max {
+            return Err(SessionError::TooMany(map.len()));
+        }
         let mut created = false;
         let session = map
             .entry(id)
@@ -136,6 +178,24 @@ impl Sessions {
         drop(map);
         session.last_used.store(self.now_ms(), Ordering::Relaxed);
         Ok((session, created))
+    }
+
+    /// Forget `session`, which a request opened for itself (it sent no
+    /// session id), if it holds nothing: no workspace made, no other user.
+    /// Its id stays valid (a later request with it opens it again, as empty
+    /// as it was), and such calls never pile up towards `max_sessions`.
+    pub fn forget_if_untouched(&self, session: Arc<Session>) {
+        if session.created.get().is_some() {
+            return;
+        }
+        let mut map = self.lock();
+        let ours = map
+            .get(&session.id)
+            .is_some_and(|s| Arc::ptr_eq(s, &session));
+        // The map's reference and ours: nobody else is using it.
+        if ours && Arc::strong_count(&session) == 2 {
+            map.remove(&session.id);
+        }
     }
 
     /// The session `id` if it exists.
@@ -156,17 +216,43 @@ impl Sessions {
         self.len() == 0
     }
 
-    /// Close session `id` and delete its workspace.
-    pub fn close(&self, id: &str) -> io::Result<bool> {
+    /// Release what backends hold for session `id` (its Docker nodes); the
+    /// session and its workspace stay (XAgent's `/close_session`).
+    pub async fn release(&self, id: &str) {
+        let resources: Vec<Arc<dyn SessionResources>> = self
+            .resources
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for r in resources {
+            r.release_session(id).await;
+        }
+    }
+
+    /// Close session `id`: it is gone from now on, what backends hold for it
+    /// is released, and its workspace deleted. The one close of every surface
+    /// (native `DELETE /sessions/{id}`, XAgent's `/release_session`, the end
+    /// of an MCP session) and of the reaper. False when there was none.
+    pub async fn close(&self, id: &str) -> io::Result<bool> {
         let Some(session) = self.lock().remove(id) else {
             return Ok(false);
         };
-        remove_dir_if_exists(&session.workspace)?;
+        self.finish_close(&session).await?;
         Ok(true)
     }
 
+    async fn finish_close(&self, session: &Session) -> io::Result<()> {
+        self.release(&session.id).await;
+        let workspace = session.workspace.clone();
+        tokio::task::spawn_blocking(move || remove_dir_if_exists(&workspace))
+            .await
+            .map_err(io::Error::other)?
+    }
+
     /// Close every session idle for longer than the idle timeout; returns their ids.
-    pub fn reap_idle(&self) -> Vec<String> {
+    pub async fn reap_idle(&self) -> Vec<String> {
         let now = self.now_ms();
         let idle_ms = self.idle.as_millis() as u64;
         let reaped: Vec<Arc<Session>> = {
@@ -181,7 +267,7 @@ impl Sessions {
             ids.iter().filter_map(|id| map.remove(id)).collect()
         };
         for s in &reaped {
-            if let Err(e) = remove_dir_if_exists(&s.workspace) {
+            if let Err(e) = self.finish_close(s).await {
                 tracing::warn!(session = %s.id, error = %e, "could not delete the workspace of a reaped session");
             }
         }
@@ -199,7 +285,7 @@ impl Sessions {
                 let Some(sessions) = sessions.upgrade() else {
                     return;
                 };
-                let reaped = sessions.reap_idle();
+                let reaped = sessions.reap_idle().await;
                 if !reaped.is_empty() {
                     tracing::info!(count = reaped.len(), sessions = ?reaped, "reaped idle sessions");
                 }
@@ -227,8 +313,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn open_creates_lazily_and_reuses() {
+    #[tokio::test]
+    async fn open_creates_lazily_and_reuses() {
         let dir = tempfile::tempdir().unwrap();
         let s = Sessions::new(dir.path(), Duration::from_secs(60)).unwrap();
         let (a, created) = s.open(None).unwrap();
@@ -246,12 +332,58 @@ mod tests {
             s.open(Some("../etc")),
             Err(SessionError::InvalidId)
         ));
-        assert!(s.close(a.id()).unwrap());
+        assert!(s.close(a.id()).await.unwrap());
         assert!(!ws.exists());
+        assert!(!s.close(a.id()).await.unwrap(), "closed once");
+    }
+
+    #[tokio::test]
+    async fn closing_releases_backend_resources_and_new_sessions_are_bounded() {
+        struct Held(Mutex<Vec<String>>);
+        impl SessionResources for Held {
+            fn release_session(&self, id: &str) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+                let id = id.to_owned();
+                Box::pin(async move { self.0.lock().unwrap().push(id) })
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let s = Sessions::new(dir.path(), Duration::from_secs(60))
+            .unwrap()
+            .with_max(2);
+        let held = Arc::new(Held(Mutex::new(Vec::new())));
+        let weak: Weak<dyn SessionResources> = Arc::downgrade(&held) as Weak<dyn SessionResources>;
+        s.add_resources(weak);
+        s.open(Some("a")).unwrap();
+        s.open(None).unwrap();
+        assert!(matches!(s.open(None), Err(SessionError::TooMany(2))));
+        assert!(
+            s.open(Some("a")).is_ok(),
+            "an open session is not a new one"
+        );
+        s.release("a").await;
+        assert!(s.get("a").is_some(), "released, not closed");
+        assert!(s.close("a").await.unwrap());
+        assert_eq!(*held.0.lock().unwrap(), ["a", "a"]);
+        assert!(s.open(None).is_ok(), "room again");
     }
 
     #[test]
-    fn idle_sessions_are_reaped_but_busy_ones_kept() {
+    fn a_sessions_that_holds_nothing_is_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Sessions::new(dir.path(), Duration::from_secs(60)).unwrap();
+        let (a, _) = s.open(None).unwrap();
+        let id = a.id().to_owned();
+        s.forget_if_untouched(a);
+        assert!(s.get(&id).is_none());
+        let (b, _) = s.open(None).unwrap();
+        b.workspace().unwrap();
+        let id = b.id().to_owned();
+        s.forget_if_untouched(b);
+        assert!(s.get(&id).is_some(), "a session with a workspace stays");
+    }
+
+    #[tokio::test]
+    async fn idle_sessions_are_reaped_but_busy_ones_kept() {
         let dir = tempfile::tempdir().unwrap();
         let s = Sessions::new(dir.path(), Duration::from_millis(0)).unwrap();
         let (busy, _) = s.open(Some("busy")).unwrap();
@@ -260,7 +392,7 @@ mod tests {
         let idle_ws = idle.workspace_path().to_owned();
         drop(idle);
         std::thread::sleep(Duration::from_millis(5));
-        assert_eq!(s.reap_idle(), vec!["idle".to_owned()]);
+        assert_eq!(s.reap_idle().await, vec!["idle".to_owned()]);
         assert!(!idle_ws.exists());
         assert!(s.get("busy").is_some());
         drop(busy);

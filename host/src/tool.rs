@@ -204,6 +204,46 @@ pub struct Progress {
     pub total: Option<f64>,
 }
 
+/// Progress reports a call may have waiting for its reader; beyond them new
+/// reports are dropped (counted), so a slow reader costs progress events,
+/// never memory, and never blocks the call.
+pub const PROGRESS_BUFFER: usize = 64;
+
+/// Where a call's progress reports go, when its caller streams: a bounded
+/// buffer (see [`PROGRESS_BUFFER`]).
+#[derive(Debug, Clone)]
+pub struct ProgressSink {
+    tx: tokio::sync::mpsc::Sender<Progress>,
+    dropped: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl ProgressSink {
+    /// A sink and the receiver of its reports.
+    pub fn channel() -> (ProgressSink, tokio::sync::mpsc::Receiver<Progress>) {
+        let (tx, rx) = tokio::sync::mpsc::channel(PROGRESS_BUFFER);
+        (
+            ProgressSink {
+                tx,
+                dropped: Default::default(),
+            },
+            rx,
+        )
+    }
+
+    /// Pass `progress` on if there is room; never waits.
+    pub fn report(&self, progress: Progress) {
+        if self.tx.try_send(progress).is_err() {
+            self.dropped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Reports dropped because the reader was behind (or gone).
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// Why a call produced no result. Each variant is one `kind` on the wire.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CallError {
@@ -346,6 +386,28 @@ mod tests {
         assert_ne!(made, binary_file_name("image/png", b"y", None));
         assert!(binary_file_name("application/x-unknown", b"", None).ends_with(".bin"));
         assert_eq!(extension_of("Text/Plain; charset=utf-8"), "txt");
+    }
+
+    #[tokio::test]
+    async fn a_slow_progress_reader_loses_reports_not_memory() {
+        let (sink, mut rx) = ProgressSink::channel();
+        let p = Progress {
+            message: "m".into(),
+            done: None,
+            total: None,
+        };
+        for _ in 0..PROGRESS_BUFFER * 3 {
+            sink.report(p.clone());
+        }
+        assert_eq!(sink.dropped(), 2 * PROGRESS_BUFFER as u64);
+        assert_eq!(rx.recv().await, Some(p.clone()));
+        sink.report(p);
+        drop(sink);
+        let mut n = 1;
+        while rx.recv().await.is_some() {
+            n += 1;
+        }
+        assert_eq!(n, PROGRESS_BUFFER + 1, "room again after a read");
     }
 
     #[test]

@@ -255,3 +255,251 @@ async fn xagent_routes_answer_in_xagent_shapes() {
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert!(body["error"]["message"].is_string(), "{body}");
 }
+
+/// Requests without a session header each open a session; `[sessions]
+/// max_sessions` bounds them: past it, a clear 503 with `Retry-After` on every
+/// surface, and sessions already open keep working.
+#[tokio::test]
+async fn sessions_are_bounded() {
+    let plugins = calc_plugins();
+    let data = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.sessions.max_sessions = 2;
+    let server = Server::start(&config, plugins.path(), data.path())
+        .await
+        .unwrap();
+    let app = server.router(&config);
+    let call = || {
+        post(
+            "/tools/calc_evaluate/invoke",
+            r#"{"params":{"expression":"1"}}"#,
+        )
+    };
+    let (status, headers, _) = send(&app, call()).await;
+    assert_eq!(status, StatusCode::OK);
+    let kept = headers["x-toolhost-session"].to_str().unwrap().to_owned();
+    let (status, _, _) = send(&app, call()).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, headers, body) = send(&app, call()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(headers.contains_key("retry-after"));
+    assert_eq!(body["error"]["kind"], "overloaded", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("too many sessions")
+    );
+    let (status, _, body) = send(&app, post("/get_cookie", "")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("too many sessions")
+    );
+    // An open session still serves.
+    let req = Request::post("/tools/calc_evaluate/invoke")
+        .header("x-toolhost-session", &kept)
+        .body(Body::from(r#"{"params":{"expression":"1"}}"#))
+        .unwrap();
+    let (status, _, _) = send(&app, req).await;
+    assert_eq!(status, StatusCode::OK);
+    // Closing one makes room.
+    let req = Request::delete(format!("/sessions/{kept}"))
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(send(&app, req).await.0, StatusCode::OK);
+    assert_eq!(send(&app, call()).await.0, StatusCode::OK);
+}
+
+/// A backend the host knows nothing of, handed over through the backend
+/// trait alone: its entries (`<name>.echo` files: the text to echo) are
+/// hot-loaded from the plugins directory, its tool served on every surface
+/// (native, XAgent, MCP) with no change to them, and removed with its file.
+mod echo_backend {
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+
+    use serde_json::json;
+    use toolhost::backend::{Backend, BackendFuture, EntryFile, Loaded, content_hash, file_entry};
+    use toolhost::catalog::{BoxFuture, Invocation, Toolkit};
+    use toolhost::tool::{CallError, Content, Limits, ToolDescriptor};
+
+    pub struct Echoes;
+
+    struct Echo(String);
+
+    impl Toolkit for Echo {
+        fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
+            Box::pin(async move {
+                let who = call.input["who"].as_str().unwrap_or("nobody").to_owned();
+                Ok(vec![Content::Text(format!("{} {who}", self.0))])
+            })
+        }
+    }
+
+    impl Backend for Echoes {
+        fn name(&self) -> &'static str {
+            "echo"
+        }
+        fn claim(&self, child: &Path) -> Option<String> {
+            file_entry(child, &["echo"])
+        }
+        fn files(&self, dir: &Path, name: &str) -> Vec<PathBuf> {
+            let file = dir.join(format!("{name}.echo"));
+            if file.is_file() {
+                vec![file]
+            } else {
+                Vec::new()
+            }
+        }
+        fn load<'a>(
+            &'a self,
+            _name: &'a str,
+            files: Vec<EntryFile>,
+            _report: &'a (dyn Fn(&'static str) + Sync),
+        ) -> BackendFuture<'a, Result<Loaded, String>> {
+            Box::pin(async move {
+                let text = String::from_utf8(files[0].bytes.clone()).map_err(|e| e.to_string())?;
+                Ok(Loaded {
+                    description: "Echoes.".into(),
+                    version: content_hash(text.as_bytes()),
+                    limits: Limits::default(),
+                    toolkit: Arc::new(Echo(text.trim().to_owned())),
+                    tools: vec![ToolDescriptor {
+                        name: "say".into(),
+                        description: "Say the text to someone.".into(),
+                        input_schema: json!({"type": "object", "properties": {"who": {"type": "string"}}}),
+                        output_schema: None,
+                        continue_with: None,
+                    }],
+                    compile: None,
+                })
+            })
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_added_through_the_trait_serves_every_surface() {
+    let plugins = calc_plugins();
+    let data = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.plugins.debounce_ms = 50;
+    let server = Server::build_with(
+        &config,
+        plugins.path(),
+        data.path(),
+        vec![std::sync::Arc::new(echo_backend::Echoes)],
+    )
+    .await
+    .unwrap();
+    server.load_plugins();
+    server.loaded().await;
+    let app = server.router(&config);
+
+    // Hot-loaded: dropped into the running server's directory.
+    std::fs::write(plugins.path().join("greet.echo"), "hello").unwrap();
+    let mut listed = false;
+    for _ in 0..200 {
+        let (_, _, body) = send(&app, Request::get("/tools").body(Body::empty()).unwrap()).await;
+        if body.to_string().contains("greet_say") {
+            listed = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(listed, "greet_say was not hot-loaded");
+    let (_, _, body) = send(
+        &app,
+        Request::get("/plugins/greet").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (body["backend"].as_str(), body["state"].as_str()),
+        (Some("echo"), Some("ready")),
+        "{body}"
+    );
+
+    // Native.
+    let (status, _, body) = send(
+        &app,
+        post("/tools/greet_say/invoke", r#"{"params":{"who":"native"}}"#),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["content"][0]["text"], "hello native", "{body}");
+    // XAgent.
+    let (_, headers, _) = send(&app, post("/get_cookie", "")).await;
+    let cookie = headers["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let req = Request::post("/execute_tool")
+        .header("cookie", &cookie)
+        .body(Body::from(
+            r#"{"tool_name":"greet_say","arguments":{"who":"xagent"}}"#,
+        ))
+        .unwrap();
+    let (status, _, body) = send(&app, req).await;
+    assert_eq!((status, body), (StatusCode::OK, json!("hello xagent")));
+    // MCP (2026-07-28, stateless).
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "greet_say", "arguments": {"who": "mcp"},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "router-test", "version": "0"}
+        }
+    }});
+    let req = Request::post("/mcp")
+        .header("host", "localhost")
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "greet_say")
+        .body(Body::from(call.to_string()))
+        .unwrap();
+    let (status, _, body) = send(&app, req).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["result"]["content"][0]["text"], "hello mcp", "{body}");
+
+    // Edited: the new version serves; removed: its tool is gone.
+    std::fs::write(plugins.path().join("greet.echo"), "goodbye").unwrap();
+    let mut swapped = false;
+    for _ in 0..200 {
+        let (_, _, body) = send(
+            &app,
+            post("/tools/greet_say/invoke", r#"{"params":{"who":"again"}}"#),
+        )
+        .await;
+        if body["content"][0]["text"] == "goodbye again" {
+            swapped = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(swapped, "the edited entry was not reloaded");
+    std::fs::remove_file(plugins.path().join("greet.echo")).unwrap();
+    let mut gone = false;
+    for _ in 0..200 {
+        let (status, _, _) = send(&app, post("/tools/greet_say/invoke", r#"{"params":{}}"#)).await;
+        if status == StatusCode::NOT_FOUND {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert!(gone, "the removed entry still serves");
+    let (status, _, _) = send(
+        &app,
+        Request::get("/plugins/greet").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}

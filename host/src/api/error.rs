@@ -88,6 +88,22 @@ impl From<CallError> for ApiError {
     }
 }
 
+/// A session that cannot be opened, for clients of every surface: a bad id
+/// is the caller's (400), too many sessions a retry later (503), a workspace
+/// that cannot be made the server's (500, detail logged).
+impl From<crate::sessions::SessionError> for ApiError {
+    fn from(e: crate::sessions::SessionError) -> Self {
+        use crate::sessions::SessionError;
+        match e {
+            SessionError::InvalidId => ApiError::bad_request(e.to_string()),
+            SessionError::TooMany(_) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded", e.to_string())
+            }
+            SessionError::Workspace(_) => CallError::Internal(e.to_string()).into(),
+        }
+    }
+}
+
 impl ApiError {
     /// The message with the kind in front and one schema violation a line
     /// when there are several (`[invalid_input] ...`), for surfaces that

@@ -52,7 +52,6 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
@@ -61,7 +60,7 @@ use super::formats;
 use super::native::SESSION_HEADER;
 use crate::dispatch::{CallOptions, CallOutput};
 use crate::sessions::{Session, SessionError, Sessions};
-use crate::tool::{CallError, Content, Progress};
+use crate::tool::{CallError, Content, ProgressSink};
 
 /// `/mcp`: rmcp's service, one [`McpHandler`] per MCP session (or per
 /// stateless request), behind the [`direct`] answers and [`coalesce_sse`].
@@ -272,31 +271,36 @@ impl Drop for McpHandler {
             .unwrap_or_else(|e| e.into_inner())
             .take();
         if let Some(session) = own {
-            close_own(self.state.dispatcher.sessions(), session);
+            close_own(self.state.dispatcher.sessions().clone(), session);
         }
     }
 }
 
 /// Close the toolhost session an MCP session (or a stateless request) made
-/// for itself, when that ends.
-fn close_own(sessions: &Sessions, session: Arc<Session>) {
+/// for itself, when that ends: the one close of every surface, in a task of
+/// its own (this runs from `Drop`).
+fn close_own(sessions: Arc<Sessions>, session: Arc<Session>) {
     let id = session.id().to_owned();
     drop(session);
-    match sessions.close(&id) {
-        Ok(_) => tracing::debug!(session = %id, "MCP: own toolhost session closed"),
-        Err(e) => {
-            tracing::warn!(session = %id, error = %e, "MCP: could not delete the workspace of its own toolhost session")
+    tokio::spawn(async move {
+        match sessions.close(&id).await {
+            Ok(_) => tracing::debug!(session = %id, "MCP: own toolhost session closed"),
+            Err(e) => {
+                tracing::warn!(session = %id, error = %e, "MCP: could not delete the workspace of its own toolhost session")
+            }
         }
-    }
+    });
 }
 
+/// A session that cannot be opened, as the shared renderer says it, in
+/// JSON-RPC's terms: the caller's fault is an invalid request.
 fn session_error(e: SessionError) -> McpError {
-    match e {
-        SessionError::InvalidId => McpError::invalid_request(
-            format!("{SESSION_HEADER}: {e}"),
-            Some(json!({"kind": "invalid_input"})),
-        ),
-        SessionError::Workspace(_) => McpError::internal_error(e.to_string(), None),
+    let rendered = ApiError::from(e);
+    let data = Some(json!({"kind": rendered.kind}));
+    if rendered.status.is_client_error() {
+        McpError::invalid_request(format!("{SESSION_HEADER}: {}", rendered.message), data)
+    } else {
+        McpError::internal_error(rendered.message, data)
     }
 }
 
@@ -344,13 +348,15 @@ impl ServerHandler for McpHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let name = request.name.as_ref();
-        if self.state.dispatcher.catalog().get(name).is_none() {
+        // A tool of a plugin still compiling is not unknown: the call waits
+        // for it (or ends with a 503-like tool error), as on every surface.
+        if !self.state.dispatcher.catalog().may_have(name) {
             return Err(unknown_tool(name));
         }
         let session = self.session(&context)?;
         let input = Value::Object(request.arguments.unwrap_or_default());
 
-        let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<Progress>();
+        let (progress_tx, mut progress_rx) = ProgressSink::channel();
         let token = context.meta.get_progress_token();
         let progress = token.is_some().then_some(progress_tx);
         let call = call(&self.state, &session, name, input, progress);
@@ -456,7 +462,7 @@ async fn call(
     session: &Arc<Session>,
     name: &str,
     input: Value,
-    progress: Option<mpsc::UnboundedSender<Progress>>,
+    progress: Option<ProgressSink>,
 ) -> Result<CallToolResult, McpError> {
     let options = CallOptions {
         progress,

@@ -20,8 +20,8 @@ use super::error::ApiError;
 use super::formats;
 use crate::catalog::ToolEntry;
 use crate::dispatch::{CallOptions, CallOutput};
-use crate::sessions::{Session, SessionError};
-use crate::tool::{CallError, Content, LimitOverrides};
+use crate::sessions::Session;
+use crate::tool::{CallError, Content, LimitOverrides, ProgressSink};
 
 /// Header carrying the session id, both ways.
 pub const SESSION_HEADER: &str = "x-toolhost-session";
@@ -156,7 +156,7 @@ async fn describe_tool(
 ) -> Result<Json<Value>, ApiError> {
     let t = find(&state, &id)?;
     let mut body = summary(&t);
-    body["backend"] = json!(t.toolkit.toolkit.backend());
+    body["backend"] = json!(t.toolkit.backend.name());
     body["version"] = json!(t.toolkit.version);
     body["input_schema"] = t.descriptor.input_schema.clone();
     body["output_schema"] = json!(t.descriptor.output_schema);
@@ -194,21 +194,19 @@ pub struct SessionQuery {
     pub session: Option<String>,
 }
 
-/// The caller's session: header, else `?session=`, else a new one.
+/// The caller's session: header, else `?session=`, else a new one; and
+/// whether this request opened it for itself (it named none).
 pub fn open_session(
     state: &AppState,
     headers: &HeaderMap,
     query: &SessionQuery,
-) -> Result<Arc<Session>, ApiError> {
+) -> Result<(Arc<Session>, bool), ApiError> {
     let from_header = headers
         .get(SESSION_HEADER)
         .map(|v| v.to_str().unwrap_or("\u{0}"));
     let id = from_header.or(query.session.as_deref());
-    let (session, _) = state.dispatcher.sessions().open(id).map_err(|e| match e {
-        SessionError::InvalidId => ApiError::bad_request(e.to_string()),
-        SessionError::Workspace(_) => ApiError::from(CallError::Internal(e.to_string())),
-    })?;
-    Ok(session)
+    let (session, _) = state.dispatcher.sessions().open(id)?;
+    Ok((session, id.is_none()))
 }
 
 fn wants_sse(headers: &HeaderMap) -> bool {
@@ -225,24 +223,27 @@ async fn invoke(
     headers: HeaderMap,
     JsonBody(req): JsonBody<InvokeRequest>,
 ) -> Response {
-    let session = match open_session(&state, &headers, &query) {
+    let (session, implicit) = match open_session(&state, &headers, &query) {
         Ok(s) => s,
         Err(e) => return e.into_response(),
     };
     let session_header = HeaderValue::from_str(session.id()).expect("session ids are header-safe");
     let params = req.params.unwrap_or_else(|| json!({}));
     let mut response = if req.stream || wants_sse(&headers) {
-        invoke_sse(state, session, id, params, req.limits).into_response()
+        invoke_sse(state, session, implicit, id, params, req.limits).into_response()
     } else {
         let options = CallOptions {
             limits: req.limits,
             progress: None,
         };
-        match state
+        let result = state
             .dispatcher
             .dispatch(&session, &id, params, options)
-            .await
-        {
+            .await;
+        if implicit {
+            state.dispatcher.sessions().forget_if_untouched(session);
+        }
+        match result {
             Ok(out) => {
                 let mut r = Json(success_body(&out)).into_response();
                 if let Ok(v) = HeaderValue::from_str(&out.version) {
@@ -259,13 +260,13 @@ async fn invoke(
     response
 }
 
-/// Close a session: its workspace is deleted and its Docker nodes removed
-/// (by the node monitor, within seconds).
+/// Close a session: its Docker nodes are removed and its workspace deleted
+/// (the one close of every surface, [`crate::sessions::Sessions::close`]).
 async fn close_session(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    match state.dispatcher.sessions().close(&id) {
+    match state.dispatcher.sessions().close(&id).await {
         Ok(true) => Ok(Json(json!({ "closed": id }))),
         Ok(false) => Err(ApiError::not_found(format!("no session `{id}`"))),
         Err(e) => {
@@ -283,20 +284,25 @@ async fn close_session(
 fn invoke_sse(
     state: AppState,
     session: Arc<Session>,
+    implicit: bool,
     id: String,
     params: Value,
     limits: LimitOverrides,
 ) -> Sse<impl futures::Stream<Item = Result<Event, Infallible>>> {
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (sink, rx) = ProgressSink::channel();
     let call = AbortOnDrop(tokio::spawn(async move {
         let options = CallOptions {
             limits,
-            progress: Some(tx),
+            progress: Some(sink),
         };
-        state
+        let result = state
             .dispatcher
             .dispatch(&session, &id, params, options)
-            .await
+            .await;
+        if implicit {
+            state.dispatcher.sessions().forget_if_untouched(session);
+        }
+        result
     }));
     let progress = tokio_stream(rx).map(|p| {
         Ok(Event::default()
@@ -333,7 +339,7 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-fn tokio_stream<T>(mut rx: mpsc::UnboundedReceiver<T>) -> impl futures::Stream<Item = T> {
+fn tokio_stream<T>(mut rx: mpsc::Receiver<T>) -> impl futures::Stream<Item = T> {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 

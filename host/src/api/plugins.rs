@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::admin;
 use super::error::ApiError;
-use crate::plugins::{ChangeError, PluginStatus};
+use crate::plugins::ChangeError;
 
 /// Room beyond the component's size limit for multipart framing and a manifest.
 const UPLOAD_SLACK: usize = 256 << 10;
@@ -35,46 +35,17 @@ pub fn routes(max_upload_bytes: usize) -> Router<AppState> {
     )
 }
 
-/// Every plugin of every backend, sorted by name.
-fn statuses(state: &AppState) -> Vec<PluginStatus> {
-    let mut list = state.plugins.list();
-    if let Some(docker) = &state.docker {
-        let catalog = state.dispatcher.catalog();
-        let kits = catalog.toolkits();
-        let tools = catalog.tools();
-        for health in docker.health() {
-            let kit = kits
-                .iter()
-                .find(|k| k.name == health.toolkit && k.toolkit.backend() == "docker");
-            let ids = tools
-                .iter()
-                .filter(|t| t.toolkit.name == health.toolkit)
-                .map(|t| t.id.clone())
-                .collect();
-            list.push(PluginStatus::of_backend(
-                &health.toolkit,
-                "docker",
-                kit.map(|k| k.version.clone()),
-                ids,
-                health.problem,
-            ));
-        }
-        list.sort_by(|a, b| a.name.cmp(&b.name));
-    }
-    list
-}
-
 async fn list(State(state): State<AppState>) -> Json<Value> {
-    Json(json!({ "plugins": statuses(&state) }))
+    Json(json!({ "plugins": state.plugins.list() }))
 }
 
 async fn get_one(
     State(state): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    statuses(&state)
-        .into_iter()
-        .find(|s| s.name == name)
+    state
+        .plugins
+        .get(&name)
         .map(|s| Json(json!(s)))
         .ok_or_else(|| ApiError::not_found(format!("no plugin `{name}`")))
 }

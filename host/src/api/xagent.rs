@@ -188,7 +188,7 @@ fn session(state: &AppState, headers: &HeaderMap) -> Result<Arc<Session>, Detail
         Some(_) => sessions
             .open(Some(&id))
             .map(|(s, _)| s)
-            .map_err(|e| Detail::new(StatusCode::BAD_REQUEST, e.to_string())),
+            .map_err(|e| Detail::from(super::error::ApiError::from(e))),
         None => Err(Detail::new(
             StatusCode::BAD_REQUEST,
             format!(
@@ -203,7 +203,7 @@ async fn get_cookie(State(state): State<AppState>) -> Result<Response, Detail> {
         .dispatcher
         .sessions()
         .open(None)
-        .map_err(|e| Detail::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+        .map_err(|e| Detail::from(super::error::ApiError::from(e)))?;
     let mut response =
         Json(json!({"message": "session created", COOKIE: session.id()})).into_response();
     set_cookie(&mut response, session.id());
@@ -219,7 +219,7 @@ async fn reconnect_session(
         .dispatcher
         .sessions()
         .open(id.as_deref())
-        .map_err(|e| Detail::new(StatusCode::BAD_REQUEST, e.to_string()))?;
+        .map_err(|e| Detail::from(super::error::ApiError::from(e)))?;
     let message = if created {
         "session recreated (its earlier state is gone)"
     } else {
@@ -230,21 +230,19 @@ async fn reconnect_session(
     Ok(response)
 }
 
-/// Stop the session's nodes; its workspace stays.
+/// Stop the session's nodes; its workspace stays (the sessions' release).
 async fn close_session(
     State(state): State<AppState>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, Detail> {
     let session = session(&state, &headers)?;
-    if let Some(docker) = &state.docker {
-        docker.close_session(session.id()).await;
-    }
+    state.dispatcher.sessions().release(session.id()).await;
     Ok(Json(
         json!({"message": "session closed", COOKIE: session.id()}),
     ))
 }
 
-/// Delete the session: its nodes and its workspace.
+/// Delete the session: its nodes and its workspace (the sessions' close).
 async fn release_session(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -252,10 +250,7 @@ async fn release_session(
     let session = session(&state, &headers)?;
     let id = session.id().to_owned();
     drop(session);
-    if let Some(docker) = &state.docker {
-        docker.close_session(&id).await;
-    }
-    state.dispatcher.sessions().close(&id).map_err(|e| {
+    state.dispatcher.sessions().close(&id).await.map_err(|e| {
         Detail::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("cannot delete the workspace: {e}"),
@@ -426,7 +421,7 @@ async fn execute_tool(
         _ => req.tool_name.clone(),
     };
     if id == PRINT_TREE {
-        return print_tree(&session, &arguments);
+        return print_tree(&session, &arguments).await;
     }
     let tool = state.dispatcher.catalog().get(&id);
     let result = state
@@ -477,7 +472,7 @@ async fn execute_tool(
 /// catalogue (its name is no toolhost tool id), answered here.
 pub const PRINT_TREE: &str = "FileSystemEnv_print_filesys_struture";
 
-fn print_tree(session: &Session, arguments: &Value) -> Result<Response, Detail> {
+async fn print_tree(session: &Arc<Session>, arguments: &Value) -> Result<Response, Detail> {
     let with_root = match arguments.get("return_root") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
@@ -488,11 +483,23 @@ fn print_tree(session: &Session, arguments: &Value) -> Result<Response, Detail> 
             ));
         }
     };
-    let workspace = session
-        .workspace()
-        .map_err(|e| Detail::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    let tree = workspace::tree(workspace)?;
+    let tree = in_workspace(session, workspace::tree).await?;
     Ok(Json(Value::String(workspace::tree_text(&tree, with_root))).into_response())
+}
+
+/// Run `work` on the session's workspace (created if need be) on the
+/// blocking pool: file-system work never runs on a request thread.
+async fn in_workspace<T: Send + 'static>(
+    session: &Arc<Session>,
+    work: impl FnOnce(&std::path::Path) -> Result<T, WorkspaceError> + Send + 'static,
+) -> Result<T, Detail> {
+    let session = session.clone();
+    let done = tokio::task::spawn_blocking(move || match session.workspace() {
+        Ok(dir) => work(dir).map_err(Detail::from),
+        Err(e) => Err(Detail::from(super::error::ApiError::from(e))),
+    })
+    .await;
+    done.map_err(|e| Detail::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
 }
 
 /// XAgent's wrapping of a result.
@@ -578,12 +585,10 @@ async fn upload_file(
         Some(d) if !d.is_empty() => format!("{}/{name}", d.trim_end_matches('/')),
         _ => name,
     };
-    let workspace = session
-        .workspace()
-        .map_err(|e| Detail::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    let written = workspace::write(workspace, &path, &bytes)?;
+    let size = bytes.len();
+    let written = in_workspace(&session, move |ws| workspace::write(ws, &path, &bytes)).await?;
     Ok(Json(
-        json!({"message": "Upload Success!", "file_path": written, "size": bytes.len()}),
+        json!({"message": "Upload Success!", "file_path": written, "size": size}),
     ))
 }
 
@@ -601,10 +606,9 @@ async fn download_file(
     JsonBody(req): JsonBody<DownloadRequest>,
 ) -> Result<Response, Detail> {
     let session = session(&state, &headers)?;
-    let workspace = session
-        .workspace()
-        .map_err(|e| Detail::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    let (name, bytes) = workspace::read(workspace, &req.file_path, state.limits.max_upload_bytes)?;
+    let max = state.limits.max_upload_bytes;
+    let (name, bytes) =
+        in_workspace(&session, move |ws| workspace::read(ws, &req.file_path, max)).await?;
     let disposition = format!("attachment; filename=\"{}\"", name.replace('"', ""));
     let mut response = bytes.into_response();
     let h = response.headers_mut();
@@ -623,10 +627,7 @@ async fn workspace_structure(
     headers: HeaderMap,
 ) -> Result<Json<Value>, Detail> {
     let session = session(&state, &headers)?;
-    let workspace = session
-        .workspace()
-        .map_err(|e| Detail::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    Ok(Json(workspace::tree(workspace)?))
+    Ok(Json(in_workspace(&session, workspace::tree).await?))
 }
 
 async fn download_workspace(
@@ -634,14 +635,8 @@ async fn download_workspace(
     headers: HeaderMap,
 ) -> Result<Response, Detail> {
     let session = session(&state, &headers)?;
-    let workspace = session
-        .workspace()
-        .map_err(|e| Detail::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-        .to_owned();
     let limit = state.limits.max_upload_bytes.saturating_mul(4);
-    let zip = tokio::task::spawn_blocking(move || workspace::zip(&workspace, limit))
-        .await
-        .map_err(|e| Detail::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    let zip = in_workspace(&session, move |ws| workspace::zip(ws, limit)).await?;
     let mut response = zip.into_response();
     let h = response.headers_mut();
     h.insert(

@@ -69,6 +69,11 @@ impl Engine {
     }
 }
 
+/// How long connecting (version negotiation and a ping) may take: a daemon
+/// that accepts and never answers must not hold the engine's lock, and every
+/// heavy call behind it, for longer.
+const CONNECT_WITHIN: Duration = Duration::from_secs(5);
+
 async fn connect() -> Result<Docker, String> {
     let fail = |e: bollard::errors::Error| {
         format!(
@@ -76,12 +81,19 @@ async fn connect() -> Result<Docker, String> {
         )
     };
     let docker = Docker::connect_with_local_defaults().map_err(fail)?;
-    let docker = tokio::time::timeout(Duration::from_secs(5), docker.negotiate_version())
+    let handshake = async {
+        let docker = docker.negotiate_version().await.map_err(fail)?;
+        docker.ping().await.map_err(fail)?;
+        Ok(docker)
+    };
+    tokio::time::timeout(CONNECT_WITHIN, handshake)
         .await
-        .map_err(|_| "the Docker engine did not answer within 5 s".to_owned())?
-        .map_err(fail)?;
-    docker.ping().await.map_err(fail)?;
-    Ok(docker)
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "the Docker engine did not answer within {} s",
+                CONNECT_WITHIN.as_secs()
+            ))
+        })
 }
 
 /// Whether `e` means the engine itself is gone (as opposed to a refused request).

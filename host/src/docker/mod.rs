@@ -22,6 +22,7 @@ mod engine;
 pub mod health;
 pub mod manifest;
 mod node;
+mod registry;
 mod toolkit;
 
 use std::collections::{HashMap, HashSet};
@@ -34,9 +35,8 @@ use bollard::query_parameters::{
     CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
 };
 
-use crate::catalog::{Catalog, ToolkitEntry};
 use crate::sessions::{Session, Sessions};
-use crate::tool::{CallError, Limits};
+use crate::tool::CallError;
 pub use health::ToolkitHealth;
 use health::{Cause, Health};
 use manifest::LoadedManifest;
@@ -59,6 +59,9 @@ type Key = (String, String);
 #[derive(Default)]
 struct Slot {
     node: Option<Arc<Node>>,
+    /// The toolkit version the node was made for: a node of an older one is
+    /// replaced when it is idle (the toolkit was hot-reloaded).
+    made_for: Option<Arc<LoadedManifest>>,
     /// Why the previous node of this slot went away, told to the next call.
     lost: Option<String>,
 }
@@ -69,6 +72,8 @@ struct Pooled {
 }
 
 pub struct DockerBackend {
+    /// This backend, for the toolkits it makes (they call back into it).
+    me: std::sync::Weak<DockerBackend>,
     engine: engine::Engine,
     scope: String,
     pool_root: PathBuf,
@@ -103,7 +108,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl DockerBackend {
     pub fn new(data: &Path, sessions: Arc<Sessions>) -> Arc<Self> {
-        Arc::new(DockerBackend {
+        Arc::new_cyclic(|me| DockerBackend {
+            me: me.clone(),
             engine: engine::Engine::default(),
             scope: scope_of(data),
             pool_root: data.join("node-pool"),
@@ -148,63 +154,6 @@ impl DockerBackend {
                     create_failures: h.create_failures,
                 })
                 .collect(),
-        }
-    }
-
-    /// Register every Docker toolkit folder of `plugins` in `catalog`; a
-    /// folder that cannot be registered is logged with the reason.
-    pub fn register_toolkits(self: &Arc<Self>, plugins: &Path, catalog: &Catalog) {
-        let Ok(entries) = std::fs::read_dir(plugins) else {
-            return;
-        };
-        let mut dirs: Vec<PathBuf> = entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.is_dir())
-            .collect();
-        dirs.sort();
-        for dir in dirs {
-            let Some(name) = dir.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {
-                continue;
-            };
-            let manifest_path = dir.join(format!("{name}.toml"));
-            if !manifest_path.is_file() {
-                continue;
-            }
-            let result = std::fs::read_to_string(&manifest_path)
-                .map_err(|e| e.to_string())
-                .and_then(|text| manifest::parse(&name, &dir, &text))
-                .and_then(|m| {
-                    let m = Arc::new(m);
-                    let tools = m.descriptors();
-                    let limits = Limits {
-                        fuel: 0,
-                        memory_mb: m.manifest.docker.memory_mb,
-                        timeout_ms: m.manifest.docker.call_timeout_s * 1000,
-                        max_concurrency: 64,
-                        max_queue: 256,
-                        max_output_kb: 64 * 1024,
-                    };
-                    let kit = Arc::new(DockerToolkit::new(self.clone(), m.clone()));
-                    let version =
-                        crate::wasm::loader::content_hash(format!("{:?}", m.manifest).as_bytes());
-                    let entry = ToolkitEntry::new(
-                        name.clone(),
-                        m.manifest.description.clone(),
-                        version,
-                        limits,
-                        kit,
-                    );
-                    catalog.register(entry, tools).map_err(|e| e.to_string())?;
-                    lock(&self.specs).insert(name.clone(), m);
-                    Ok(())
-                });
-            match result {
-                Ok(()) => tracing::info!(toolkit = %name, "docker toolkit registered"),
-                Err(e) => {
-                    tracing::warn!(toolkit = %name, error = %e, "docker toolkit not registered");
-                }
-            }
         }
     }
 
@@ -495,10 +444,27 @@ impl DockerBackend {
         let key = (session.id().to_owned(), spec.name.clone());
         let slot = self.slot(&key);
         let mut slot = slot.lock().await;
+        // A node made for the toolkit's previous version (hot-reloaded) is
+        // replaced once it is idle.
+        let stale = slot
+            .made_for
+            .as_ref()
+            .is_some_and(|m| !Arc::ptr_eq(m, spec))
+            && slot.node.as_ref().is_some_and(|n| !n.is_busy());
+        if stale && let Some(node) = slot.node.take() {
+            tracing::info!(toolkit = %spec.name, container = %node.container, "replacing a node of the toolkit's previous version");
+            slot.lost = Some(format!(
+                "the {} toolkit was updated, so its node was replaced",
+                spec.name
+            ));
+            self.remove_container(&node.container).await;
+        }
+        if let Some(node) = &slot.node
+            && node.is_alive()
+        {
+            return Ok((node.clone(), None));
+        }
         if let Some(node) = &slot.node {
-            if node.is_alive() {
-                return Ok((node.clone(), None));
-            }
             let id = node.container.clone();
             slot.lost = Some(node.stopped_note());
             slot.node = None;
@@ -516,6 +482,7 @@ impl DockerBackend {
         };
         self.refill(spec);
         slot.node = Some(node.clone());
+        slot.made_for = Some(spec.clone());
         let note = slot.lost.take().map(|why| {
             format!("note: {why}; this call ran on a fresh node, so earlier state (working directory, variables, processes) is gone; files in /workspace are kept")
         });
@@ -654,17 +621,28 @@ impl DockerBackend {
             let Ok(mut guard) = slot.try_lock() else {
                 continue;
             };
-            let idle_limit = lock(&self.specs)
-                .get(&toolkit)
+            let current = lock(&self.specs).get(&toolkit).cloned();
+            let idle_limit = current
+                .as_ref()
                 .map(|s| Duration::from_secs(s.manifest.docker.idle_timeout_s));
             let closed = self.sessions.get(&session).is_none();
+            // Made for a version of the toolkit that is no longer served (a
+            // hot reload or removal) and not running a call: drained.
+            let outdated = match (&current, &guard.made_for) {
+                (None, _) => true,
+                (Some(now), Some(made)) => !Arc::ptr_eq(now, made),
+                (Some(_), None) => false,
+            };
             if let Some(node) = &guard.node {
                 let idle = idle_limit.is_some_and(|l| node.idle_for() > l);
-                if closed || idle || !node.is_alive() {
+                let outdated = outdated && !node.is_busy();
+                if closed || idle || outdated || !node.is_alive() {
                     let why = if closed {
                         "its session closed"
                     } else if idle {
                         "idle"
+                    } else if outdated {
+                        "its toolkit changed or is gone"
                     } else {
                         "dead"
                     };
@@ -758,6 +736,16 @@ fn missing_image(image: &str) -> CallError {
     CallError::BackendUnavailable(format!(
         "the node image `{image}` is missing: build it with `make node-image`"
     ))
+}
+
+impl crate::sessions::SessionResources for DockerBackend {
+    fn release_session(
+        &self,
+        id: &str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        let id = id.to_owned();
+        Box::pin(async move { self.close_session(&id).await })
+    }
 }
 
 /// Move `pool_dir` into the place of a session workspace `target`: what the

@@ -29,14 +29,9 @@ impl DockerToolkit {
 }
 
 impl Toolkit for DockerToolkit {
-    fn backend(&self) -> &'static str {
-        "docker"
-    }
-
     fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
         Box::pin(async move {
-            let args: Value = serde_json::from_str(&call.input)
-                .map_err(|e| CallError::Internal(format!("input is not JSON: {e}")))?;
+            let args = call.input;
             let (node, note) = self.backend.node_for(&call.session, &self.spec).await?;
             let timeout = Duration::from_millis(call.limits.timeout_ms) + GRACE;
             let name = &self.spec.name;

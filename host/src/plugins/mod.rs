@@ -1,178 +1,47 @@
-//! The plugins directory, kept in step with the catalog.
+//! The plugins directory, kept in step with the catalog, for every backend.
 //!
-//! [`PluginManager`] owns the path from a file to a served toolkit: read
-//! `<name>.wasm` (+ `<name>.toml`), validate and compile it off the request
-//! path (the wasm backend's compile pool and cache), then swap it into the
-//! catalog in one atomic step. Calls in flight finish on the version they
-//! started with; new calls get the new one. A file that does not load leaves
-//! the previous version serving and its error visible in the plugin's status.
+//! [`PluginManager`] owns the path from an entry of the directory to a served
+//! toolkit, whatever its kind: each [`Backend`] claims its entries (a
+//! `.wasm` + manifest, a Docker toolkit folder, ...), lists their files and
+//! loads them; the manager notices what changed (size and time, then content
+//! hashes), has the backend load it off the request path, and swaps it into
+//! the catalog in one atomic step. Calls in flight finish on the version they
+//! started with; new calls get the new one. An entry that does not load
+//! leaves the previous version serving and its error visible in its status.
 //!
-//! Every change goes through [`PluginManager::reconcile`], whether the
-//! directory watcher ([`watch`]) saw it or the admin API made it
-//! ([`PluginManager::upload`], [`PluginManager::delete`]); changes to one plugin
-//! are serialised by a per-name lock, different plugins load in parallel.
+//! Every change goes through [`PluginManager::reconcile`], whether start-up,
+//! the directory watcher ([`watch`]) or the admin API ([`admin`]) made it;
+//! changes to one entry are serialised by a lock per entry, different
+//! entries load in parallel.
 
+pub mod admin;
+mod status;
 pub mod watch;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
-
-use crate::catalog::Catalog;
+use crate::backend::{Backend, EntryFile, Loaded};
+use crate::catalog::{Catalog, ToolkitEntry};
 use crate::tool;
-use crate::wasm::loader::read_manifest;
-use crate::wasm::{LoadError, LoadedPlugin, WasmBackend};
+pub use admin::ChangeError;
+use status::Stamps;
+pub use status::{PluginStatus, Progress, State};
 
-/// Where a plugin stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum State {
-    /// A version is being read and compiled (a previous one may be
-    /// serving); `progress` says how far it is.
-    Compiling,
-    /// The current files are loaded and serving.
-    Ready,
-    /// The current files did not load; `error` says why. A previous version,
-    /// if any, is still serving (`version`).
-    Failed,
-    /// Loaded, but its backend cannot run it now (a Docker toolkit whose
-    /// nodes cannot be created: no engine, no image, a refused setting);
-    /// `error` says why. Its calls answer `backend_unavailable` (503).
-    Unavailable,
-}
+/// An entry: its name and the backend that claims it.
+type Key = (String, &'static str);
 
-/// What `GET /plugins` shows of a plugin.
-#[derive(Debug, Clone, Serialize)]
-pub struct PluginStatus {
-    pub name: String,
-    pub backend: &'static str,
-    pub state: State,
-    /// Content hash of the component serving now, if one is.
-    pub version: Option<String>,
-    /// When the serving version was loaded (Unix time, ms).
-    pub loaded_at: Option<u64>,
-    /// Tool ids of the serving version.
-    pub tools: Vec<String>,
-    /// Why the last load failed.
-    pub error: Option<String>,
-    /// Compile (or cache load) time of the serving version, ms.
-    pub compile_ms: Option<f64>,
-    /// `compiled` or `cache`.
-    pub source: Option<&'static str>,
-    /// While compiling: the phase, the time so far and the component's size.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub progress: Option<Progress>,
-    /// When the current load began (for `progress.elapsed_ms`).
-    #[serde(skip)]
-    since: Option<std::time::Instant>,
-    /// Identity of the files last attempted (component + manifest hashes), so
-    /// an event that changed nothing does not reload.
-    #[serde(skip)]
-    files: Option<String>,
-    /// Size and modification time of those files, taken before they were
-    /// read: while they are the same, the files are not read and hashed
-    /// again (the periodic rescan looks at every plugin).
-    #[serde(skip)]
-    stamps: Option<Stamps>,
-}
-
-/// Size and modification time of `<name>.wasm` and `<name>.toml`.
-type Stamps = [Option<(u64, SystemTime)>; 2];
-
-impl PluginStatus {
-    /// The status of a toolkit of another backend than wasm: `ready`, or
-    /// `unavailable` with the reason when `problem` is set.
-    pub fn of_backend(
-        name: &str,
-        backend: &'static str,
-        version: Option<String>,
-        tools: Vec<String>,
-        problem: Option<String>,
-    ) -> Self {
-        PluginStatus {
-            backend,
-            state: if problem.is_some() {
-                State::Unavailable
-            } else {
-                State::Ready
-            },
-            version,
-            tools,
-            error: problem,
-            ..PluginStatus::new(name)
-        }
-    }
-
-    fn new(name: &str) -> Self {
-        PluginStatus {
-            name: name.to_owned(),
-            backend: "wasm",
-            state: State::Compiling,
-            version: None,
-            loaded_at: None,
-            tools: Vec::new(),
-            error: None,
-            compile_ms: None,
-            source: None,
-            progress: None,
-            since: None,
-            files: None,
-            stamps: None,
-        }
-    }
-}
-
-/// How far a compiling plugin is.
-#[derive(Debug, Clone, Serialize)]
-pub struct Progress {
-    /// `queued` (on disk, waiting for a compile slot or to be read),
-    /// `compiling`, `cached` (loading the compile cache's entry), or
-    /// `describing` (asking the plugin for its tools).
-    pub phase: &'static str,
-    /// Since the load began.
-    pub elapsed_ms: u64,
-    /// The component's size.
-    pub bytes: Option<u64>,
-}
-
-/// Why an admin change was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum ChangeError {
-    #[error(
-        "invalid plugin name `{0}`: use lowercase letters, digits and `-`, starting with a letter (no path separators)"
-    )]
-    InvalidName(String),
-    #[error("no plugin `{0}`")]
-    NotFound(String),
-    #[error("the manifest is not UTF-8 text")]
-    ManifestNotText,
-    #[error("plugin `{name}` was not loaded: {source}")]
-    Load { name: String, source: LoadError },
-    #[error("plugin `{name}` was not registered: {message}")]
-    Register { name: String, message: String },
-    #[error("cannot write the plugins directory: {0}")]
-    Io(#[from] std::io::Error),
-}
-
-/// The plugins directory and its loaded plugins.
+/// The plugins directory and its loaded entries.
 pub struct PluginManager {
     dir: PathBuf,
-    wasm: Arc<WasmBackend>,
+    /// In the order entries are loaded at start-up (a name taken by an
+    /// earlier backend cannot be taken by a later one).
+    backends: Vec<Arc<dyn Backend>>,
     catalog: Arc<Catalog>,
-    status: Mutex<BTreeMap<String, PluginStatus>>,
-    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-/// The two files of a plugin as read from the directory.
-struct Files {
-    wasm: Vec<u8>,
-    manifest: Option<String>,
-    identity: String,
-    stamps: Stamps,
+    status: Mutex<BTreeMap<Key, PluginStatus>>,
+    locks: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 fn now_ms() -> u64 {
@@ -187,10 +56,10 @@ fn short(version: Option<&str>) -> &str {
 }
 
 impl PluginManager {
-    pub fn new(dir: &Path, wasm: Arc<WasmBackend>, catalog: Arc<Catalog>) -> Arc<Self> {
+    pub fn new(dir: &Path, backends: Vec<Arc<dyn Backend>>, catalog: Arc<Catalog>) -> Arc<Self> {
         Arc::new(PluginManager {
             dir: dir.to_owned(),
-            wasm,
+            backends,
             catalog,
             status: Mutex::new(BTreeMap::new()),
             locks: Mutex::new(HashMap::new()),
@@ -201,17 +70,39 @@ impl PluginManager {
         &self.dir
     }
 
-    /// Every plugin's status, sorted by name.
+    fn backend(&self, name: &str) -> Option<&Arc<dyn Backend>> {
+        self.backends.iter().find(|b| b.name() == name)
+    }
+
+    /// Every entry's status, sorted by name (then backend).
     pub fn list(&self) -> Vec<PluginStatus> {
-        self.lock_status().values().map(with_elapsed).collect()
+        let statuses: Vec<PluginStatus> = self.lock_status().values().cloned().collect();
+        statuses.iter().map(|s| self.shown(s)).collect()
     }
 
-    /// One plugin's status.
+    /// The status of entry `name` (the first backend's, if several claim
+    /// the name).
     pub fn get(&self, name: &str) -> Option<PluginStatus> {
-        self.lock_status().get(name).map(with_elapsed)
+        let found = self
+            .lock_status()
+            .values()
+            .find(|s| s.name == name)
+            .cloned();
+        found.map(|s| self.shown(&s))
     }
 
-    /// Names of the plugins compiling now.
+    fn get_key(&self, key: &Key) -> Option<PluginStatus> {
+        self.lock_status().get(key).cloned()
+    }
+
+    fn shown(&self, s: &PluginStatus) -> PluginStatus {
+        let problem = (s.state == State::Ready)
+            .then(|| self.backend(s.backend)?.problem(&s.name))
+            .flatten();
+        s.shown(problem)
+    }
+
+    /// Names of the entries compiling now.
     pub fn compiling(&self) -> Vec<String> {
         self.lock_status()
             .values()
@@ -220,23 +111,70 @@ impl PluginManager {
             .collect()
     }
 
-    /// Record the phase of plugin `name`'s load.
-    fn phase(&self, name: &str, phase: &'static str) {
-        self.update(name, |s| {
+    fn lock_status(&self) -> std::sync::MutexGuard<'_, BTreeMap<Key, PluginStatus>> {
+        self.status.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn update(&self, key: &Key, f: impl FnOnce(&mut PluginStatus)) {
+        let mut map = self.lock_status();
+        f(map
+            .entry(key.clone())
+            .or_insert_with(|| PluginStatus::new(&key.0, key.1)));
+    }
+
+    fn entry_lock(&self, key: &Key) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+        locks.entry(key.clone()).or_default().clone()
+    }
+
+    /// The entries a child of the directory belongs to (one per backend that
+    /// claims it).
+    pub fn claims(&self, child: &Path) -> Vec<Key> {
+        self.backends
+            .iter()
+            .filter_map(|b| Some((b.claim(child)?, b.name())))
+            .collect()
+    }
+
+    /// Entries present in the directory, in backend order, then by name.
+    pub fn entries_on_disk(&self) -> std::io::Result<Vec<Key>> {
+        let mut keys = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            let path = entry?.path();
+            for key in self.claims(&path) {
+                let backend = self.backend(key.1).expect("a backend of ours");
+                if !backend.files(&self.dir, &key.0).is_empty() && !keys.contains(&key) {
+                    keys.push(key);
+                }
+            }
+        }
+        let order = |k: &Key| self.backends.iter().position(|b| b.name() == k.1);
+        keys.sort_by(|a, b| order(a).cmp(&order(b)).then(a.0.cmp(&b.0)));
+        Ok(keys)
+    }
+
+    /// Names of the entries present in the directory.
+    pub fn names_on_disk(&self) -> std::io::Result<Vec<String>> {
+        Ok(self.entries_on_disk()?.into_iter().map(|k| k.0).collect())
+    }
+
+    /// Record the phase of entry `key`'s load.
+    fn phase(&self, key: &Key, phase: &'static str) {
+        self.update(key, |s| {
             if let Some(p) = &mut s.progress {
                 p.phase = phase;
             }
         });
     }
 
-    /// Mark plugin `name` as compiling (its files of `bytes` are about to be
-    /// read): listed at once, and, with no version serving yet, its tools
-    /// pending in the catalog (a call waits for them).
-    fn begin(&self, name: &str, bytes: Option<u64>) {
+    /// Mark entry `key` (of `bytes`) as compiling: listed at once, and, with
+    /// no version serving yet, its tools pending in the catalog (a call
+    /// waits for them).
+    fn begin(&self, key: &Key, bytes: Option<u64>) {
         let mut serving = false;
-        self.update(name, |s| {
+        self.update(key, |s| {
             s.state = State::Compiling;
-            s.since = Some(std::time::Instant::now());
+            s.since = Some(Instant::now());
             s.progress = Some(Progress {
                 phase: "queued",
                 elapsed_ms: 0,
@@ -245,179 +183,177 @@ impl PluginManager {
             serving = s.version.is_some();
         });
         if !serving {
-            self.catalog.set_pending(name, true);
+            self.catalog.set_pending(&key.0, true);
         }
     }
 
-    /// The load of plugin `name` ended (its state says how, or it is gone).
-    fn end(&self, name: &str) {
-        if let Some(s) = self.lock_status().get_mut(name) {
+    /// The load of entry `key` ended (its state says how, or it is gone).
+    fn end(&self, key: &Key) {
+        if let Some(s) = self.lock_status().get_mut(key) {
             s.progress = None;
             s.since = None;
         }
-        self.catalog.set_pending(name, false);
+        self.catalog.set_pending(&key.0, false);
     }
 
-    fn lock_status(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, PluginStatus>> {
-        self.status.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn update(&self, name: &str, f: impl FnOnce(&mut PluginStatus)) {
-        let mut map = self.lock_status();
-        f(map
-            .entry(name.to_owned())
-            .or_insert_with(|| PluginStatus::new(name)));
-    }
-
-    fn name_lock(&self, name: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
-        locks.entry(name.to_owned()).or_default().clone()
-    }
-
-    /// Plugin names present in the directory (from `*.wasm` files).
-    pub fn names_on_disk(&self) -> std::io::Result<Vec<String>> {
-        let mut names = Vec::new();
-        for entry in std::fs::read_dir(&self.dir)? {
-            let path = entry?.path();
-            if let Some(name) = plugin_name_of(&path)
-                && path.extension().is_some_and(|e| e == "wasm")
-            {
-                names.push(name);
-            }
-        }
-        names.sort();
-        Ok(names)
-    }
-
-    /// Load every plugin of the directory, in parallel (compiles are bounded
-    /// by the backend), smallest component first, so small tools are served
-    /// soonest; then delete compile-cache entries nothing uses. Every plugin
-    /// is listed as compiling before the first compile starts.
+    /// Load every entry of the directory: each backend's in turn (so a name
+    /// an earlier backend holds stays its), in parallel within a backend
+    /// (compiles are bounded by the backend), smallest first, so small tools
+    /// are served soonest. Every entry is listed as compiling before the
+    /// first load starts. Then backends prune what no entry uses.
     pub async fn load_all(self: &Arc<Self>) -> std::io::Result<()> {
-        let mut names: Vec<(u64, String)> = self
-            .names_on_disk()?
+        let mut keys: Vec<(usize, u64, Key)> = self
+            .entries_on_disk()?
             .into_iter()
-            .map(|n| {
-                let size =
-                    std::fs::metadata(self.dir.join(format!("{n}.wasm"))).map_or(0, |m| m.len());
-                (size, n)
+            .map(|key| {
+                let backend = self.backends.iter().position(|b| b.name() == key.1);
+                let size = self.size_of(&key);
+                (backend.unwrap_or(0), size, key)
             })
             .collect();
-        names.sort();
-        for (size, name) in &names {
-            self.begin(name, Some(*size));
+        keys.sort();
+        for (_, size, key) in &keys {
+            self.begin(key, Some(*size));
         }
-        futures::future::join_all(names.iter().map(|(_, n)| self.reconcile(n))).await;
-        self.prune_cache();
+        for i in 0..self.backends.len() {
+            let mine = keys.iter().filter(|(b, _, _)| *b == i);
+            futures::future::join_all(mine.map(|(_, _, key)| self.reconcile_entry(key))).await;
+        }
+        self.scanned();
         Ok(())
     }
 
-    /// Bring plugin `name` in line with the directory: load what changed,
-    /// unload what is gone, leave alone what is the same.
-    pub async fn reconcile(&self, name: &str) {
-        let lock = self.name_lock(name);
-        let _guard = lock.lock().await;
-        self.reconcile_locked(name).await;
-        // Whatever happened (loaded, failed, unchanged, gone), the load
-        // marked by `begin` (start-up, or `install`) is over.
-        self.end(name);
+    fn size_of(&self, key: &Key) -> u64 {
+        self.backend(key.1).map_or(0, |b| {
+            b.files(&self.dir, &key.0)
+                .iter()
+                .filter_map(|p| std::fs::metadata(p).ok())
+                .map(|m| m.len())
+                .sum()
+        })
     }
 
-    async fn reconcile_locked(&self, name: &str) {
-        let wasm_path = self.dir.join(format!("{name}.wasm"));
-        let stamps = self.stamps(name);
+    /// Tell each backend which versions its entries serve (it may prune).
+    pub fn scanned(&self) {
+        for backend in &self.backends {
+            let versions: HashSet<String> = self
+                .lock_status()
+                .values()
+                .filter(|s| s.backend == backend.name())
+                .filter_map(|s| s.version.clone())
+                .collect();
+            backend.scanned(&versions);
+        }
+    }
+
+    /// Bring every entry named `name` in line with the directory.
+    pub async fn reconcile(&self, name: &str) {
+        let keys: Vec<Key> = self
+            .backends
+            .iter()
+            .map(|b| (name.to_owned(), b.name()))
+            .collect();
+        for key in keys {
+            let claimed = self.get_key(&key).is_some()
+                || !self
+                    .backend(key.1)
+                    .map_or(Vec::new(), |b| b.files(&self.dir, name))
+                    .is_empty();
+            if claimed {
+                self.reconcile_entry(&key).await;
+            }
+        }
+    }
+
+    /// Bring entry `key` in line with the directory: load what changed,
+    /// unload what is gone, leave alone what is the same.
+    async fn reconcile_entry(&self, key: &Key) {
+        let lock = self.entry_lock(key);
+        let _guard = lock.lock().await;
+        self.reconcile_locked(key).await;
+        // Whatever happened (loaded, failed, unchanged, gone), the load
+        // marked by `begin` (start-up, or `install`) is over.
+        self.end(key);
+    }
+
+    async fn reconcile_locked(&self, key: &Key) {
+        let Some(backend) = self.backend(key.1).cloned() else {
+            return;
+        };
+        let paths = backend.files(&self.dir, &key.0);
+        if paths.is_empty() {
+            self.unload(key, "its files are gone");
+            return;
+        }
+        let stamps = stamps(&paths);
         let untouched = self
-            .get(name)
-            .is_some_and(|s| s.files.is_some() && s.stamps == Some(stamps) && stamps[0].is_some());
+            .get_key(key)
+            .is_some_and(|s| s.files.is_some() && s.stamps.as_ref() == Some(&stamps));
         if untouched {
             return;
         }
-        let files = match self.read_files(name, stamps) {
-            Ok(Some(files)) => files,
-            Ok(None) => {
-                self.unload(name, "its file is gone");
-                return;
-            }
+        let files = match read_all(&paths) {
+            Ok(files) => files,
             Err(e) => {
-                tracing::warn!(plugin = name, file = %wasm_path.display(), error = %e, "cannot read plugin files");
-                self.update(name, |s| {
+                tracing::warn!(plugin = key.0, backend = key.1, error = %e, "cannot read plugin files");
+                self.update(key, |s| {
                     s.state = State::Failed;
-                    s.error = Some(format!("cannot read {}: {e}", wasm_path.display()));
+                    s.error = Some(format!("cannot read its files: {e}"));
                     s.files = None;
                     s.stamps = None;
                 });
                 return;
             }
         };
+        let identity = identity(&files);
         let unchanged = self
-            .get(name)
-            .is_some_and(|s| s.files.as_deref() == Some(files.identity.as_str()));
+            .get_key(key)
+            .is_some_and(|s| s.files.as_deref() == Some(identity.as_str()));
         if unchanged {
+            self.update(key, |s| s.stamps = Some(stamps));
             return;
         }
-        if let Err(e) = self.install(name, files).await {
+        if let Err(e) = self.install(key, &backend, files, identity, stamps).await {
             // Also how a file still being written ends: not yet valid. The
             // write's own events bring it back here once it is complete.
-            tracing::debug!(plugin = name, error = %e, "reload failed");
+            tracing::debug!(plugin = key.0, error = %e, "reload failed");
         }
     }
 
-    /// Size and modification time of the plugin's two files (none for a file
-    /// that is not there).
-    fn stamps(&self, name: &str) -> Stamps {
-        ["wasm", "toml"].map(|ext| {
-            let meta = std::fs::metadata(self.dir.join(format!("{name}.{ext}"))).ok()?;
-            Some((meta.len(), meta.modified().ok()?))
-        })
-    }
-
-    /// Read `<name>.wasm` and `<name>.toml` (whose `stamps` were taken just
-    /// before); none when there is no component.
-    fn read_files(&self, name: &str, stamps: Stamps) -> std::io::Result<Option<Files>> {
-        let wasm = match std::fs::read(self.dir.join(format!("{name}.wasm"))) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let manifest = read_manifest(&self.dir.join(format!("{name}.toml")))?;
-        let identity = identity(&wasm, manifest.as_deref());
-        Ok(Some(Files {
-            wasm,
-            manifest,
-            identity,
-            stamps,
-        }))
-    }
-
-    /// Validate, compile and swap in `files` as plugin `name`. On failure the
-    /// previous version keeps serving and the status records the error.
-    async fn install(&self, name: &str, files: Files) -> Result<PluginStatus, ChangeError> {
-        let old = self.get(name).and_then(|s| s.version);
-        if self.get(name).is_none_or(|s| s.progress.is_none()) {
-            self.begin(name, Some(files.wasm.len() as u64));
+    /// Load `files` as entry `key` and swap it in. On failure the previous
+    /// version keeps serving and the status records the error.
+    async fn install(
+        &self,
+        key: &Key,
+        backend: &Arc<dyn Backend>,
+        files: Vec<EntryFile>,
+        identity: String,
+        stamps: Stamps,
+    ) -> Result<PluginStatus, ChangeError> {
+        let old = self.get_key(key).and_then(|s| s.version);
+        let bytes: u64 = files.iter().map(|f| f.bytes.len() as u64).sum();
+        if self.get_key(key).is_none_or(|s| s.progress.is_none()) {
+            self.begin(key, Some(bytes));
         }
-        self.update(name, |s| {
-            s.files = Some(files.identity.clone());
-            s.stamps = Some(files.stamps);
+        self.update(key, |s| {
+            s.files = Some(identity);
+            s.stamps = Some(stamps);
             if let Some(p) = &mut s.progress {
-                p.bytes = Some(files.wasm.len() as u64);
+                p.bytes = Some(bytes);
             }
         });
-        let report = |phase| self.phase(name, phase);
-        let result = match self
-            .wasm
-            .load_reporting(name, files.wasm, files.manifest.as_deref(), &report)
-            .await
-        {
-            Ok(plugin) => self.register(name, plugin),
-            Err(source) => Err(ChangeError::Load {
-                name: name.to_owned(),
-                source,
+        let report = |phase| self.phase(key, phase);
+        let result = match backend.load(&key.0, files, &report).await {
+            Ok(loaded) => self.register(key, backend, loaded),
+            Err(message) => Err(ChangeError::Load {
+                name: key.0.clone(),
+                message,
             }),
         };
         match &result {
             Ok(status) => tracing::info!(
-                plugin = name,
+                plugin = key.0,
+                backend = key.1,
                 from = short(old.as_deref()),
                 to = short(status.version.as_deref()),
                 compile_ms = status.compile_ms,
@@ -426,8 +362,8 @@ impl PluginManager {
                 "plugin loaded"
             ),
             Err(e) => {
-                tracing::warn!(plugin = name, serving = short(old.as_deref()), error = %e, "plugin not loaded; the previous version (if any) keeps serving");
-                self.update(name, |s| {
+                tracing::warn!(plugin = key.0, backend = key.1, serving = short(old.as_deref()), error = %e, "plugin not loaded; the previous version (if any) keeps serving");
+                self.update(key, |s| {
                     s.state = State::Failed;
                     s.error = Some(e.to_string());
                 });
@@ -436,39 +372,66 @@ impl PluginManager {
         result
     }
 
-    fn register(&self, name: &str, plugin: LoadedPlugin) -> Result<PluginStatus, ChangeError> {
-        let version = plugin.version.clone();
-        let compile_ms = plugin.compile_time.as_secs_f64() * 1000.0;
-        let source = plugin.origin.as_str();
-        let (entry, tools) = plugin.into_catalog_entry();
-        let ids: Vec<String> = tools.iter().map(|t| tool::tool_id(name, &t.name)).collect();
+    /// Swap `loaded` into the catalog as entry `key`.
+    fn register(
+        &self,
+        key: &Key,
+        backend: &Arc<dyn Backend>,
+        loaded: Loaded,
+    ) -> Result<PluginStatus, ChangeError> {
+        let name = &key.0;
+        let ids: Vec<String> = loaded
+            .tools
+            .iter()
+            .map(|t| tool::tool_id(name, &t.name))
+            .collect();
+        let version = loaded.version.clone();
+        let compile = loaded.compile;
+        let replaced = self.get_key(key).is_some_and(|s| s.version.is_some());
+        let entry = ToolkitEntry::new(
+            backend.clone(),
+            name.clone(),
+            loaded.description,
+            loaded.version,
+            loaded.limits,
+            loaded.toolkit,
+        );
         self.catalog
-            .register(entry, tools)
+            .register(entry, loaded.tools)
             .map_err(|e| ChangeError::Register {
-                name: name.to_owned(),
+                name: name.clone(),
                 message: e.to_string(),
             })?;
+        if replaced {
+            backend.unloaded(name, true);
+        }
         let mut done = None;
-        self.update(name, |s| {
+        self.update(key, |s| {
             s.state = State::Ready;
             s.version = Some(version);
             s.loaded_at = Some(now_ms());
             s.tools = ids;
             s.error = None;
-            s.compile_ms = Some((compile_ms * 100.0).round() / 100.0);
-            s.source = Some(source);
+            s.compile_ms = compile.map(|(t, _)| (t.as_secs_f64() * 100_000.0).round() / 100.0);
+            s.source = compile.map(|(_, source)| source);
             done = Some(s.clone());
         });
         Ok(done.expect("status updated"))
     }
 
-    fn unload(&self, name: &str, why: &str) {
-        let removed = self.catalog.remove_backend(name, "wasm");
-        let old = self.lock_status().remove(name);
+    /// Entry `key` is gone: its tools leave the catalog (only if its backend
+    /// registered them) and its backend releases what it holds.
+    fn unload(&self, key: &Key, why: &str) {
+        let removed = self.catalog.remove_backend(&key.0, key.1);
+        let old = self.lock_status().remove(key);
+        if removed && let Some(backend) = self.backend(key.1) {
+            backend.unloaded(&key.0, false);
+        }
         if removed || old.is_some() {
             let version = old.and_then(|s| s.version);
             tracing::info!(
-                plugin = name,
+                plugin = key.0,
+                backend = key.1,
                 from = short(version.as_deref()),
                 to = "none",
                 "plugin unloaded: {why}"
@@ -476,152 +439,45 @@ impl PluginManager {
         }
     }
 
-    /// Install an uploaded component (and manifest) as plugin `name`: load it
-    /// first, and only when it loads write the files into the directory and
-    /// swap it in. Without a manifest, the plugin's current manifest file (if
-    /// any) stays.
-    pub async fn upload(
-        &self,
-        name: &str,
-        wasm: Vec<u8>,
-        manifest: Option<Vec<u8>>,
-    ) -> Result<PluginStatus, ChangeError> {
-        if !tool::is_valid_plugin_name(name) {
-            return Err(ChangeError::InvalidName(name.to_owned()));
-        }
-        let manifest = match manifest {
-            Some(bytes) => {
-                Some(String::from_utf8(bytes).map_err(|_| ChangeError::ManifestNotText)?)
-            }
-            None => None,
-        };
-        let lock = self.name_lock(name);
-        let _guard = lock.lock().await;
-        let toml_path = self.dir.join(format!("{name}.toml"));
-        let manifest = match manifest {
-            Some(text) => Some(text),
-            None => read_manifest(&toml_path)?,
-        };
-        let old = self.get(name).and_then(|s| s.version);
-        let plugin = self
-            .wasm
-            .load(name, wasm.clone(), manifest.as_deref())
-            .await
-            .map_err(|source| ChangeError::Load {
-                name: name.to_owned(),
-                source,
-            })?;
-        // Manifest first, component last: the watcher sees a complete pair.
-        if let Some(text) = &manifest {
-            write_atomic(&toml_path, text.as_bytes())?;
-        }
-        write_atomic(&self.dir.join(format!("{name}.wasm")), &wasm)?;
-        let identity = identity(&wasm, manifest.as_deref());
-        let status = self.register(name, plugin)?;
-        let stamps = self.stamps(name);
-        self.update(name, |s| {
-            s.files = Some(identity);
-            s.stamps = Some(stamps);
-        });
-        tracing::info!(
-            plugin = name,
-            from = short(old.as_deref()),
-            to = short(status.version.as_deref()),
-            compile_ms = status.compile_ms,
-            "plugin uploaded"
-        );
-        Ok(status)
-    }
-
-    /// Delete plugin `name`: its files and its tools.
-    pub async fn delete(&self, name: &str) -> Result<(), ChangeError> {
-        if !tool::is_valid_plugin_name(name) {
-            return Err(ChangeError::InvalidName(name.to_owned()));
-        }
-        let lock = self.name_lock(name);
-        let _guard = lock.lock().await;
-        let mut found = self.get(name).is_some();
-        for ext in ["wasm", "toml"] {
-            match std::fs::remove_file(self.dir.join(format!("{name}.{ext}"))) {
-                Ok(()) => found = true,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        if !found {
-            return Err(ChangeError::NotFound(name.to_owned()));
-        }
-        self.unload(name, "deleted through the admin API");
-        Ok(())
-    }
-
-    /// Delete compile-cache entries that no loaded plugin uses.
-    pub fn prune_cache(&self) {
-        let Some(cache) = self.wasm.cache() else {
-            return;
-        };
-        let keep: HashSet<String> = self.list().into_iter().filter_map(|s| s.version).collect();
-        let deleted = cache.prune(&keep);
-        if deleted > 0 {
-            tracing::info!(deleted, "pruned stale compile-cache entries");
+    /// Release every backend's resources (graceful shutdown).
+    pub async fn shutdown(&self) {
+        for backend in &self.backends {
+            backend.shutdown().await;
         }
     }
 }
 
-/// A status with `progress.elapsed_ms` brought up to now.
-fn with_elapsed(s: &PluginStatus) -> PluginStatus {
-    let mut s = s.clone();
-    if let (Some(p), Some(since)) = (&mut s.progress, s.since) {
-        p.elapsed_ms = since.elapsed().as_millis() as u64;
-    }
-    s
+/// Size and modification time of each of `paths`.
+fn stamps(paths: &[PathBuf]) -> Stamps {
+    paths
+        .iter()
+        .map(|p| std::fs::metadata(p).map_or((u64::MAX, None), |m| (m.len(), m.modified().ok())))
+        .collect()
 }
 
-/// The plugin a directory entry belongs to: `<name>.wasm` or `<name>.toml`,
-/// hidden and temporary files excluded.
-pub fn plugin_name_of(path: &Path) -> Option<String> {
-    let file = path.file_name()?.to_str()?;
-    if file.starts_with('.') {
-        return None;
-    }
-    let (stem, ext) = file.rsplit_once('.')?;
-    matches!(ext, "wasm" | "toml").then(|| stem.to_owned())
+fn read_all(paths: &[PathBuf]) -> std::io::Result<Vec<EntryFile>> {
+    paths
+        .iter()
+        .map(|path| {
+            Ok(EntryFile {
+                path: path.clone(),
+                bytes: std::fs::read(path)?,
+            })
+        })
+        .collect()
 }
 
-fn identity(wasm: &[u8], manifest: Option<&str>) -> String {
-    let manifest = manifest.map_or_else(
-        || "-".to_owned(),
-        |m| crate::wasm::loader::content_hash(m.as_bytes()),
-    );
-    format!("{}+{}", crate::wasm::loader::content_hash(wasm), manifest)
-}
-
-/// Write `bytes` to `path` through a hidden temporary file in the same
-/// directory and a rename, so no reader (nor the watcher) sees half a file.
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".upload-")
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_data()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_of_directory_entries() {
-        let name = |p: &str| plugin_name_of(Path::new(p));
-        assert_eq!(name("/p/calc.wasm").as_deref(), Some("calc"));
-        assert_eq!(name("/p/calc.toml").as_deref(), Some("calc"));
-        assert_eq!(name("/p/calc.wasm.tmp"), None);
-        assert_eq!(name("/p/.upload-x1"), None);
-        assert_eq!(name("/p/.calc.wasm.swp"), None);
-        assert_eq!(name("/p/notes.txt"), None);
-        assert_eq!(name("/p/Bad_Name.wasm").as_deref(), Some("Bad_Name"));
-    }
+/// The content hashes of an entry's files, with their names.
+fn identity(files: &[EntryFile]) -> String {
+    files
+        .iter()
+        .map(|f| {
+            format!(
+                "{}={}",
+                f.path.file_name().unwrap_or_default().to_string_lossy(),
+                crate::backend::content_hash(&f.bytes)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("+")
 }

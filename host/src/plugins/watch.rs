@@ -1,8 +1,10 @@
 //! Hot loading: watch the plugins directory and reconcile what changed.
 //!
-//! inotify (through `notify`) reports each write, close, rename and delete.
-//! Events are grouped per plugin and a plugin is reconciled once its files
-//! have been quiet for the debounce interval, so a `cp` that writes in many
+//! inotify (through `notify`) reports each write, close, rename and delete,
+//! in the directory and in its folders (Docker toolkits are folders). Each
+//! event is mapped to the entry it belongs to (the backends' `claim` of the
+//! directory's child it is in), events are grouped per entry, and an entry is
+//! reconciled once its files have been quiet for the debounce interval, so a `cp` that writes in many
 //! chunks, or a manifest and a component renamed into place one after the
 //! other, load once, complete. A half-written file that happens to be read
 //! anyway just fails to load ("not yet valid") and is loaded again when the
@@ -18,7 +20,7 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::{PluginManager, plugin_name_of};
+use super::PluginManager;
 
 /// What the notify thread tells the reconcile loop.
 enum Signal {
@@ -58,7 +60,7 @@ pub fn spawn(
         };
         let _ = tx.send(signal);
     })?;
-    watcher.watch(manager.dir(), RecursiveMode::NonRecursive)?;
+    watcher.watch(manager.dir(), RecursiveMode::Recursive)?;
     let task = tokio::spawn(run(manager, rx, debounce, rescan));
     Ok(DirWatcher {
         _watcher: watcher,
@@ -84,7 +86,7 @@ async fn run(
                 None => return,
                 Some(Signal::Paths(paths)) => {
                     let due = Instant::now() + debounce;
-                    for name in paths.iter().filter_map(|p| plugin_name_of(p)) {
+                    for name in paths.iter().flat_map(|p| manager.entries_of(p)) {
                         pending.insert(name, due);
                     }
                 }
@@ -113,12 +115,27 @@ async fn run(
 }
 
 impl PluginManager {
-    /// Reconcile every plugin on disk or loaded (a full rescan).
+    /// Reconcile every entry on disk or loaded (a full rescan).
     pub async fn reconcile_all(self: &Arc<Self>) {
         let mut names = self.names_on_disk().unwrap_or_default();
         names.extend(self.list().into_iter().map(|s| s.name));
         names.sort();
         names.dedup();
         futures::future::join_all(names.iter().map(|n| self.reconcile(n))).await;
+    }
+
+    /// Names of the entries a changed `path` (anywhere under the directory)
+    /// belongs to: the claims of the directory's child it is in.
+    pub fn entries_of(&self, path: &std::path::Path) -> Vec<String> {
+        let Ok(rest) = path.strip_prefix(self.dir()) else {
+            return Vec::new();
+        };
+        let Some(first) = rest.components().next() else {
+            return Vec::new();
+        };
+        let child = self.dir().join(first);
+        let mut names: Vec<String> = self.claims(&child).into_iter().map(|k| k.0).collect();
+        names.dedup();
+        names
     }
 }

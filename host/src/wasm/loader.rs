@@ -7,11 +7,7 @@ use std::path::{Path, PathBuf};
 use super::{LoadError, LoadedPlugin, WasmBackend};
 
 /// Hex SHA-256 of `bytes`: a component's version.
-pub fn content_hash(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(bytes);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use crate::backend::content_hash;
 
 /// One component file and its manifest, if any.
 #[derive(Debug, Clone)]

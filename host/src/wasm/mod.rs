@@ -83,10 +83,12 @@ pub struct LoadedPlugin {
 }
 
 impl LoadedPlugin {
-    /// The catalog entry and tool list of this plugin.
+    /// The catalog entry and tool list of this plugin, registered by hand
+    /// (`toolhost call`) rather than from a plugins directory.
     pub fn into_catalog_entry(self) -> (ToolkitEntry, Vec<ToolDescriptor>) {
         (
             ToolkitEntry::new(
+                Arc::new(crate::backend::Detached("wasm")),
                 self.name,
                 self.description,
                 self.version,
@@ -306,6 +308,76 @@ impl WasmBackend {
                 names.join(", ")
             },
         })
+    }
+}
+
+/// The wasm backend's side of the backend contract: an entry is
+/// `<name>.wasm` with an optional `<name>.toml` manifest.
+impl crate::backend::Backend for WasmBackend {
+    fn name(&self) -> &'static str {
+        "wasm"
+    }
+
+    fn claim(&self, child: &Path) -> Option<String> {
+        crate::backend::file_entry(child, &["wasm", "toml"])
+    }
+
+    fn files(&self, dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
+        let wasm = dir.join(format!("{name}.wasm"));
+        if !wasm.is_file() {
+            return Vec::new();
+        }
+        let manifest = dir.join(format!("{name}.toml"));
+        let mut files = vec![wasm];
+        if manifest.is_file() {
+            files.push(manifest);
+        }
+        files
+    }
+
+    fn load<'a>(
+        &'a self,
+        name: &'a str,
+        files: Vec<crate::backend::EntryFile>,
+        report: &'a (dyn Fn(&'static str) + Sync),
+    ) -> crate::backend::BackendFuture<'a, Result<crate::backend::Loaded, String>> {
+        Box::pin(async move {
+            let mut component = None;
+            let mut manifest = None;
+            for file in files {
+                match file.path.extension().and_then(|e| e.to_str()) {
+                    Some("wasm") => component = Some(file.bytes),
+                    // Not UTF-8: shown as is, the manifest parser says where.
+                    Some("toml") => {
+                        manifest = Some(String::from_utf8_lossy(&file.bytes).into_owned())
+                    }
+                    _ => {}
+                }
+            }
+            let component = component.ok_or_else(|| format!("no {name}.wasm"))?;
+            let plugin = self
+                .load_reporting(name, component, manifest.as_deref(), report)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(crate::backend::Loaded {
+                description: plugin.description,
+                version: plugin.version,
+                limits: plugin.limits,
+                toolkit: plugin.toolkit,
+                tools: plugin.tools,
+                compile: Some((plugin.compile_time, plugin.origin.as_str())),
+            })
+        })
+    }
+
+    /// Compile-cache entries no loaded plugin uses are deleted.
+    fn scanned(&self, versions: &std::collections::HashSet<String>) {
+        if let Some(cache) = &self.cache {
+            let deleted = cache.prune(versions);
+            if deleted > 0 {
+                tracing::info!(deleted, "pruned stale compile-cache entries");
+            }
+        }
     }
 }
 

@@ -4,14 +4,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::toolhost::plugin::{host, types};
-use crate::tool::Progress;
+use crate::tool::{Progress, ProgressSink};
 
 /// Log records a call may write before further ones are dropped.
 const LOG_BUDGET: u32 = 256;
@@ -35,7 +34,7 @@ pub struct CallState {
     pub plugin: Arc<PluginContext>,
     pub tool: String,
     pub session: String,
-    pub progress: Option<mpsc::UnboundedSender<Progress>>,
+    pub progress: Option<ProgressSink>,
     http: WasiHttpCtx,
     http_hooks: super::http::PolicyHooks,
     log_budget: u32,
@@ -48,7 +47,7 @@ impl CallState {
         plugin: Arc<PluginContext>,
         tool: String,
         session: String,
-        progress: Option<mpsc::UnboundedSender<Progress>>,
+        progress: Option<ProgressSink>,
     ) -> Self {
         let http_hooks = super::http::PolicyHooks {
             policy: plugin.http.clone(),
@@ -157,8 +156,8 @@ impl host::Host for CallState {
     }
 
     fn report_progress(&mut self, update: types::Progress) {
-        if let Some(tx) = &self.progress {
-            let _ = tx.send(Progress {
+        if let Some(sink) = &self.progress {
+            sink.report(Progress {
                 message: truncate(&update.message, MAX_LOG_LEN).to_owned(),
                 done: update.done,
                 total: update.total,

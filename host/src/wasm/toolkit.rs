@@ -64,7 +64,7 @@ impl WasmToolkit {
         workspace: Option<&Path>,
         session: &str,
         limits: &Limits,
-        progress: Option<tokio::sync::mpsc::UnboundedSender<crate::tool::Progress>>,
+        progress: Option<crate::tool::ProgressSink>,
         usage: Option<&Usage>,
     ) -> Result<OpResult, CallError> {
         let output = MemoryOutputPipe::new(OUTPUT_CAPTURE);
@@ -157,10 +157,6 @@ impl WasmToolkit {
 }
 
 impl Toolkit for WasmToolkit {
-    fn backend(&self) -> &'static str {
-        "wasm"
-    }
-
     fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
         let this = self;
         Box::pin(async move {
@@ -173,9 +169,12 @@ impl Toolkit for WasmToolkit {
                         .to_owned(),
                 ),
             };
+            // The guest takes its input as JSON text.
+            let input = serde_json::to_string(&call.input)
+                .map_err(|e| CallError::Internal(e.to_string()))?;
             let op = Op::Call {
                 tool: &call.tool,
-                input: &call.input,
+                input: &input,
             };
             let result = this
                 .run(

@@ -50,7 +50,7 @@ pub async fn run(plugins: &Path, swaps: usize) -> anyhow::Result<()> {
         println!("(no target/plugins/textstats.wasm: the Python figure is skipped)");
     }
 
-    println!("\n== cold start with 20 plugins: spawn -> /health answers ==");
+    println!("\n== cold start with 20 plugins: spawn -> every plugin ready (/health/ready) ==");
     let dir = tempfile::tempdir()?;
     let files = std::fs::read(plugins.join("files.wasm"))?;
     for i in 0..20 {

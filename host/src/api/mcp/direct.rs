@@ -526,7 +526,7 @@ struct Temporary(Arc<Direct>, Option<Arc<Session>>);
 impl Drop for Temporary {
     fn drop(&mut self) {
         if let Some(session) = self.1.take() {
-            super::close_own(self.0.state.dispatcher.sessions(), session);
+            super::close_own(self.0.state.dispatcher.sessions().clone(), session);
         }
     }
 }

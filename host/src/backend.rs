@@ -1,0 +1,134 @@
+//! The contract every kind of tool implements.
+//!
+//! A backend claims entries of the plugins directory (the wasm backend a
+//! `<name>.wasm` + `<name>.toml`, the Docker backend a `<name>/` folder with
+//! `<name>/<name>.toml`), loads one from its files into a [`Toolkit`] with its
+//! tool descriptors, is told when one is gone, says why one cannot serve now,
+//! and shuts down. Start-up and the directory watcher drive every backend
+//! through this trait alone ([`crate::plugins::PluginManager`]): reading the
+//! files, noticing what changed, swapping the toolkit into the catalog
+//! atomically, statuses and errors are theirs, not the backends'. A session's
+//! resources are released through [`crate::sessions::SessionResources`].
+//!
+//! Adding a kind of tool is implementing this trait (and `Toolkit`, the call
+//! path) in a folder of its own and handing the backend to
+//! [`crate::server::Server::build_with`]: no surface changes.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::catalog::Toolkit;
+use crate::tool::{Limits, ToolDescriptor};
+
+/// A boxed future borrowing from its backend.
+pub type BackendFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One file of an entry, read.
+pub struct EntryFile {
+    pub path: PathBuf,
+    pub bytes: Vec<u8>,
+}
+
+/// A toolkit a backend loaded, for the catalog.
+pub struct Loaded {
+    pub description: String,
+    /// Content hash or other version label (`GET /plugins`, the
+    /// `x-toolhost-plugin-version` header).
+    pub version: String,
+    pub limits: Limits,
+    pub toolkit: Arc<dyn Toolkit>,
+    pub tools: Vec<ToolDescriptor>,
+    /// Compile (or compile-cache) time and where the code came from
+    /// (`compiled` / `cache`), for backends that compile.
+    pub compile: Option<(Duration, &'static str)>,
+}
+
+/// What a backend does for the plugins directory.
+pub trait Backend: Send + Sync + 'static {
+    /// Its name: `wasm`, `docker`, ... (`GET /plugins`, metrics, errors).
+    fn name(&self) -> &'static str;
+
+    /// The name of the entry `child` (a direct child of the plugins
+    /// directory, which may no longer exist) belongs to, if this backend
+    /// claims such entries.
+    fn claim(&self, child: &Path) -> Option<String>;
+
+    /// The files entry `name` of `dir` is made of, those that exist now; empty
+    /// when the entry is gone. Their size and time decide whether it changed.
+    fn files(&self, dir: &Path, name: &str) -> Vec<PathBuf>;
+
+    /// Load entry `name` from its `files` (as [`Backend::files`] listed them,
+    /// read). `report` is told each phase (`compiling`, ...). The error is
+    /// the reason shown in `GET /plugins`.
+    fn load<'a>(
+        &'a self,
+        name: &'a str,
+        files: Vec<EntryFile>,
+        report: &'a (dyn Fn(&'static str) + Sync),
+    ) -> BackendFuture<'a, Result<Loaded, String>>;
+
+    /// Entry `name` left the catalog (deleted, or replaced by a new version
+    /// when `replaced`): release what the old version holds once its calls in
+    /// flight are done.
+    fn unloaded(&self, _name: &str, _replaced: bool) {}
+
+    /// Why loaded entry `name` cannot serve now, if it cannot (it is then
+    /// `unavailable` in `GET /plugins`, and its calls answer 503).
+    fn problem(&self, _name: &str) -> Option<String> {
+        None
+    }
+
+    /// A scan of the whole directory loaded these versions (compile caches
+    /// prune what no entry uses).
+    fn scanned(&self, _versions: &std::collections::HashSet<String>) {}
+
+    /// Release everything before the process exits.
+    fn shutdown(&self) -> BackendFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// A backend that claims nothing: the owner of toolkits registered by hand
+/// (`toolhost call`, tests).
+pub struct Detached(pub &'static str);
+
+impl Backend for Detached {
+    fn name(&self) -> &'static str {
+        self.0
+    }
+    fn claim(&self, _: &Path) -> Option<String> {
+        None
+    }
+    fn files(&self, _: &Path, _: &str) -> Vec<PathBuf> {
+        Vec::new()
+    }
+    fn load<'a>(
+        &'a self,
+        name: &'a str,
+        _: Vec<EntryFile>,
+        _: &'a (dyn Fn(&'static str) + Sync),
+    ) -> BackendFuture<'a, Result<Loaded, String>> {
+        Box::pin(async move { Err(format!("{name}: a detached backend loads nothing")) })
+    }
+}
+
+/// Hex SHA-256 of `bytes`: content versions and file identities.
+pub fn content_hash(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The name of a plugins-directory child `<name>.<ext>` with one of `exts`,
+/// hidden and temporary files excluded.
+pub fn file_entry(child: &Path, exts: &[&str]) -> Option<String> {
+    let file = child.file_name()?.to_str()?;
+    if file.starts_with('.') {
+        return None;
+    }
+    let (stem, ext) = file.rsplit_once('.')?;
+    exts.contains(&ext).then(|| stem.to_owned())
+}

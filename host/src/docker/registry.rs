@@ -1,0 +1,148 @@
+//! The Docker backend's side of the backend contract: a toolkit is a folder
+//! `<plugins>/<name>/` with `<name>.toml` and its driver, claimed, loaded,
+//! hot-reloaded and removed like any other entry of the plugins directory.
+//! A reloaded toolkit serves new calls at once; the nodes of its previous
+//! version finish their calls and are then replaced (the monitor drains
+//! them); a removed toolkit's nodes and hot pool go the same way.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::manifest::{self, LoadedManifest};
+use super::{DockerBackend, DockerToolkit, lock};
+use crate::backend::{Backend, BackendFuture, EntryFile, Loaded, content_hash};
+use crate::tool::{self, Limits};
+
+impl Backend for DockerBackend {
+    fn name(&self) -> &'static str {
+        "docker"
+    }
+
+    /// A folder whose name is a plugin name (it may be gone already: the
+    /// event of a removal).
+    fn claim(&self, child: &Path) -> Option<String> {
+        let name = child.file_name()?.to_str()?;
+        (tool::is_valid_plugin_name(name) && !child.is_file()).then(|| name.to_owned())
+    }
+
+    /// The manifest `<name>/<name>.toml` and every other file of the folder
+    /// (the driver), sorted; none without the manifest.
+    fn files(&self, dir: &Path, name: &str) -> Vec<PathBuf> {
+        let folder = dir.join(name);
+        if !folder.join(format!("{name}.toml")).is_file() {
+            return Vec::new();
+        }
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            return Vec::new();
+        };
+        let mut files: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| !n.starts_with('.'))
+            })
+            .collect();
+        files.sort();
+        files
+    }
+
+    fn load<'a>(
+        &'a self,
+        name: &'a str,
+        files: Vec<EntryFile>,
+        _report: &'a (dyn Fn(&'static str) + Sync),
+    ) -> BackendFuture<'a, Result<Loaded, String>> {
+        Box::pin(async move {
+            let manifest_name = format!("{name}.toml");
+            let manifest = files
+                .iter()
+                .find(|f| {
+                    f.path
+                        .file_name()
+                        .is_some_and(|n| n == manifest_name.as_str())
+                })
+                .ok_or_else(|| format!("no {manifest_name} in the toolkit folder"))?;
+            let folder = manifest
+                .path
+                .parent()
+                .ok_or("the manifest has no folder")?
+                .to_owned();
+            let text = std::str::from_utf8(&manifest.bytes)
+                .map_err(|_| format!("{manifest_name} is not UTF-8 text"))?;
+            let spec = Arc::new(manifest::parse(name, &folder, text)?);
+            let me = self
+                .me
+                .upgrade()
+                .ok_or("the Docker backend is shutting down")?;
+            let limits = Limits {
+                fuel: 0,
+                memory_mb: spec.manifest.docker.memory_mb,
+                timeout_ms: spec.manifest.docker.call_timeout_s * 1000,
+                max_concurrency: 64,
+                max_queue: 256,
+                max_output_kb: 64 * 1024,
+            };
+            // The version: every file of the folder (a new driver is a new
+            // version too).
+            let mut all = Vec::new();
+            for f in &files {
+                all.extend_from_slice(content_hash(&f.bytes).as_bytes());
+            }
+            let loaded = Loaded {
+                description: spec.manifest.description.clone(),
+                version: content_hash(&all),
+                limits,
+                toolkit: Arc::new(DockerToolkit::new(me, spec.clone())),
+                tools: spec.descriptors(),
+                compile: None,
+            };
+            self.serve(spec);
+            Ok(loaded)
+        })
+    }
+
+    fn unloaded(&self, name: &str, replaced: bool) {
+        if !replaced {
+            lock(&self.specs).remove(name);
+        }
+        // Pre-started nodes were made for the old version: they go now;
+        // session nodes go once idle (the monitor drains them).
+        self.drain_pool(name);
+    }
+
+    fn problem(&self, name: &str) -> Option<String> {
+        self.health.of(name).problem
+    }
+
+    fn shutdown(&self) -> BackendFuture<'_, ()> {
+        Box::pin(async move { DockerBackend::shutdown(self).await })
+    }
+}
+
+impl DockerBackend {
+    /// `spec` is the version of its toolkit new nodes are made for.
+    fn serve(&self, spec: Arc<LoadedManifest>) {
+        let name = spec.name.clone();
+        let replaced = lock(&self.specs).insert(name.clone(), spec.clone());
+        if replaced.is_some() {
+            self.drain_pool(&name);
+        }
+        tracing::info!(toolkit = %name, "docker toolkit registered");
+        if let Some(me) = self.me.upgrade() {
+            me.refill(&spec);
+        }
+    }
+
+    /// Remove the hot pool of toolkit `name` (its nodes are of a version no
+    /// longer served).
+    fn drain_pool(&self, name: &str) {
+        let pooled = lock(&self.pools).remove(name).unwrap_or_default();
+        for p in pooled {
+            lock(&self.graveyard).insert(p.node.container.clone());
+            let _ = std::fs::remove_dir_all(&p.dir);
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! Changes the admin API makes to the plugins directory: a wasm component
+//! uploaded (loaded first, written only when it loads) or deleted. They go
+//! through the same backend and the same swap as the watcher's.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{Key, PluginManager, PluginStatus, identity, short, stamps};
+use crate::backend::{Backend, EntryFile};
+use crate::tool;
+
+/// The backend whose entries the admin API uploads.
+const UPLOADS: &str = "wasm";
+
+/// Why an admin change was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError {
+    #[error(
+        "invalid plugin name `{0}`: use lowercase letters, digits and `-`, starting with a letter (no path separators)"
+    )]
+    InvalidName(String),
+    #[error("no plugin `{0}`")]
+    NotFound(String),
+    #[error("the manifest is not UTF-8 text")]
+    ManifestNotText,
+    #[error("plugin `{name}` was not loaded: {message}")]
+    Load { name: String, message: String },
+    #[error("plugin `{name}` was not registered: {message}")]
+    Register { name: String, message: String },
+    #[error("cannot write the plugins directory: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl PluginManager {
+    fn uploads(&self) -> Result<Arc<dyn Backend>, ChangeError> {
+        self.backend(UPLOADS).cloned().ok_or_else(|| {
+            ChangeError::Io(std::io::Error::other("this server has no wasm backend"))
+        })
+    }
+
+    /// Install an uploaded component (and manifest) as plugin `name`: load
+    /// it first, and only when it loads write the files into the directory
+    /// and swap it in. Without a manifest, the plugin's current manifest
+    /// file (if any) stays.
+    pub async fn upload(
+        &self,
+        name: &str,
+        wasm: Vec<u8>,
+        manifest: Option<Vec<u8>>,
+    ) -> Result<PluginStatus, ChangeError> {
+        if !tool::is_valid_plugin_name(name) {
+            return Err(ChangeError::InvalidName(name.to_owned()));
+        }
+        if let Some(bytes) = &manifest {
+            std::str::from_utf8(bytes).map_err(|_| ChangeError::ManifestNotText)?;
+        }
+        let backend = self.uploads()?;
+        let key: Key = (name.to_owned(), UPLOADS);
+        let lock = self.entry_lock(&key);
+        let _guard = lock.lock().await;
+        let wasm_path = self.dir.join(format!("{name}.wasm"));
+        let toml_path = self.dir.join(format!("{name}.toml"));
+        let manifest = match manifest {
+            Some(bytes) => Some(bytes),
+            None => match std::fs::read(&toml_path) {
+                Ok(bytes) => Some(bytes),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(e.into()),
+            },
+        };
+        let mut files = vec![EntryFile {
+            path: wasm_path.clone(),
+            bytes: wasm,
+        }];
+        if let Some(bytes) = manifest {
+            files.push(EntryFile {
+                path: toml_path.clone(),
+                bytes,
+            });
+        }
+        let old = self.get_key(&key).and_then(|s| s.version);
+        let loaded = backend
+            .load(name, copies(&files), &|_| {})
+            .await
+            .map_err(|message| ChangeError::Load {
+                name: name.to_owned(),
+                message,
+            })?;
+        // Manifest first, component last: the watcher sees a complete pair.
+        for file in files.iter().rev() {
+            write_atomic(&file.path, &file.bytes)?;
+        }
+        let status = self.register(&key, &backend, loaded)?;
+        let paths: Vec<_> = files.iter().map(|f| f.path.clone()).collect();
+        let (identity, stamps) = (identity(&files), stamps(&paths));
+        self.update(&key, |s| {
+            s.files = Some(identity);
+            s.stamps = Some(stamps);
+        });
+        tracing::info!(
+            plugin = name,
+            from = short(old.as_deref()),
+            to = short(status.version.as_deref()),
+            compile_ms = status.compile_ms,
+            "plugin uploaded"
+        );
+        Ok(status)
+    }
+
+    /// Delete plugin `name`: its files and its tools.
+    pub async fn delete(&self, name: &str) -> Result<(), ChangeError> {
+        if !tool::is_valid_plugin_name(name) {
+            return Err(ChangeError::InvalidName(name.to_owned()));
+        }
+        let key: Key = (name.to_owned(), UPLOADS);
+        let lock = self.entry_lock(&key);
+        let _guard = lock.lock().await;
+        let mut found = self.get_key(&key).is_some();
+        for ext in ["wasm", "toml"] {
+            match std::fs::remove_file(self.dir.join(format!("{name}.{ext}"))) {
+                Ok(()) => found = true,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if !found {
+            return Err(ChangeError::NotFound(name.to_owned()));
+        }
+        self.unload(&key, "deleted through the admin API");
+        Ok(())
+    }
+}
+
+fn copies(files: &[EntryFile]) -> Vec<EntryFile> {
+    files
+        .iter()
+        .map(|f| EntryFile {
+            path: f.path.clone(),
+            bytes: f.bytes.clone(),
+        })
+        .collect()
+}
+
+/// Write `bytes` to `path` through a hidden temporary file in the same
+/// directory and a rename, so no reader (nor the watcher) sees half a file.
+fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".upload-")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_data()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}

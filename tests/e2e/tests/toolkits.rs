@@ -1,0 +1,135 @@
+//! Docker toolkits follow the plugins directory like `.wasm` files: a folder
+//! dropped into a running server becomes callable, an edited manifest swaps
+//! the toolkit (calls in flight finish, its nodes are replaced), a removed
+//! folder takes its tools and containers with it.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolhost_e2e::*;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn cold(manifest: String) -> String {
+    manifest
+        .replace("scheduling = \"hot\"", "scheduling = \"cold\"")
+        .replace("hot_pool = 2", "hot_pool = 0")
+}
+
+/// Write the shell toolkit (manifest passed through `edit`) as folder
+/// `name` of `plugins`: built beside it, then renamed into place.
+fn drop_toolkit(plugins: &std::path::Path, name: &str, edit: impl Fn(String) -> String) {
+    let staging = plugins.join(format!(".staging-{name}"));
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(&staging).unwrap();
+    let src = repo_root().join("plugins/shell");
+    std::fs::copy(src.join("driver.py"), staging.join("driver.py")).unwrap();
+    let manifest = std::fs::read_to_string(src.join("shell.toml")).unwrap();
+    std::fs::write(staging.join(format!("{name}.toml")), edit(manifest)).unwrap();
+    std::fs::rename(&staging, plugins.join(name)).unwrap();
+}
+
+/// The shell's stdout in an invoke body (its JSON item; a note may come first).
+fn stdout(body: &Value) -> String {
+    body["content"]
+        .as_array()
+        .and_then(|items| items.iter().find(|c| c["type"] == "json"))
+        .and_then(|c| c["json"]["stdout"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn a_toolkit_folder_is_hot_loaded_swapped_and_removed() {
+    if !require_docker() {
+        return;
+    }
+    let s = Server::start(PluginsDir::new().add("calc", "calc"));
+    assert!(!s.tool_ids().iter().any(|t| t.starts_with("sh_")));
+
+    // Dropped in: callable.
+    drop_toolkit(s.plugins_dir(), "sh", cold);
+    let listed = wait_for(WAIT, || {
+        s.tool_ids().contains(&"sh_run".to_owned()).then_some(())
+    });
+    assert!(listed.is_some(), "{}", s.log());
+    let (status, body) = s.invoke_in("t1", "sh_run", json!({"command": "echo one; export V=1"}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(stdout(&body), "one\n");
+    let first = s.containers();
+    assert_eq!(first.len(), 1);
+    let v1 = s.plugin("sh").unwrap()["version"].clone();
+
+    // Edited: a new version serves, and the session's node of the old one is
+    // replaced (its state is gone, with a note saying why).
+    let manifest = s.plugins_dir().join("sh/sh.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let edited = text.replace("idle_timeout_s = 600", "idle_timeout_s = 900");
+    assert_ne!(text, edited);
+    write_then_rename(&manifest, edited.as_bytes());
+    let swapped = wait_for(WAIT, || {
+        s.plugin("sh")
+            .filter(|p| p["version"] != v1 && p["state"] == "ready")
+    });
+    assert!(swapped.is_some(), "{:?}\n{}", s.plugin("sh"), s.log());
+    let (status, body) = s.invoke_in("t1", "sh_run", json!({"command": "echo two ${V:-unset}"}));
+    assert_eq!(status, 200, "{body}");
+    assert!(stdout(&body).contains("two unset"), "a fresh node: {body}");
+    assert!(body.to_string().contains("was updated"), "{body}");
+    let replaced = wait_for(WAIT, || {
+        let now = s.containers();
+        (now.len() == 1 && now != first).then_some(())
+    });
+    assert!(replaced.is_some(), "{:?} vs {first:?}", s.containers());
+
+    // Removed: its tools and its containers go.
+    std::fs::remove_dir_all(s.plugins_dir().join("sh")).unwrap();
+    let gone = wait_for(WAIT, || {
+        (!s.tool_ids().iter().any(|t| t.starts_with("sh_"))).then_some(())
+    });
+    assert!(gone.is_some(), "{}", s.log());
+    assert!(s.plugin("sh").is_none());
+    assert!(s.wait_no_containers(), "{:?}", s.containers());
+    let (status, _) = s.invoke_in("t1", "sh_run", json!({"command": "true"}));
+    assert_eq!(status, 404);
+    // The wasm plugin served throughout.
+    let (status, _) = s.invoke("calc_evaluate", json!({"expression": "1+1"}));
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn a_toolkit_that_cannot_run_is_listed_unavailable_and_answers_503() {
+    // No engine at all: the folder still loads (its tools listed), its state
+    // says why it cannot run, and its calls answer 503.
+    let s = Server::start_env(
+        PluginsDir::new().add("calc", "calc"),
+        None,
+        &[("DOCKER_HOST", "unix:///nonexistent/docker.sock")],
+    )
+    .unwrap();
+    drop_toolkit(s.plugins_dir(), "sh", cold);
+    let p = wait_for(WAIT, || {
+        s.plugin("sh").filter(|p| p["state"] == "unavailable")
+    })
+    .unwrap_or_else(|| panic!("{:?}\n{}", s.plugin("sh"), s.log()));
+    assert!(
+        p["error"].as_str().unwrap().contains("not reachable"),
+        "{p}"
+    );
+    assert!(s.tool_ids().contains(&"sh_run".to_owned()));
+    let (status, body) = s.invoke("sh_run", json!({"command": "true"}));
+    assert_eq!(
+        (status, kind(&body)),
+        (503, "backend_unavailable"),
+        "{body}"
+    );
+    // A folder whose manifest does not parse is `failed` with the reason.
+    drop_toolkit(s.plugins_dir(), "broken", |_| {
+        "[docker]\nimage = 3\n".into()
+    });
+    let p = wait_for(WAIT, || {
+        s.plugin("broken").filter(|p| p["state"] == "failed")
+    })
+    .unwrap_or_else(|| panic!("{:?}", s.plugin("broken")));
+    assert!(p["error"].as_str().is_some(), "{p}");
+}
