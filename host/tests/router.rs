@@ -71,8 +71,8 @@ async fn routes_statuses_and_session_header() {
     assert_eq!(body["result"]["value"], 3.0);
     let session = headers["x-toolhost-session"].to_str().unwrap();
     assert!(
-        server.dispatcher.sessions().get(session).is_some(),
-        "a new session was opened"
+        server.dispatcher.sessions().get(session).is_none(),
+        "a session opened for one call that made no workspace is not kept"
     );
 
     let req = Request::post("/tools/calc_evaluate/invoke")
@@ -275,12 +275,21 @@ async fn sessions_are_bounded() {
             r#"{"params":{"expression":"1"}}"#,
         )
     };
-    let (status, headers, _) = send(&app, call()).await;
-    assert_eq!(status, StatusCode::OK);
-    let kept = headers["x-toolhost-session"].to_str().unwrap().to_owned();
-    let (status, _, _) = send(&app, call()).await;
-    assert_eq!(status, StatusCode::OK);
-    let (status, headers, body) = send(&app, call()).await;
+    // Calls without a session that hold nothing leave no session behind.
+    for _ in 0..5 {
+        assert_eq!(send(&app, call()).await.0, StatusCode::OK);
+    }
+    assert_eq!(server.dispatcher.sessions().len(), 0);
+    let named = |id: &str| {
+        Request::post("/tools/calc_evaluate/invoke")
+            .header("x-toolhost-session", id)
+            .body(Body::from(r#"{"params":{"expression":"1"}}"#))
+            .unwrap()
+    };
+    assert_eq!(send(&app, named("one")).await.0, StatusCode::OK);
+    let kept = "two".to_owned();
+    assert_eq!(send(&app, named(&kept)).await.0, StatusCode::OK);
+    let (status, headers, body) = send(&app, named("three")).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert!(headers.contains_key("retry-after"));
     assert_eq!(body["error"]["kind"], "overloaded", "{body}");
@@ -298,13 +307,13 @@ async fn sessions_are_bounded() {
             .unwrap()
             .contains("too many sessions")
     );
+    assert_eq!(
+        send(&app, call()).await.0,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "no new session, even for one call"
+    );
     // An open session still serves.
-    let req = Request::post("/tools/calc_evaluate/invoke")
-        .header("x-toolhost-session", &kept)
-        .body(Body::from(r#"{"params":{"expression":"1"}}"#))
-        .unwrap();
-    let (status, _, _) = send(&app, req).await;
-    assert_eq!(status, StatusCode::OK);
+    assert_eq!(send(&app, named(&kept)).await.0, StatusCode::OK);
     // Closing one makes room.
     let req = Request::delete(format!("/sessions/{kept}"))
         .body(Body::empty())

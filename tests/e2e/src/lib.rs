@@ -39,6 +39,31 @@ pub fn binary() -> PathBuf {
     p
 }
 
+/// A Docker toolkit manifest made `cold` without a hot pool: nodes start on
+/// a session's first call only (tests count containers).
+pub fn cold(manifest: String) -> String {
+    manifest
+        .replace("scheduling = \"hot\"", "scheduling = \"cold\"")
+        .replace("hot_pool = 2", "hot_pool = 0")
+}
+
+/// Run `script` (a path from the repository root) with `python` and `args`:
+/// whether it succeeded, and its stdout + stderr (printed, for the test log).
+pub fn run_python(python: &Path, script: &str, args: &[&std::ffi::OsStr]) -> (bool, String) {
+    let out = Command::new(python)
+        .arg(repo_root().join(script))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {script}: {e}"));
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("{report}");
+    (out.status.success(), report)
+}
+
 /// The python of a venv with the pinned packages of `requirements` (a path
 /// from the repository root), made on first use by `tests/venv.sh`.
 pub fn python_venv(requirements: &str) -> PathBuf {

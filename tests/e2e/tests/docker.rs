@@ -7,13 +7,9 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolhost_e2e::{PluginsDir, Server, containers, kind, require_docker, wait_for};
+use toolhost_e2e::{PluginsDir, Server, cold, containers, kind, require_docker, wait_for};
 
 const WAIT: Duration = Duration::from_secs(60);
-
-fn cold(manifest: String) -> String {
-    manifest.replace("scheduling = \"hot\"", "scheduling = \"cold\"")
-}
 
 /// The JSON item of a successful call's content.
 fn json_item(body: &Value) -> Value {

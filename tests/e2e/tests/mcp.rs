@@ -4,12 +4,11 @@
 //! server's side and the bad input a real client never sends.
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use toolhost_e2e::mcp::McpClient;
-use toolhost_e2e::{PluginsDir, Server, component, python_venv, repo_root, wait_for};
+use toolhost_e2e::{PluginsDir, Server, component, python_venv, run_python, wait_for};
 
 fn server() -> Server {
     Server::start(
@@ -31,24 +30,21 @@ fn the_official_python_client_lists_calls_and_streams() {
     let s = server();
     let python = mcp_python();
     let (extra, _) = component("calc");
-    let out = Command::new(python)
-        .arg(repo_root().join("tests/mcp/mcp_client.py"))
-        .arg("--url")
-        .arg(s.url("/mcp"))
-        .arg("--plugins-dir")
-        .arg(s.plugins_dir())
-        .arg("--extra-plugin")
-        .arg(extra)
-        .output()
-        .expect("run mcp_client.py");
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let url = s.url("/mcp");
+    let (ok, report) = run_python(
+        &python,
+        "tests/mcp/mcp_client.py",
+        &[
+            "--url".as_ref(),
+            url.as_ref(),
+            "--plugins-dir".as_ref(),
+            s.plugins_dir().as_os_str(),
+            "--extra-plugin".as_ref(),
+            extra.as_os_str(),
+        ],
     );
-    println!("{report}");
     assert!(
-        out.status.success(),
+        ok,
         "the MCP Python client failed:\n{report}\nserver log:\n{}",
         s.log()
     );

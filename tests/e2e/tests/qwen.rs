@@ -2,9 +2,7 @@
 //! every tool, including those without arguments, whose schemas once lacked
 //! `properties` and made it refuse the whole server.
 
-use std::process::Command;
-
-use toolhost_e2e::{PluginsDir, Server, python_venv, repo_root};
+use toolhost_e2e::{PluginsDir, Server, python_venv, run_python};
 
 #[test]
 fn qwen_agents_mcp_manager_mounts_every_tool() {
@@ -14,23 +12,13 @@ fn qwen_agents_mcp_manager_mounts_every_tool() {
             .add("hostile", "hostile"),
     );
     let python = python_venv("tests/qwen/requirements.txt");
-    let out = Command::new(python)
-        .arg(repo_root().join("tests/qwen/qwen_mcp.py"))
-        .arg("--url")
-        .arg(s.url("/mcp"))
-        .output()
-        .expect("run qwen_mcp.py");
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let url = s.url("/mcp");
+    let (ok, report) = run_python(
+        &python,
+        "tests/qwen/qwen_mcp.py",
+        &["--url".as_ref(), url.as_ref()],
     );
-    println!("{report}");
-    assert!(
-        out.status.success(),
-        "Qwen-Agent failed:\n{report}\nserver log:\n{}",
-        s.log()
-    );
+    assert!(ok, "Qwen-Agent failed:\n{report}\nserver log:\n{}", s.log());
     for step in ["init", "schemas", "call", "no_arguments"] {
         assert!(
             report.lines().any(|l| l.starts_with(&format!("ok {step}"))),

@@ -12,12 +12,6 @@ use serde_json::{Value, json};
 use toolhost_e2e::mcp::McpClient;
 use toolhost_e2e::*;
 
-fn cold(manifest: String) -> String {
-    manifest
-        .replace("scheduling = \"hot\"", "scheduling = \"cold\"")
-        .replace("hot_pool = 2", "hot_pool = 0")
-}
-
 fn session_containers(s: &Server, session: &str) -> Vec<String> {
     containers(&[
         format!("toolhost.scope={}", s.scope()),

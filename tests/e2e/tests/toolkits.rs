@@ -10,12 +10,6 @@ use toolhost_e2e::*;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-fn cold(manifest: String) -> String {
-    manifest
-        .replace("scheduling = \"hot\"", "scheduling = \"cold\"")
-        .replace("hot_pool = 2", "hot_pool = 0")
-}
-
 /// Write the shell toolkit (manifest passed through `edit`) as folder
 /// `name` of `plugins`: built beside it, then renamed into place.
 fn drop_toolkit(plugins: &std::path::Path, name: &str, edit: impl Fn(String) -> String) {
