@@ -542,3 +542,34 @@ fn block(c: &Content) -> ContentBlock {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// MCP once sent an internal error's detail (paths, engine messages)
+    /// where native and XAgent said "see the server log".
+    #[test]
+    fn a_failed_call_never_carries_internal_details() {
+        let result = failure(&CallError::Internal(
+            "/srv/toolhost/data/compile-cache/x.cwasm: engine said no".into(),
+        ));
+        let text = serde_json::to_string(&result).unwrap();
+        assert!(!text.contains("/srv/toolhost"), "{text}");
+        assert!(!text.contains("engine said"), "{text}");
+        assert!(
+            text.contains("[internal] internal error; see the server log"),
+            "{text}"
+        );
+        assert_eq!(result.is_error, Some(true));
+        let bad = failure(&CallError::InvalidInput {
+            message: "bad input".into(),
+            details: vec!["/a: x".into(), "/b: y".into()],
+        });
+        let text = serde_json::to_string(&bad).unwrap();
+        assert!(
+            text.contains("[invalid_input] bad input\\n- /a: x\\n- /b: y"),
+            "{text}"
+        );
+    }
+}
