@@ -17,11 +17,21 @@
 //!   removed at start-up.
 //! - No engine: the toolkits are still listed, calls fail with
 //!   `backend_unavailable` (503) until the engine answers again.
+//!
+//! Files, by responsibility: `registry` (the backend contract: claim, load,
+//! reload and remove toolkit folders), this file (a session's node: find,
+//! make room, discard), `containers` (create, start, remove), `pool` (the hot
+//! pool), `reaper` (start-up, the monitor, session close, shutdown), `health`
+//! (whether a toolkit's nodes can be created), `engine` (the connection),
+//! `node` (the driver over exec stdio), `toolkit` (the call path).
 
+mod containers;
 mod engine;
 pub mod health;
 pub mod manifest;
 mod node;
+mod pool;
+mod reaper;
 mod registry;
 mod toolkit;
 
@@ -30,15 +40,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bollard::models::{ContainerCreateBody, HostConfig};
-use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
-};
-
 use crate::sessions::{Session, Sessions};
 use crate::tool::CallError;
+use containers::missing_image;
+use health::Health;
 pub use health::ToolkitHealth;
-use health::{Cause, Health};
 use manifest::LoadedManifest;
 pub use node::{Node, NodeError};
 pub use toolkit::DockerToolkit;
@@ -157,279 +163,6 @@ impl DockerBackend {
         }
     }
 
-    /// Start-up: remove this scope's leftover containers, fill the hot pools,
-    /// and watch the nodes. Works (and retries later) without an engine.
-    pub fn start(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
-        let this = self.clone();
-        tokio::spawn(async move {
-            if this.engine.get().await.is_ok() {
-                this.remove_orphans().await;
-            }
-            let weak = Arc::downgrade(&this);
-            drop(this);
-            let mut tick = tokio::time::interval(MONITOR_EVERY);
-            loop {
-                tick.tick().await;
-                let Some(this) = weak.upgrade() else { return };
-                this.monitor().await;
-            }
-        })
-    }
-
-    async fn docker(&self) -> Result<bollard::Docker, CallError> {
-        self.engine
-            .get()
-            .await
-            .map_err(CallError::BackendUnavailable)
-    }
-
-    /// Map an engine error; a lost connection is forgotten so the next call reconnects.
-    async fn engine_error(
-        &self,
-        what: &str,
-        e: bollard::errors::Error,
-    ) -> (Option<Cause>, CallError) {
-        if engine::is_connection_error(&e) {
-            self.engine.reset().await;
-            return (
-                Some(Cause::Engine),
-                CallError::BackendUnavailable(format!(
-                    "the Docker engine failed while {what}: {e}"
-                )),
-            );
-        }
-        (
-            Some(Cause::Create),
-            CallError::BackendUnavailable(format!("Docker refused {what}: {e}")),
-        )
-    }
-
-    /// The monitor's look at each toolkit: is the engine up and its image
-    /// there? Recorded in the toolkits' health (see [`health`]).
-    async fn check_health(&self) {
-        let specs: Vec<(String, String)> = lock(&self.specs)
-            .values()
-            .map(|s| (s.name.clone(), s.manifest.docker.image.clone()))
-            .collect();
-        let docker = match self.engine.get().await {
-            Ok(docker) => docker,
-            Err(e) => {
-                for (name, _) in &specs {
-                    self.health.found(name, Cause::Engine, &e);
-                }
-                return;
-            }
-        };
-        for (name, image) in specs {
-            match docker.inspect_image(&image).await {
-                Ok(_) => self.health.engine_and_image_ok(&name),
-                Err(bollard::errors::Error::DockerResponseServerError {
-                    status_code: 404, ..
-                }) => self
-                    .health
-                    .found(&name, Cause::Image, &missing_image(&image).to_string()),
-                Err(e) => {
-                    tracing::debug!(toolkit = %name, error = %e, "cannot inspect the node image")
-                }
-            }
-        }
-    }
-
-    async fn remove_orphans(&self) {
-        let Ok(docker) = self.engine.get().await else {
-            return;
-        };
-        let filters: HashMap<String, Vec<String>> = [(
-            "label".to_owned(),
-            vec![format!("{SCOPE_LABEL}={}", self.scope)],
-        )]
-        .into();
-        let options = ListContainersOptionsBuilder::default()
-            .all(true)
-            .filters(&filters)
-            .build();
-        match docker.list_containers(Some(options)).await {
-            Ok(list) => {
-                let ids: Vec<String> = list.into_iter().filter_map(|c| c.id).collect();
-                for id in &ids {
-                    self.remove_container(id).await;
-                }
-                if !ids.is_empty() {
-                    tracing::info!(
-                        count = ids.len(),
-                        "removed node containers left by a previous run"
-                    );
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot list leftover node containers"),
-        }
-    }
-
-    /// Remove container `id`; when the engine cannot do it now, remember it
-    /// and let the monitor try again.
-    async fn remove_container(&self, id: &str) {
-        let Ok(docker) = self.engine.get().await else {
-            lock(&self.graveyard).insert(id.to_owned());
-            return;
-        };
-        let options = RemoveContainerOptionsBuilder::default()
-            .force(true)
-            .v(true)
-            .build();
-        match docker.remove_container(id, Some(options)).await {
-            Ok(()) => {
-                lock(&self.graveyard).remove(id);
-                self.removed
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 404, ..
-            }) => {
-                lock(&self.graveyard).remove(id);
-            }
-            Err(e) => {
-                tracing::debug!(container = id, error = %e, "could not remove a node container; retrying later");
-                lock(&self.graveyard).insert(id.to_owned());
-            }
-        }
-    }
-
-    fn is_closing(&self) -> bool {
-        self.closing.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// Create and start a node of `spec` with `workspace` at /workspace; the
-    /// outcome is recorded in the toolkit's health.
-    async fn create_node(
-        &self,
-        spec: &LoadedManifest,
-        workspace: &Path,
-        session: &str,
-    ) -> Result<Arc<Node>, CallError> {
-        match self.start_node(spec, workspace, session).await {
-            Ok(node) => {
-                self.health.created(&spec.name);
-                Ok(node)
-            }
-            Err((cause, e)) => {
-                if let Some(cause) = cause {
-                    self.health.failed(&spec.name, cause, &e.to_string());
-                }
-                Err(e)
-            }
-        }
-    }
-
-    /// [`Self::create_node`]'s work; an error says what stood in the way
-    /// (none when the server is shutting down).
-    async fn start_node(
-        &self,
-        spec: &LoadedManifest,
-        workspace: &Path,
-        session: &str,
-    ) -> Result<Arc<Node>, (Option<Cause>, CallError)> {
-        use std::sync::atomic::Ordering;
-        self.creating.fetch_add(1, Ordering::AcqRel);
-        struct Done<'a>(&'a std::sync::atomic::AtomicUsize);
-        impl Drop for Done<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::AcqRel);
-            }
-        }
-        let _done = Done(&self.creating);
-        let closing = || {
-            (
-                None,
-                CallError::BackendUnavailable("the server is shutting down".into()),
-            )
-        };
-        if self.is_closing() {
-            return Err(closing());
-        }
-        let docker = self.docker().await.map_err(|e| (Some(Cause::Engine), e))?;
-        let d = &spec.manifest.docker;
-        let labels: HashMap<String, String> = [
-            (SCOPE_LABEL.to_owned(), self.scope.clone()),
-            (TOOLKIT_LABEL.to_owned(), spec.name.clone()),
-            (SESSION_LABEL.to_owned(), session.to_owned()),
-        ]
-        .into();
-        let memory = i64::from(d.memory_mb) << 20;
-        let body = ContainerCreateBody {
-            image: Some(d.image.clone()),
-            cmd: Some(vec!["sleep".into(), "infinity".into()]),
-            labels: Some(labels),
-            working_dir: Some("/workspace".into()),
-            host_config: Some(HostConfig {
-                init: Some(true),
-                network_mode: Some(d.network.mode().into()),
-                memory: Some(memory),
-                memory_swap: Some(memory),
-                nano_cpus: Some((d.cpus * 1e9) as i64),
-                pids_limit: Some(i64::from(d.pids)),
-                cap_drop: Some(vec!["ALL".into()]),
-                security_opt: Some(vec!["no-new-privileges".into()]),
-                binds: Some(vec![
-                    format!("{}:/workspace:rw", workspace.display()),
-                    format!("{}:{DRIVER_PATH}:ro", spec.driver.display()),
-                ]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let name = format!(
-            "toolhost-{}-{}",
-            spec.name,
-            &uuid::Uuid::new_v4().simple().to_string()[..12]
-        );
-        let options = CreateContainerOptionsBuilder::default().name(&name).build();
-        let created = match docker.create_container(Some(options), body).await {
-            Ok(c) => c,
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 404, ..
-            }) => {
-                return Err((Some(Cause::Image), missing_image(&d.image)));
-            }
-            Err(e) => return Err(self.engine_error("creating a node", e).await),
-        };
-        if let Err(e) = docker.start_container(&created.id, None).await {
-            self.remove_container(&created.id).await;
-            return Err(self.engine_error("starting a node", e).await);
-        }
-        let cmd = vec!["python3".into(), "-u".into(), DRIVER_PATH.into()];
-        match Node::attach(
-            &docker,
-            &created.id,
-            &spec.name,
-            cmd,
-            d.user.as_deref(),
-            READY_WITHIN,
-        )
-        .await
-        {
-            Ok(node) if self.is_closing() => {
-                // Shutdown began while this node started: it must not outlive us.
-                drop(node);
-                self.remove_container(&created.id).await;
-                Err(closing())
-            }
-            Ok(node) => {
-                tracing::info!(toolkit = %spec.name, session, container = %name, "node started");
-                Ok(Arc::new(node))
-            }
-            Err(e) => {
-                self.remove_container(&created.id).await;
-                Err((
-                    Some(Cause::Create),
-                    CallError::BackendUnavailable(format!(
-                        "the {} node's driver did not start: {e}",
-                        spec.name
-                    )),
-                ))
-            }
-        }
-    }
-
     fn slot(&self, key: &Key) -> Arc<tokio::sync::Mutex<Slot>> {
         lock(&self.slots).entry(key.clone()).or_default().clone()
     }
@@ -545,197 +278,6 @@ impl DockerBackend {
         drop(slot);
         self.remove_container(&node.container).await;
     }
-
-    /// A started node from the hot pool, its workspace moved into the
-    /// session's place (the bind mount follows the renamed directory).
-    fn take_pooled(&self, spec: &LoadedManifest, session: &Session) -> Option<Arc<Node>> {
-        loop {
-            let pooled = lock(&self.pools).get_mut(&spec.name)?.pop()?;
-            let failure = if pooled.node.is_alive() {
-                match adopt_workspace(&pooled.dir, session.workspace_path()) {
-                    Ok(()) => return Some(pooled.node),
-                    Err(e) => Some(e),
-                }
-            } else {
-                None
-            };
-            // Not usable: its container goes (the monitor removes what is in
-            // the graveyard), and so does its spare workspace.
-            lock(&self.graveyard).insert(pooled.node.container.clone());
-            let _ = std::fs::remove_dir_all(&pooled.dir);
-            if let Some(e) = failure {
-                tracing::warn!(error = %e, "cannot hand a pooled node its session workspace");
-                return None;
-            }
-        }
-    }
-
-    /// Top up the hot pool of `spec` in the background.
-    fn refill(self: &Arc<Self>, spec: &Arc<LoadedManifest>) {
-        let d = &spec.manifest.docker;
-        if d.scheduling != manifest::Scheduling::Hot || d.hot_pool == 0 {
-            return;
-        }
-        if !lock(&self.refilling).insert(spec.name.clone()) {
-            return;
-        }
-        let (this, spec) = (self.clone(), spec.clone());
-        tokio::spawn(async move {
-            loop {
-                let have = lock(&this.pools).get(&spec.name).map_or(0, Vec::len);
-                if have >= spec.manifest.docker.hot_pool as usize {
-                    break;
-                }
-                let dir = this
-                    .pool_root
-                    .join(uuid::Uuid::new_v4().simple().to_string());
-                if let Err(e) = std::fs::create_dir_all(&dir) {
-                    tracing::warn!(error = %e, "cannot create a pool workspace");
-                    break;
-                }
-                match this.create_node(&spec, &dir, "pool").await {
-                    Ok(node) => lock(&this.pools)
-                        .entry(spec.name.clone())
-                        .or_default()
-                        .push(Pooled { node, dir }),
-                    Err(e) => {
-                        let _ = std::fs::remove_dir_all(&dir);
-                        tracing::debug!(toolkit = %spec.name, error = %e, "cannot fill the hot pool now");
-                        break;
-                    }
-                }
-            }
-            lock(&this.refilling).remove(&spec.name);
-        });
-    }
-
-    /// Remove nodes of closed sessions, idle nodes and dead nodes; keep the
-    /// hot pools full.
-    async fn monitor(self: &Arc<Self>) {
-        self.check_health().await;
-        let slots: Vec<(Key, Arc<tokio::sync::Mutex<Slot>>)> = lock(&self.slots)
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        for ((session, toolkit), slot) in slots {
-            let Ok(mut guard) = slot.try_lock() else {
-                continue;
-            };
-            let current = lock(&self.specs).get(&toolkit).cloned();
-            let idle_limit = current
-                .as_ref()
-                .map(|s| Duration::from_secs(s.manifest.docker.idle_timeout_s));
-            let closed = self.sessions.get(&session).is_none();
-            // Made for a version of the toolkit that is no longer served (a
-            // hot reload or removal) and not running a call: drained.
-            let outdated = match (&current, &guard.made_for) {
-                (None, _) => true,
-                (Some(now), Some(made)) => !Arc::ptr_eq(now, made),
-                (Some(_), None) => false,
-            };
-            if let Some(node) = &guard.node {
-                let idle = idle_limit.is_some_and(|l| node.idle_for() > l);
-                let outdated = outdated && !node.is_busy();
-                if closed || idle || outdated || !node.is_alive() {
-                    let why = if closed {
-                        "its session closed"
-                    } else if idle {
-                        "idle"
-                    } else if outdated {
-                        "its toolkit changed or is gone"
-                    } else {
-                        "dead"
-                    };
-                    tracing::info!(toolkit, session, container = %node.container, "removing node ({why})");
-                    let id = node.container.clone();
-                    if !node.is_alive() && !closed {
-                        guard.lost = Some(node.stopped_note());
-                    }
-                    guard.node = None;
-                    self.remove_container(&id).await;
-                }
-            }
-            if guard.node.is_none() && (closed || guard.lost.is_none()) {
-                drop(guard);
-                lock(&self.slots).remove(&(session, toolkit));
-            }
-        }
-        let dead: Vec<Pooled> = {
-            let mut pools = lock(&self.pools);
-            let mut dead = Vec::new();
-            for pool in pools.values_mut() {
-                let (alive, gone): (Vec<Pooled>, Vec<Pooled>) =
-                    pool.drain(..).partition(|p| p.node.is_alive());
-                *pool = alive;
-                dead.extend(gone);
-            }
-            dead
-        };
-        for p in dead {
-            self.remove_container(&p.node.container).await;
-            let _ = std::fs::remove_dir_all(&p.dir);
-        }
-        let graves: Vec<String> = lock(&self.graveyard).iter().cloned().collect();
-        for id in graves {
-            self.remove_container(&id).await;
-        }
-        let specs: Vec<Arc<LoadedManifest>> = lock(&self.specs).values().cloned().collect();
-        for spec in specs {
-            self.refill(&spec);
-        }
-    }
-
-    /// Remove every node of `session` (its workspace is the sessions' business).
-    pub async fn close_session(&self, session: &str) {
-        let keys: Vec<Key> = lock(&self.slots)
-            .keys()
-            .filter(|(s, _)| s == session)
-            .cloned()
-            .collect();
-        for key in keys {
-            let slot = self.slot(&key);
-            let node = slot.lock().await.node.take();
-            if let Some(node) = node {
-                self.remove_container(&node.container).await;
-            }
-            lock(&self.slots).remove(&key);
-        }
-    }
-
-    /// Remove every node and pooled node (graceful shutdown).
-    pub async fn shutdown(&self) {
-        use std::sync::atomic::Ordering;
-        self.closing.store(true, Ordering::Release);
-        // Nodes being created now remove themselves when they see `closing`.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while self.creating.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let slots: Vec<Arc<tokio::sync::Mutex<Slot>>> =
-            lock(&self.slots).drain().map(|(_, v)| v).collect();
-        let mut ids: Vec<String> = Vec::new();
-        for slot in slots {
-            if let Some(node) = slot.lock().await.node.take() {
-                ids.push(node.container.clone());
-            }
-        }
-        let pooled: Vec<Pooled> = lock(&self.pools).drain().flat_map(|(_, v)| v).collect();
-        for p in pooled {
-            ids.push(p.node.container.clone());
-            let _ = std::fs::remove_dir_all(&p.dir);
-        }
-        ids.extend(lock(&self.graveyard).iter().cloned());
-        futures::future::join_all(ids.iter().map(|id| self.remove_container(id))).await;
-        if !ids.is_empty() {
-            tracing::info!(count = ids.len(), "removed node containers");
-        }
-    }
-}
-
-fn missing_image(image: &str) -> CallError {
-    CallError::BackendUnavailable(format!(
-        "the node image `{image}` is missing: build it with `make node-image`"
-    ))
 }
 
 impl crate::sessions::SessionResources for DockerBackend {
@@ -748,46 +290,9 @@ impl crate::sessions::SessionResources for DockerBackend {
     }
 }
 
-/// Move `pool_dir` into the place of a session workspace `target`: what the
-/// session already has there moves into the pool directory first.
-fn adopt_workspace(pool_dir: &Path, target: &Path) -> std::io::Result<()> {
-    if target.is_dir() {
-        for entry in std::fs::read_dir(target)? {
-            let entry = entry?;
-            std::fs::rename(entry.path(), pool_dir.join(entry.file_name()))?;
-        }
-        std::fs::remove_dir(target)?;
-    } else if let Some(parent) = target.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    std::fs::rename(pool_dir, target)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_pool_workspace_takes_the_sessions_place_and_keeps_its_files() {
-        let root = tempfile::tempdir().unwrap();
-        let pool = root.path().join("pool/a");
-        let target = root.path().join("workspaces/s1");
-        std::fs::create_dir_all(&pool).unwrap();
-        std::fs::create_dir_all(target.join("sub")).unwrap();
-        std::fs::write(target.join("sub/f.txt"), "x").unwrap();
-        adopt_workspace(&pool, &target).unwrap();
-        assert!(!pool.exists());
-        assert_eq!(
-            std::fs::read_to_string(target.join("sub/f.txt")).unwrap(),
-            "x"
-        );
-
-        let pool2 = root.path().join("pool/b");
-        std::fs::create_dir_all(&pool2).unwrap();
-        let fresh = root.path().join("workspaces/s2");
-        adopt_workspace(&pool2, &fresh).unwrap();
-        assert!(fresh.is_dir());
-    }
 
     #[test]
     fn scopes_differ_by_data_directory() {

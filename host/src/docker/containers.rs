@@ -1,0 +1,219 @@
+//! Containers: the engine connection as calls see it, creating and starting
+//! a node (recorded in the toolkit's health), removing a container (retried
+//! by the monitor when the engine cannot do it now).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};
+
+use super::health::Cause;
+use super::manifest::LoadedManifest;
+use super::{
+    DRIVER_PATH, DockerBackend, Node, READY_WITHIN, SCOPE_LABEL, SESSION_LABEL, TOOLKIT_LABEL,
+    engine, lock,
+};
+use crate::tool::CallError;
+
+impl DockerBackend {
+    pub(super) async fn docker(&self) -> Result<bollard::Docker, CallError> {
+        self.engine
+            .get()
+            .await
+            .map_err(CallError::BackendUnavailable)
+    }
+
+    /// Map an engine error; a lost connection is forgotten so the next call reconnects.
+    pub(super) async fn engine_error(
+        &self,
+        what: &str,
+        e: bollard::errors::Error,
+    ) -> (Option<Cause>, CallError) {
+        if engine::is_connection_error(&e) {
+            self.engine.reset().await;
+            return (
+                Some(Cause::Engine),
+                CallError::BackendUnavailable(format!(
+                    "the Docker engine failed while {what}: {e}"
+                )),
+            );
+        }
+        (
+            Some(Cause::Create),
+            CallError::BackendUnavailable(format!("Docker refused {what}: {e}")),
+        )
+    }
+
+    /// Remove container `id`; when the engine cannot do it now, remember it
+    /// and let the monitor try again.
+    pub(super) async fn remove_container(&self, id: &str) {
+        let Ok(docker) = self.engine.get().await else {
+            lock(&self.graveyard).insert(id.to_owned());
+            return;
+        };
+        let options = RemoveContainerOptionsBuilder::default()
+            .force(true)
+            .v(true)
+            .build();
+        match docker.remove_container(id, Some(options)).await {
+            Ok(()) => {
+                lock(&self.graveyard).remove(id);
+                self.removed
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => {
+                lock(&self.graveyard).remove(id);
+            }
+            Err(e) => {
+                tracing::debug!(container = id, error = %e, "could not remove a node container; retrying later");
+                lock(&self.graveyard).insert(id.to_owned());
+            }
+        }
+    }
+
+    pub(super) fn is_closing(&self) -> bool {
+        self.closing.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Create and start a node of `spec` with `workspace` at /workspace; the
+    /// outcome is recorded in the toolkit's health.
+    pub(super) async fn create_node(
+        &self,
+        spec: &LoadedManifest,
+        workspace: &Path,
+        session: &str,
+    ) -> Result<Arc<Node>, CallError> {
+        match self.start_node(spec, workspace, session).await {
+            Ok(node) => {
+                self.health.created(&spec.name);
+                Ok(node)
+            }
+            Err((cause, e)) => {
+                if let Some(cause) = cause {
+                    self.health.failed(&spec.name, cause, &e.to_string());
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Self::create_node`]'s work; an error says what stood in the way
+    /// (none when the server is shutting down).
+    pub(super) async fn start_node(
+        &self,
+        spec: &LoadedManifest,
+        workspace: &Path,
+        session: &str,
+    ) -> Result<Arc<Node>, (Option<Cause>, CallError)> {
+        use std::sync::atomic::Ordering;
+        self.creating.fetch_add(1, Ordering::AcqRel);
+        struct Done<'a>(&'a std::sync::atomic::AtomicUsize);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        let _done = Done(&self.creating);
+        let closing = || {
+            (
+                None,
+                CallError::BackendUnavailable("the server is shutting down".into()),
+            )
+        };
+        if self.is_closing() {
+            return Err(closing());
+        }
+        let docker = self.docker().await.map_err(|e| (Some(Cause::Engine), e))?;
+        let d = &spec.manifest.docker;
+        let labels: HashMap<String, String> = [
+            (SCOPE_LABEL.to_owned(), self.scope.clone()),
+            (TOOLKIT_LABEL.to_owned(), spec.name.clone()),
+            (SESSION_LABEL.to_owned(), session.to_owned()),
+        ]
+        .into();
+        let memory = i64::from(d.memory_mb) << 20;
+        let body = ContainerCreateBody {
+            image: Some(d.image.clone()),
+            cmd: Some(vec!["sleep".into(), "infinity".into()]),
+            labels: Some(labels),
+            working_dir: Some("/workspace".into()),
+            host_config: Some(HostConfig {
+                init: Some(true),
+                network_mode: Some(d.network.mode().into()),
+                memory: Some(memory),
+                memory_swap: Some(memory),
+                nano_cpus: Some((d.cpus * 1e9) as i64),
+                pids_limit: Some(i64::from(d.pids)),
+                cap_drop: Some(vec!["ALL".into()]),
+                security_opt: Some(vec!["no-new-privileges".into()]),
+                binds: Some(vec![
+                    format!("{}:/workspace:rw", workspace.display()),
+                    format!("{}:{DRIVER_PATH}:ro", spec.driver.display()),
+                ]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let name = format!(
+            "toolhost-{}-{}",
+            spec.name,
+            &uuid::Uuid::new_v4().simple().to_string()[..12]
+        );
+        let options = CreateContainerOptionsBuilder::default().name(&name).build();
+        let created = match docker.create_container(Some(options), body).await {
+            Ok(c) => c,
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => {
+                return Err((Some(Cause::Image), missing_image(&d.image)));
+            }
+            Err(e) => return Err(self.engine_error("creating a node", e).await),
+        };
+        if let Err(e) = docker.start_container(&created.id, None).await {
+            self.remove_container(&created.id).await;
+            return Err(self.engine_error("starting a node", e).await);
+        }
+        let cmd = vec!["python3".into(), "-u".into(), DRIVER_PATH.into()];
+        match Node::attach(
+            &docker,
+            &created.id,
+            &spec.name,
+            cmd,
+            d.user.as_deref(),
+            READY_WITHIN,
+        )
+        .await
+        {
+            Ok(node) if self.is_closing() => {
+                // Shutdown began while this node started: it must not outlive us.
+                drop(node);
+                self.remove_container(&created.id).await;
+                Err(closing())
+            }
+            Ok(node) => {
+                tracing::info!(toolkit = %spec.name, session, container = %name, "node started");
+                Ok(Arc::new(node))
+            }
+            Err(e) => {
+                self.remove_container(&created.id).await;
+                Err((
+                    Some(Cause::Create),
+                    CallError::BackendUnavailable(format!(
+                        "the {} node's driver did not start: {e}",
+                        spec.name
+                    )),
+                ))
+            }
+        }
+    }
+}
+
+pub(super) fn missing_image(image: &str) -> CallError {
+    CallError::BackendUnavailable(format!(
+        "the node image `{image}` is missing: build it with `make node-image`"
+    ))
+}

@@ -1,0 +1,120 @@
+//! The hot pool: pre-started nodes of `hot` toolkits, handed to new
+//! sessions with their spare workspace moved into the session's place.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::manifest::{self, LoadedManifest};
+use super::{DockerBackend, Node, Pooled, lock};
+use crate::sessions::Session;
+
+impl DockerBackend {
+    /// A started node from the hot pool, its workspace moved into the
+    /// session's place (the bind mount follows the renamed directory).
+    pub(super) fn take_pooled(
+        &self,
+        spec: &LoadedManifest,
+        session: &Session,
+    ) -> Option<Arc<Node>> {
+        loop {
+            let pooled = lock(&self.pools).get_mut(&spec.name)?.pop()?;
+            let failure = if pooled.node.is_alive() {
+                match adopt_workspace(&pooled.dir, session.workspace_path()) {
+                    Ok(()) => return Some(pooled.node),
+                    Err(e) => Some(e),
+                }
+            } else {
+                None
+            };
+            // Not usable: its container goes (the monitor removes what is in
+            // the graveyard), and so does its spare workspace.
+            lock(&self.graveyard).insert(pooled.node.container.clone());
+            let _ = std::fs::remove_dir_all(&pooled.dir);
+            if let Some(e) = failure {
+                tracing::warn!(error = %e, "cannot hand a pooled node its session workspace");
+                return None;
+            }
+        }
+    }
+
+    /// Top up the hot pool of `spec` in the background.
+    pub(super) fn refill(self: &Arc<Self>, spec: &Arc<LoadedManifest>) {
+        let d = &spec.manifest.docker;
+        if d.scheduling != manifest::Scheduling::Hot || d.hot_pool == 0 {
+            return;
+        }
+        if !lock(&self.refilling).insert(spec.name.clone()) {
+            return;
+        }
+        let (this, spec) = (self.clone(), spec.clone());
+        tokio::spawn(async move {
+            loop {
+                let have = lock(&this.pools).get(&spec.name).map_or(0, Vec::len);
+                if have >= spec.manifest.docker.hot_pool as usize {
+                    break;
+                }
+                let dir = this
+                    .pool_root
+                    .join(uuid::Uuid::new_v4().simple().to_string());
+                if let Err(e) = std::fs::create_dir_all(&dir) {
+                    tracing::warn!(error = %e, "cannot create a pool workspace");
+                    break;
+                }
+                match this.create_node(&spec, &dir, "pool").await {
+                    Ok(node) => lock(&this.pools)
+                        .entry(spec.name.clone())
+                        .or_default()
+                        .push(Pooled { node, dir }),
+                    Err(e) => {
+                        let _ = std::fs::remove_dir_all(&dir);
+                        tracing::debug!(toolkit = %spec.name, error = %e, "cannot fill the hot pool now");
+                        break;
+                    }
+                }
+            }
+            lock(&this.refilling).remove(&spec.name);
+        });
+    }
+}
+
+/// Move `pool_dir` into the place of a session workspace `target`: what the
+/// session already has there moves into the pool directory first.
+fn adopt_workspace(pool_dir: &Path, target: &Path) -> std::io::Result<()> {
+    if target.is_dir() {
+        for entry in std::fs::read_dir(target)? {
+            let entry = entry?;
+            std::fs::rename(entry.path(), pool_dir.join(entry.file_name()))?;
+        }
+        std::fs::remove_dir(target)?;
+    } else if let Some(parent) = target.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::rename(pool_dir, target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    pub(super) fn a_pool_workspace_takes_the_sessions_place_and_keeps_its_files() {
+        let root = tempfile::tempdir().unwrap();
+        let pool = root.path().join("pool/a");
+        let target = root.path().join("workspaces/s1");
+        std::fs::create_dir_all(&pool).unwrap();
+        std::fs::create_dir_all(target.join("sub")).unwrap();
+        std::fs::write(target.join("sub/f.txt"), "x").unwrap();
+        adopt_workspace(&pool, &target).unwrap();
+        assert!(!pool.exists());
+        assert_eq!(
+            std::fs::read_to_string(target.join("sub/f.txt")).unwrap(),
+            "x"
+        );
+
+        let pool2 = root.path().join("pool/b");
+        std::fs::create_dir_all(&pool2).unwrap();
+        let fresh = root.path().join("workspaces/s2");
+        adopt_workspace(&pool2, &fresh).unwrap();
+        assert!(fresh.is_dir());
+    }
+}
