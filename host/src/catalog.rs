@@ -341,7 +341,7 @@ impl Catalog {
 
     /// Whether tool `id` is in the catalog or its toolkit on its way in.
     pub fn may_have(&self, id: &str) -> bool {
-        self.get(id).is_some() || self.is_pending(id.split_once('_').map_or(id, |(kit, _)| kit))
+        self.get(id).is_some() || self.is_pending(tool::toolkit_of(id))
     }
 
     /// Whether toolkit `name` is on its way in.
@@ -356,7 +356,7 @@ impl Catalog {
     /// `limit`. `Err(true)`: still on its way when `limit` passed;
     /// `Err(false)`: no such tool.
     pub async fn get_or_wait(&self, id: &str, limit: Duration) -> Result<Arc<ToolEntry>, bool> {
-        let toolkit = id.split_once('_').map_or(id, |(kit, _)| kit);
+        let toolkit = tool::toolkit_of(id);
         let mut changes = self.changes.subscribe();
         let mut done = self.pending_done.subscribe();
         let deadline = tokio::time::Instant::now() + limit;

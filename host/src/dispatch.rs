@@ -136,7 +136,7 @@ impl Dispatcher {
         {
             Ok(tool) => Ok(tool),
             Err(true) => {
-                let plugin = tool_id.split_once('_').map_or(tool_id, |(p, _)| p);
+                let plugin = crate::tool::toolkit_of(tool_id);
                 Err(CallError::BackendUnavailable(format!(
                     "plugin `{plugin}` is still compiling (it is on disk and loading); retry in a few seconds"
                 )))

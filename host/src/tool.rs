@@ -31,6 +31,12 @@ pub fn tool_id(plugin: &str, tool: &str) -> String {
     format!("{plugin}_{tool}")
 }
 
+/// The toolkit (plugin) part of tool id `id`: plugin names hold no `_`, so
+/// it is everything before the first one.
+pub fn toolkit_of(id: &str) -> &str {
+    id.split_once('_').map_or(id, |(kit, _)| kit)
+}
+
 /// A tool as a backend describes it.
 #[derive(Debug, Clone, Serialize)]
 pub struct ToolDescriptor {

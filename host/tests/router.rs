@@ -44,6 +44,23 @@ fn post(path: &str, body: impl Into<Body>) -> Request<Body> {
     Request::post(path).body(body.into()).unwrap()
 }
 
+/// Send what `request` makes until `done` holds for the answer, for up to
+/// 5 s (a hot load or unload taking effect); whether it did.
+async fn eventually(
+    app: &axum::Router,
+    request: impl Fn() -> Request<Body>,
+    done: impl Fn(StatusCode, &Value) -> bool,
+) -> bool {
+    for _ in 0..200 {
+        let (status, _, body) = send(app, request()).await;
+        if done(status, &body) {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    false
+}
+
 #[tokio::test]
 async fn routes_statuses_and_session_header() {
     let plugins = calc_plugins();
@@ -410,15 +427,12 @@ async fn a_backend_added_through_the_trait_serves_every_surface() {
 
     // Hot-loaded: dropped into the running server's directory.
     std::fs::write(plugins.path().join("greet.echo"), "hello").unwrap();
-    let mut listed = false;
-    for _ in 0..200 {
-        let (_, _, body) = send(&app, Request::get("/tools").body(Body::empty()).unwrap()).await;
-        if body.to_string().contains("greet_say") {
-            listed = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-    }
+    let listed = eventually(
+        &app,
+        || Request::get("/tools").body(Body::empty()).unwrap(),
+        |_, body| body.to_string().contains("greet_say"),
+    )
+    .await;
     assert!(listed, "greet_say was not hot-loaded");
     let (_, _, body) = send(
         &app,
@@ -480,30 +494,20 @@ async fn a_backend_added_through_the_trait_serves_every_surface() {
 
     // Edited: the new version serves; removed: its tool is gone.
     std::fs::write(plugins.path().join("greet.echo"), "goodbye").unwrap();
-    let mut swapped = false;
-    for _ in 0..200 {
-        let (_, _, body) = send(
-            &app,
-            post("/tools/greet_say/invoke", r#"{"params":{"who":"again"}}"#),
-        )
-        .await;
-        if body["content"][0]["text"] == "goodbye again" {
-            swapped = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-    }
+    let swapped = eventually(
+        &app,
+        || post("/tools/greet_say/invoke", r#"{"params":{"who":"again"}}"#),
+        |_, body| body["content"][0]["text"] == "goodbye again",
+    )
+    .await;
     assert!(swapped, "the edited entry was not reloaded");
     std::fs::remove_file(plugins.path().join("greet.echo")).unwrap();
-    let mut gone = false;
-    for _ in 0..200 {
-        let (status, _, _) = send(&app, post("/tools/greet_say/invoke", r#"{"params":{}}"#)).await;
-        if status == StatusCode::NOT_FOUND {
-            gone = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-    }
+    let gone = eventually(
+        &app,
+        || post("/tools/greet_say/invoke", r#"{"params":{}}"#),
+        |status, _| status == StatusCode::NOT_FOUND,
+    )
+    .await;
     assert!(gone, "the removed entry still serves");
     let (status, _, _) = send(
         &app,
