@@ -25,6 +25,24 @@ fn calc_plugins() -> tempfile::TempDir {
     dir
 }
 
+/// A server of `calc` with `config`, its router, and its directories (kept
+/// alive with it).
+async fn calc_server(config: &Config) -> (Server, axum::Router, [tempfile::TempDir; 2]) {
+    let plugins = calc_plugins();
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(config, plugins.path(), data.path())
+        .await
+        .unwrap();
+    let app = server.router(config);
+    (server, app, [plugins, data])
+}
+
+/// The `node_id=...` cookie an XAgent `/get_cookie` answer sets.
+fn cookie(headers: &axum::http::HeaderMap) -> String {
+    let set = headers["set-cookie"].to_str().unwrap();
+    set.split(';').next().unwrap().to_owned()
+}
+
 async fn send(
     app: &axum::Router,
     req: Request<Body>,
@@ -63,15 +81,10 @@ async fn eventually(
 
 #[tokio::test]
 async fn routes_statuses_and_session_header() {
-    let plugins = calc_plugins();
-    let data = tempfile::tempdir().unwrap();
     let mut config = Config::default();
     config.server.max_body_kb = 1;
-    let server = Server::start(&config, plugins.path(), data.path())
-        .await
-        .unwrap();
+    let (server, app, _dirs) = calc_server(&config).await;
     assert!(server.load_errors().is_empty());
-    let app = server.router(&config);
 
     let (status, _, body) = send(&app, Request::get("/health").body(Body::empty()).unwrap()).await;
     assert_eq!((status, body), (StatusCode::OK, json!({"status": "ok"})));
@@ -163,14 +176,9 @@ async fn routes_statuses_and_session_header() {
 /// whichever layer made it; seed 001's names are accepted beside XAgent's.
 #[tokio::test]
 async fn xagent_routes_answer_in_xagent_shapes() {
-    let plugins = calc_plugins();
-    let data = tempfile::tempdir().unwrap();
     let mut config = Config::default();
     config.server.max_body_kb = 1;
-    let server = Server::start(&config, plugins.path(), data.path())
-        .await
-        .unwrap();
-    let app = server.router(&config);
+    let (server, app, _dirs) = calc_server(&config).await;
 
     // Every route: a wrong method (axum's 405, no body of its own) and a
     // body over the limit (the shared limit's 413) come back as `detail`.
@@ -204,8 +212,7 @@ async fn xagent_routes_answer_in_xagent_shapes() {
     // Seed 001's names.
     let (status, headers, body) = send(&app, post("/get_cookies", "")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let cookie = headers["set-cookie"].to_str().unwrap();
-    let cookie = cookie.split(';').next().unwrap().to_owned();
+    let cookie = cookie(&headers);
     let with_cookie = |path: &str, body: &str| {
         Request::post(path)
             .header("cookie", &cookie)
@@ -278,14 +285,9 @@ async fn xagent_routes_answer_in_xagent_shapes() {
 /// surface, and sessions already open keep working.
 #[tokio::test]
 async fn sessions_are_bounded() {
-    let plugins = calc_plugins();
-    let data = tempfile::tempdir().unwrap();
     let mut config = Config::default();
     config.sessions.max_sessions = 2;
-    let server = Server::start(&config, plugins.path(), data.path())
-        .await
-        .unwrap();
-    let app = server.router(&config);
+    let (server, app, _dirs) = calc_server(&config).await;
     let call = || {
         post(
             "/tools/calc_evaluate/invoke",
@@ -455,13 +457,7 @@ async fn a_backend_added_through_the_trait_serves_every_surface() {
     assert_eq!(body["content"][0]["text"], "hello native", "{body}");
     // XAgent.
     let (_, headers, _) = send(&app, post("/get_cookie", "")).await;
-    let cookie = headers["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
+    let cookie = cookie(&headers);
     let req = Request::post("/execute_tool")
         .header("cookie", &cookie)
         .body(Body::from(

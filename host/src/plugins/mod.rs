@@ -102,15 +102,6 @@ impl PluginManager {
         s.shown(problem)
     }
 
-    /// Names of the entries compiling now.
-    pub fn compiling(&self) -> Vec<String> {
-        self.lock_status()
-            .values()
-            .filter(|s| s.state == State::Compiling)
-            .map(|s| s.name.clone())
-            .collect()
-    }
-
     fn lock_status(&self) -> std::sync::MutexGuard<'_, BTreeMap<Key, PluginStatus>> {
         self.status.lock().unwrap_or_else(|e| e.into_inner())
     }

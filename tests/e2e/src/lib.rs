@@ -39,6 +39,18 @@ pub fn binary() -> PathBuf {
     p
 }
 
+/// The `node_id=...` cookie an XAgent `/get_cookie` answer sets, ready to
+/// send back.
+pub fn xagent_cookie(r: &reqwest::blocking::Response) -> String {
+    r.headers()["set-cookie"]
+        .to_str()
+        .expect("a text cookie")
+        .split(';')
+        .next()
+        .expect("a name=value")
+        .to_owned()
+}
+
 /// A Docker toolkit manifest made `cold` without a hot pool: nodes start on
 /// a session's first call only (tests count containers).
 pub fn cold(manifest: String) -> String {

@@ -185,13 +185,7 @@ fn make_run_serves_every_docker_tool_with_relative_paths() {
         .post(format!("{}/get_cookie", run.base))
         .send()
         .unwrap();
-    let cookie = r.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
+    let cookie = xagent_cookie(&r);
     let (status, body) = run.post(
         "/execute_tool",
         json!({"tool_name": "notebook_execute", "arguments": {

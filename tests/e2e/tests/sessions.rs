@@ -19,16 +19,6 @@ fn session_containers(s: &Server, session: &str) -> Vec<String> {
     ])
 }
 
-fn cookie_of(r: &reqwest::blocking::Response) -> String {
-    r.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned()
-}
-
 #[test]
 fn a_session_closed_through_any_surface_leaves_no_container() {
     if !require_docker() {
@@ -55,7 +45,7 @@ fn a_session_closed_through_any_surface_leaves_no_container() {
     // XAgent: /close_session releases the node and keeps the workspace;
     // /release_session deletes both.
     let r = s.client().post(s.url("/get_cookie")).send().unwrap();
-    let cookie = cookie_of(&r);
+    let cookie = xagent_cookie(&r);
     let id: Value = r.json().unwrap();
     let id = id["node_id"].as_str().unwrap().to_owned();
     let post = |path: &str, body: Value| {
