@@ -85,6 +85,10 @@ pub trait Backend: Send + Sync + 'static {
     /// prune what no entry uses).
     fn scanned(&self, _versions: &std::collections::HashSet<String>) {}
 
+    /// Bring this backend's gauges in `metrics` up to date (called for each
+    /// `/metrics` scrape).
+    fn observe(&self, _metrics: &crate::metrics::Metrics) {}
+
     /// Release everything before the process exits.
     fn shutdown(&self) -> BackendFuture<'_, ()> {
         Box::pin(async {})

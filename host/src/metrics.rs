@@ -342,31 +342,33 @@ impl Metrics {
             .observe(waited.as_secs_f64());
     }
 
-    /// The Prometheus text exposition of every metric, with the Docker
-    /// census (if there is a Docker backend) taken now.
-    pub fn render(&self, census: Option<NodeCensus>) -> String {
-        if let Some(c) = census {
-            self.nodes
-                .with_label_values(&["running"])
-                .set(c.running as i64);
-            self.nodes
-                .with_label_values(&["pooled"])
-                .set(c.pooled as i64);
-            let counter = &self.nodes_removed;
-            counter.inc_by(c.removed.saturating_sub(counter.get()));
-            for t in &c.toolkits {
-                self.toolkit_available
-                    .with_label_values(&[&t.toolkit])
-                    .set(i64::from(t.available));
-                let failures = self.create_failures.with_label_values(&[&t.toolkit]);
-                failures.inc_by(t.create_failures.saturating_sub(failures.get()));
-            }
-        }
+    /// The Prometheus text exposition of every metric (backends' gauges are
+    /// brought up to date first: `PluginManager::observe`).
+    pub fn render(&self) -> String {
         let mut out = Vec::new();
         TextEncoder::new()
             .encode(&self.registry.gather(), &mut out)
             .expect("text encoding of gathered metrics");
         String::from_utf8(out).expect("the text format is UTF-8")
+    }
+
+    /// Record a census of the Docker backend's nodes (on each scrape).
+    pub fn record_nodes(&self, c: &NodeCensus) {
+        self.nodes
+            .with_label_values(&["running"])
+            .set(c.running as i64);
+        self.nodes
+            .with_label_values(&["pooled"])
+            .set(c.pooled as i64);
+        let counter = &self.nodes_removed;
+        counter.inc_by(c.removed.saturating_sub(counter.get()));
+        for t in &c.toolkits {
+            self.toolkit_available
+                .with_label_values(&[&t.toolkit])
+                .set(i64::from(t.available));
+            let failures = self.create_failures.with_label_values(&[&t.toolkit]);
+            failures.inc_by(t.create_failures.saturating_sub(failures.get()));
+        }
     }
 }
 
@@ -396,7 +398,7 @@ mod tests {
             &Usage::default(),
         );
         m.record_queue_wait("calc_evaluate", "wasm", Duration::from_millis(1));
-        let text = m.render(Some(NodeCensus {
+        m.record_nodes(&NodeCensus {
             running: 2,
             pooled: 1,
             removed: 5,
@@ -405,7 +407,8 @@ mod tests {
                 available: false,
                 create_failures: 3,
             }],
-        }));
+        });
+        let text = m.render();
         for line in [
             r#"toolhost_tool_calls_total{backend="wasm",outcome="ok",tool="calc_evaluate"} 1"#,
             r#"toolhost_tool_calls_total{backend="wasm",outcome="out_of_fuel",tool="calc_evaluate"} 1"#,
@@ -423,10 +426,11 @@ mod tests {
             assert!(text.contains(line), "missing {line}\n{text}");
         }
         // The removed counter follows the backend's count without going back.
-        let text = m.render(Some(NodeCensus {
+        m.record_nodes(&NodeCensus {
             removed: 7,
             ..Default::default()
-        }));
+        });
+        let text = m.render();
         assert!(
             text.contains("toolhost_docker_nodes_removed_total 7"),
             "{text}"

@@ -169,11 +169,14 @@ impl Server {
         let (done, loaded) = tokio::sync::watch::channel(false);
         let manager = self.plugins.clone();
         let catalog = self.dispatcher.catalog().clone();
+        // Listed as compiling now, before the caller answers anything.
+        let keys = manager.mark_all().unwrap_or_else(|e| {
+            tracing::error!(dir = %manager.dir().display(), error = %e, "cannot read the plugins directory");
+            Vec::new()
+        });
         let task = tokio::spawn(async move {
             let started = Instant::now();
-            if let Err(e) = manager.load_all().await {
-                tracing::error!(dir = %manager.dir().display(), error = %e, "cannot read the plugins directory");
-            }
+            manager.load_marked(keys).await;
             let statuses = manager.list();
             let failed: Vec<&str> = statuses
                 .iter()
@@ -241,7 +244,6 @@ impl Server {
                 plugins: self.plugins.clone(),
                 admin_token: config.auth.admin_token.as_deref().map(AdminToken::new),
                 limits,
-                docker: self.docker.clone(),
                 retriever: Default::default(),
                 shutdown: self.shutdown.clone(),
             },

@@ -70,6 +70,21 @@ impl Session {
         }
     }
 
+    /// The workspace directory, created on first use without blocking the
+    /// async worker (what a call path uses; [`Session::workspace`] is for
+    /// blocking threads).
+    pub async fn prepare_workspace(&self) -> Result<&Path, SessionError> {
+        if self.created.get().is_none() {
+            let made = tokio::fs::create_dir_all(&self.workspace)
+                .await
+                .map_err(|e| e.to_string());
+            // Two first calls may race: creating is idempotent, and the
+            // first outcome recorded stands.
+            let _ = self.created.set(made);
+        }
+        self.workspace()
+    }
+
     /// The workspace path, whether or not it exists yet.
     pub fn workspace_path(&self) -> &Path {
         &self.workspace

@@ -512,3 +512,26 @@ async fn a_backend_added_through_the_trait_serves_every_surface() {
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
+
+/// The plugins on disk are listed as compiling as soon as loading starts,
+/// before any load task has run: a probe that asks first never hears
+/// "ready" from a server whose tools are still to come.
+#[tokio::test]
+async fn readiness_never_runs_ahead_of_the_plugins_on_disk() {
+    let plugins = calc_plugins();
+    let data = tempfile::tempdir().unwrap();
+    let config = Config::default();
+    let server = Server::build(&config, plugins.path(), data.path())
+        .await
+        .unwrap();
+    server.load_plugins();
+    let app = server.router(&config);
+    let ready = || Request::get("/health/ready").body(Body::empty()).unwrap();
+    let (status, _, body) = send(&app, ready()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["compiling"][0]["name"], "calc", "{body}");
+    server.loaded().await;
+    let (status, _, body) = send(&app, ready()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body["tools"].as_u64().unwrap() > 0, "{body}");
+}

@@ -21,7 +21,6 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::Uri;
 
 use crate::dispatch::Dispatcher;
-use crate::docker::DockerBackend;
 use crate::plugins::PluginManager;
 pub use admin::AdminToken;
 use error::ApiError;
@@ -34,8 +33,6 @@ pub struct AppState {
     /// Unset: the admin routes are refused.
     pub admin_token: Option<AdminToken>,
     pub limits: ApiLimits,
-    /// The Docker backend, for session close / release.
-    pub docker: Option<Arc<DockerBackend>>,
     /// Tool retrieval index (XAgent's `/retrieving_tools`).
     pub retriever: Arc<retrieval::Retriever>,
     /// Cancelled when the server shuts down: long-lived streams (MCP) end.

@@ -85,13 +85,13 @@ async fn metrics(State(state): State<AppState>) -> Response {
     if !state.dispatcher.metrics().is_enabled() {
         return ApiError::not_found("metrics are off ([server] metrics = false)").into_response();
     }
-    let census = state.docker.as_ref().map(|d| d.census());
+    state.plugins.observe(state.dispatcher.metrics());
     (
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
         )],
-        state.dispatcher.metrics().render(census),
+        state.dispatcher.metrics().render(),
     )
         .into_response()
 }
@@ -236,14 +236,7 @@ async fn invoke(
             limits: req.limits,
             progress: None,
         };
-        let result = state
-            .dispatcher
-            .dispatch(&session, &id, params, options)
-            .await;
-        if implicit {
-            state.dispatcher.sessions().forget_if_untouched(session);
-        }
-        match result {
+        match call(&state, session, implicit, &id, params, options).await {
             Ok(out) => {
                 let mut r = Json(success_body(&out)).into_response();
                 if let Ok(v) = HeaderValue::from_str(&out.version) {
@@ -275,6 +268,26 @@ async fn close_session(
     }
 }
 
+/// Dispatch a call in `session`; a session the request made for itself
+/// (`implicit`) is forgotten after it unless the call left something in it.
+async fn call(
+    state: &AppState,
+    session: Arc<Session>,
+    implicit: bool,
+    id: &str,
+    params: Value,
+    options: CallOptions,
+) -> Result<CallOutput, CallError> {
+    let result = state
+        .dispatcher
+        .dispatch(&session, id, params, options)
+        .await;
+    if implicit {
+        state.dispatcher.sessions().forget_if_untouched(session);
+    }
+    result
+}
+
 /// Stream the call as server-sent events: one `progress` event per progress
 /// chunk, `data: {"chunk":{message,done,total},"done":false}`, then one
 /// `result` (or `error`) event whose data is the JSON invoke's body plus
@@ -295,14 +308,7 @@ fn invoke_sse(
             limits,
             progress: Some(sink),
         };
-        let result = state
-            .dispatcher
-            .dispatch(&session, &id, params, options)
-            .await;
-        if implicit {
-            state.dispatcher.sessions().forget_if_untouched(session);
-        }
-        result
+        call(&state, session, implicit, &id, params, options).await
     }));
     let progress = tokio_stream(rx).map(|p| {
         Ok(Event::default()

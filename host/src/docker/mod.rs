@@ -204,11 +204,12 @@ impl DockerBackend {
             self.remove_container(&id).await;
         }
         self.make_room(&key, spec).await?;
-        let node = match self.take_pooled(spec, session) {
+        let node = match self.take_pooled(spec, session).await {
             Some(node) => node,
             None => {
                 let workspace = session
-                    .workspace()
+                    .prepare_workspace()
+                    .await
                     .map_err(|e| CallError::Internal(e.to_string()))?;
                 self.create_node(spec, workspace, session.id()).await?
             }

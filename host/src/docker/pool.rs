@@ -11,7 +11,7 @@ use crate::sessions::Session;
 impl DockerBackend {
     /// A started node from the hot pool, its workspace moved into the
     /// session's place (the bind mount follows the renamed directory).
-    pub(super) fn take_pooled(
+    pub(super) async fn take_pooled(
         &self,
         spec: &LoadedManifest,
         session: &Session,
@@ -19,7 +19,11 @@ impl DockerBackend {
         loop {
             let pooled = lock(&self.pools).get_mut(&spec.name)?.pop()?;
             let failure = if pooled.node.is_alive() {
-                match adopt_workspace(&pooled.dir, session.workspace_path()) {
+                let (from, to) = (pooled.dir.clone(), session.workspace_path().to_owned());
+                let adopted = tokio::task::spawn_blocking(move || adopt_workspace(&from, &to))
+                    .await
+                    .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+                match adopted {
                     Ok(()) => return Some(pooled.node),
                     Err(e) => Some(e),
                 }
@@ -29,7 +33,7 @@ impl DockerBackend {
             // Not usable: its container goes (the monitor removes what is in
             // the graveyard), and so does its spare workspace.
             lock(&self.graveyard).insert(pooled.node.container.clone());
-            let _ = std::fs::remove_dir_all(&pooled.dir);
+            let _ = tokio::fs::remove_dir_all(&pooled.dir).await;
             if let Some(e) = failure {
                 tracing::warn!(error = %e, "cannot hand a pooled node its session workspace");
                 return None;
@@ -56,7 +60,7 @@ impl DockerBackend {
                 let dir = this
                     .pool_root
                     .join(uuid::Uuid::new_v4().simple().to_string());
-                if let Err(e) = std::fs::create_dir_all(&dir) {
+                if let Err(e) = tokio::fs::create_dir_all(&dir).await {
                     tracing::warn!(error = %e, "cannot create a pool workspace");
                     break;
                 }
@@ -66,7 +70,7 @@ impl DockerBackend {
                         .or_default()
                         .push(Pooled { node, dir }),
                     Err(e) => {
-                        let _ = std::fs::remove_dir_all(&dir);
+                        let _ = tokio::fs::remove_dir_all(&dir).await;
                         tracing::debug!(toolkit = %spec.name, error = %e, "cannot fill the hot pool now");
                         break;
                     }

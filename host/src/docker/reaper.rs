@@ -158,7 +158,7 @@ impl DockerBackend {
         };
         for p in dead {
             self.remove_container(&p.node.container).await;
-            let _ = std::fs::remove_dir_all(&p.dir);
+            let _ = tokio::fs::remove_dir_all(&p.dir).await;
         }
         let graves: Vec<String> = lock(&self.graveyard).iter().cloned().collect();
         for id in graves {
@@ -207,7 +207,7 @@ impl DockerBackend {
         let pooled: Vec<Pooled> = lock(&self.pools).drain().flat_map(|(_, v)| v).collect();
         for p in pooled {
             ids.push(p.node.container.clone());
-            let _ = std::fs::remove_dir_all(&p.dir);
+            let _ = tokio::fs::remove_dir_all(&p.dir).await;
         }
         ids.extend(lock(&self.graveyard).iter().cloned());
         futures::future::join_all(ids.iter().map(|id| self.remove_container(id))).await;

@@ -18,6 +18,10 @@ impl Backend for DockerBackend {
         "docker"
     }
 
+    fn observe(&self, metrics: &crate::metrics::Metrics) {
+        metrics.record_nodes(&self.census());
+    }
+
     /// A folder whose name is a plugin name (it may be gone already: the
     /// event of a removal).
     fn claim(&self, child: &Path) -> Option<String> {
@@ -142,7 +146,8 @@ impl DockerBackend {
         let pooled = lock(&self.pools).remove(name).unwrap_or_default();
         for p in pooled {
             lock(&self.graveyard).insert(p.node.container.clone());
-            let _ = std::fs::remove_dir_all(&p.dir);
+            // Off the async worker; nothing waits for it.
+            tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&p.dir));
         }
     }
 }

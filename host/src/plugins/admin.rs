@@ -63,7 +63,7 @@ impl PluginManager {
         let toml_path = self.dir.join(format!("{name}.toml"));
         let manifest = match manifest {
             Some(bytes) => Some(bytes),
-            None => match std::fs::read(&toml_path) {
+            None => match tokio::fs::read(&toml_path).await {
                 Ok(bytes) => Some(bytes),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                 Err(e) => return Err(e.into()),
@@ -87,13 +87,18 @@ impl PluginManager {
                 name: name.to_owned(),
                 message,
             })?;
-        // Manifest first, component last: the watcher sees a complete pair.
-        for file in files.iter().rev() {
-            write_atomic(&file.path, &file.bytes)?;
-        }
+        // Written (manifest first, component last: the watcher sees a
+        // complete pair) and hashed on a blocking thread.
+        let (identity, stamps) = tokio::task::spawn_blocking(move || {
+            for file in files.iter().rev() {
+                write_atomic(&file.path, &file.bytes)?;
+            }
+            let paths: Vec<_> = files.iter().map(|f| f.path.clone()).collect();
+            Ok::<_, std::io::Error>((identity(&files), stamps(&paths)))
+        })
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)))?;
         let status = self.register(&key, &backend, loaded)?;
-        let paths: Vec<_> = files.iter().map(|f| f.path.clone()).collect();
-        let (identity, stamps) = (identity(&files), stamps(&paths));
         self.update(&key, |s| {
             s.files = Some(identity);
             s.stamps = Some(stamps);
@@ -118,7 +123,7 @@ impl PluginManager {
         let _guard = lock.lock().await;
         let mut found = self.get_key(&key).is_some();
         for ext in ["wasm", "toml"] {
-            match std::fs::remove_file(self.dir.join(format!("{name}.{ext}"))) {
+            match tokio::fs::remove_file(self.dir.join(format!("{name}.{ext}"))).await {
                 Ok(()) => found = true,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e.into()),

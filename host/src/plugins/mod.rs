@@ -74,6 +74,13 @@ impl PluginManager {
         self.backends.iter().find(|b| b.name() == name)
     }
 
+    /// Bring every backend's gauges in `metrics` up to date.
+    pub fn observe(&self, metrics: &crate::metrics::Metrics) {
+        for backend in &self.backends {
+            backend.observe(metrics);
+        }
+    }
+
     /// Every entry's status, sorted by name (then backend).
     pub fn list(&self) -> Vec<PluginStatus> {
         let statuses: Vec<PluginStatus> = self.lock_status().values().cloned().collect();
@@ -187,12 +194,12 @@ impl PluginManager {
         self.catalog.set_pending(&key.0, false);
     }
 
-    /// Load every entry of the directory: each backend's in turn (so a name
-    /// an earlier backend holds stays its), in parallel within a backend
-    /// (compiles are bounded by the backend), smallest first, so small tools
-    /// are served soonest. Every entry is listed as compiling before the
-    /// first load starts. Then backends prune what no entry uses.
-    pub async fn load_all(self: &Arc<Self>) -> std::io::Result<()> {
+    /// List every entry of the directory as compiling (its tools pending in
+    /// the catalog, so a call waits for them), before anything loads: done
+    /// before the server answers, so `/health/ready` and the catalog never
+    /// see an empty directory that is not. Returns the entries in load order
+    /// for [`PluginManager::load_marked`].
+    pub fn mark_all(&self) -> std::io::Result<Vec<Key>> {
         let mut keys: Vec<(usize, u64, Key)> = self
             .entries_on_disk()?
             .into_iter()
@@ -206,11 +213,27 @@ impl PluginManager {
         for (_, size, key) in &keys {
             self.begin(key, Some(*size));
         }
-        for i in 0..self.backends.len() {
-            let mine = keys.iter().filter(|(b, _, _)| *b == i);
-            futures::future::join_all(mine.map(|(_, _, key)| self.reconcile_entry(key))).await;
+        Ok(keys.into_iter().map(|(_, _, key)| key).collect())
+    }
+
+    /// Load the entries [`PluginManager::mark_all`] listed: each backend's in
+    /// turn (so a name an earlier backend holds stays its), in parallel
+    /// within a backend (compiles are bounded by the backend), smallest
+    /// first, so small tools are served soonest. Then backends prune what no
+    /// entry uses.
+    pub async fn load_marked(self: &Arc<Self>, keys: Vec<Key>) {
+        for backend in &self.backends {
+            let mine = keys.iter().filter(|key| key.1 == backend.name());
+            futures::future::join_all(mine.map(|key| self.reconcile_entry(key))).await;
         }
         self.scanned();
+    }
+
+    /// Load every entry of the directory ([`PluginManager::mark_all`], then
+    /// [`PluginManager::load_marked`]).
+    pub async fn load_all(self: &Arc<Self>) -> std::io::Result<()> {
+        let keys = self.mark_all()?;
+        self.load_marked(keys).await;
         Ok(())
     }
 
@@ -239,18 +262,20 @@ impl PluginManager {
 
     /// Bring every entry named `name` in line with the directory.
     pub async fn reconcile(&self, name: &str) {
-        let keys: Vec<Key> = self
-            .backends
-            .iter()
-            .map(|b| (name.to_owned(), b.name()))
-            .collect();
-        for key in keys {
-            let claimed = self.get_key(&key).is_some()
-                || !self
-                    .backend(key.1)
-                    .map_or(Vec::new(), |b| b.files(&self.dir, name))
-                    .is_empty();
-            if claimed {
+        // Which backends find files of `name` (looked up off the worker).
+        let (backends, dir, owned) = (self.backends.clone(), self.dir.clone(), name.to_owned());
+        let on_disk: Vec<&'static str> = tokio::task::spawn_blocking(move || {
+            backends
+                .iter()
+                .filter(|b| !b.files(&dir, &owned).is_empty())
+                .map(|b| b.name())
+                .collect()
+        })
+        .await
+        .unwrap_or_default();
+        for backend in self.backends.clone() {
+            let key: Key = (name.to_owned(), backend.name());
+            if self.get_key(&key).is_some() || on_disk.contains(&key.1) {
                 self.reconcile_entry(&key).await;
             }
         }
@@ -271,20 +296,38 @@ impl PluginManager {
         let Some(backend) = self.backend(key.1).cloned() else {
             return;
         };
-        let paths = backend.files(&self.dir, &key.0);
+        // The directory is read, and the files hashed, on a blocking thread:
+        // a large `.wasm` must not stall an async worker.
+        let (dir, name, lister) = (self.dir.clone(), key.0.clone(), backend.clone());
+        let on_disk = tokio::task::spawn_blocking(move || {
+            let paths = lister.files(&dir, &name);
+            let stamps = stamps(&paths);
+            (paths, stamps)
+        })
+        .await;
+        let Ok((paths, stamps)) = on_disk else {
+            return;
+        };
         if paths.is_empty() {
             self.unload(key, "its files are gone");
             return;
         }
-        let stamps = stamps(&paths);
         let untouched = self
             .get_key(key)
             .is_some_and(|s| s.files.is_some() && s.stamps.as_ref() == Some(&stamps));
         if untouched {
             return;
         }
-        let files = match read_all(&paths) {
-            Ok(files) => files,
+        let read = tokio::task::spawn_blocking(move || {
+            read_all(&paths).map(|files| {
+                let identity = identity(&files);
+                (files, identity)
+            })
+        })
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        let (files, identity) = match read {
+            Ok(read) => read,
             Err(e) => {
                 tracing::warn!(plugin = key.0, backend = key.1, error = %e, "cannot read plugin files");
                 self.update(key, |s| {
@@ -296,7 +339,6 @@ impl PluginManager {
                 return;
             }
         };
-        let identity = identity(&files);
         let unchanged = self
             .get_key(key)
             .is_some_and(|s| s.files.as_deref() == Some(identity.as_str()));

@@ -117,7 +117,12 @@ async fn run(
 impl PluginManager {
     /// Reconcile every entry on disk or loaded (a full rescan).
     pub async fn reconcile_all(self: &Arc<Self>) {
-        let mut names = self.names_on_disk().unwrap_or_default();
+        let me = self.clone();
+        let mut names = tokio::task::spawn_blocking(move || me.names_on_disk())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
         names.extend(self.list().into_iter().map(|s| s.name));
         names.sort();
         names.dedup();

@@ -164,7 +164,8 @@ impl Toolkit for WasmToolkit {
                 Access::None => None,
                 _ => Some(
                     call.session
-                        .workspace()
+                        .prepare_workspace()
+                        .await
                         .map_err(|e| CallError::Internal(e.to_string()))?
                         .to_owned(),
                 ),

@@ -32,6 +32,12 @@
 //! idle timeout is off; [`spawn_sweeper`] closes MCP sessions unused for the
 //! toolhost session idle timeout instead.
 
+mod answer;
+mod sweeper;
+
+use answer::{answer_of, json_answer, session_answer};
+pub use sweeper::spawn_sweeper;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -41,22 +47,18 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use rmcp::model::{
     CallToolRequestMethod, CallToolRequestParams, ClientJsonRpcMessage, ClientNotification,
     JsonRpcVersion2_0, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage,
-    ServerResult,
 };
-use rmcp::transport::streamable_http_server::SessionManager as _;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::super::AppState;
-use super::super::body::read_bytes;
-use super::super::native::SESSION_HEADER;
+use crate::api::AppState;
+use crate::api::body::read_bytes;
+use crate::api::native::SESSION_HEADER;
 use crate::sessions::{Session, Sessions, is_valid_session_id};
 
 // Header names made once: a `&str` name is parsed again at every lookup.
@@ -419,107 +421,6 @@ impl Direct {
     }
 }
 
-/// A session's call: answered with JSON if it ends within [`JSON_WINDOW`],
-/// else with an SSE stream that starts at once. The call can be cancelled
-/// (`notifications/cancelled`); it is dropped, and so stopped, when the
-/// client goes away.
-async fn session_answer<F>(
-    link: Arc<Link>,
-    id: RequestId,
-    session: Arc<Session>,
-    call: F,
-) -> Response
-where
-    F: Future<Output = Result<rmcp::model::CallToolResult, rmcp::ErrorData>> + Send + 'static,
-{
-    let token = CancellationToken::new();
-    link.running
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(id.clone(), token.clone());
-    let guard = Running {
-        link,
-        id: id.clone(),
-    };
-    let mut call = Box::pin(async move {
-        let result = tokio::select! {
-            result = call => result,
-            () = token.cancelled() => {
-                tracing::info!(session = session.id(), "MCP: call cancelled by the client");
-                Err(rmcp::ErrorData::internal_error("the call was cancelled", None))
-            }
-        };
-        drop(guard);
-        answer_of(id, result, true)
-    });
-    let window = tokio::time::sleep(JSON_WINDOW);
-    tokio::select! {
-        biased;
-        message = &mut call => return json_answer(&message),
-        () = window => {}
-    }
-    let event = futures::stream::once(async move {
-        let message = call.await;
-        Event::default().json_data(&message)
-    });
-    let first = futures::stream::once(async { Ok(Event::default().comment("call running")) });
-    Sse::new(futures::StreamExt::chain(first, event))
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
-        .into_response()
-}
-
-/// Takes a call off its session's running calls when it ends or is dropped.
-struct Running {
-    link: Arc<Link>,
-    id: RequestId,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.link
-            .running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.id);
-    }
-}
-
-/// The JSON-RPC answer to a call, shaped as rmcp's handler shapes it.
-fn answer_of(
-    id: RequestId,
-    result: Result<rmcp::model::CallToolResult, rmcp::ErrorData>,
-    legacy: bool,
-) -> ServerJsonRpcMessage {
-    match result {
-        Ok(result) => {
-            let mut result = ServerResult::CallToolResult(result);
-            if legacy {
-                result.strip_result_type_for_legacy_peer();
-                result.strip_non_object_output_for_legacy_peer();
-            }
-            ServerJsonRpcMessage::response(result, id)
-        }
-        Err(e) => ServerJsonRpcMessage::error(e, Some(id)),
-    }
-}
-
-fn json_answer(message: &ServerJsonRpcMessage) -> Response {
-    match serde_json::to_vec(message) {
-        Ok(body) => (
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )],
-            body,
-        )
-            .into_response(),
-        Err(e) => {
-            tracing::error!(error = %e, "MCP: cannot serialize an answer");
-            StatusCode::INTERNAL_SERVER_ERROR.into_response()
-        }
-    }
-}
-
 /// Closes a stateless request's own toolhost session when the request ends.
 struct Temporary(Arc<Direct>, Option<Arc<Session>>);
 
@@ -568,45 +469,4 @@ fn accepts_json_and_sse(headers: &HeaderMap) -> bool {
         sse |= media.eq_ignore_ascii_case("text/event-stream");
     }
     json && sse
-}
-
-/// Close MCP sessions unused for `idle` (rmcp's own idle timeout is off, as
-/// directly answered requests do not reach its session worker). A session
-/// that never finished its handshake is closed `idle` after it was first
-/// seen here.
-pub fn spawn_sweeper(
-    direct: Arc<Direct>,
-    manager: Arc<LocalSessionManager>,
-    idle: Duration,
-    shutdown: CancellationToken,
-) -> tokio::task::JoinHandle<()> {
-    let every = (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
-    tokio::spawn(async move {
-        let mut first_seen: HashMap<rmcp::transport::streamable_http_server::SessionId, u64> =
-            HashMap::new();
-        let mut tick = tokio::time::interval(every);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                () = shutdown.cancelled() => return,
-            }
-            let ids: Vec<_> = manager.sessions.read().await.keys().cloned().collect();
-            first_seen.retain(|id, _| ids.contains(id));
-            let now = direct.now_ms();
-            let idle_ms = idle.as_millis() as u64;
-            for id in ids {
-                let last = match direct.link(&id) {
-                    Some(link) => link.last_used_ms.load(Ordering::Relaxed),
-                    None => *first_seen.entry(id.clone()).or_insert(now),
-                };
-                if now.saturating_sub(last) > idle_ms {
-                    tracing::info!(session = %id, "MCP: closing an idle session");
-                    direct.unregister(&id);
-                    if let Err(e) = manager.close_session(&id).await {
-                        tracing::warn!(session = %id, error = %e, "MCP: cannot close an idle session");
-                    }
-                }
-            }
-        }
-    })
 }
