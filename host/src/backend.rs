@@ -136,3 +136,70 @@ pub fn file_entry(child: &Path, exts: &[&str]) -> Option<String> {
     let (stem, ext) = file.rsplit_once('.')?;
     exts.contains(&ext).then(|| stem.to_owned())
 }
+
+/// The name of a plugins-directory child that is a folder named as a plugin
+/// (it may be gone already: the event of a removal). Folder backends (Docker
+/// toolkits, API tools) claim these; the manifest's kind tells whose it is
+/// ([`folder_files`]).
+pub fn folder_entry(child: &Path) -> Option<String> {
+    let name = child.file_name()?.to_str()?;
+    (crate::tool::is_valid_plugin_name(name) && !child.is_file()).then(|| name.to_owned())
+}
+
+/// The files of folder entry `<dir>/<name>/` if its manifest `<name>.toml`
+/// has a top-level `[kind]` table: the manifest and every other visible
+/// file of the folder, sorted. None otherwise (another backend's folder, or
+/// no manifest yet). A manifest that does not parse belongs to every folder
+/// backend, so each reports why it cannot load it.
+pub fn folder_files(dir: &Path, name: &str, kind: &str) -> Vec<PathBuf> {
+    let folder = dir.join(name);
+    let Ok(text) = std::fs::read_to_string(folder.join(format!("{name}.toml"))) else {
+        return Vec::new();
+    };
+    let mine = match text.parse::<toml::Table>() {
+        Ok(table) => table.contains_key(kind),
+        Err(_) => true,
+    };
+    if !mine {
+        return Vec::new();
+    }
+    let Ok(entries) = std::fs::read_dir(&folder) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| !n.starts_with('.'))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// The folder and manifest text of folder entry `name` among its `files`.
+pub fn folder_manifest<'f>(
+    name: &str,
+    files: &'f [EntryFile],
+) -> Result<(PathBuf, &'f str), String> {
+    let manifest_name = format!("{name}.toml");
+    let manifest = files
+        .iter()
+        .find(|f| {
+            f.path
+                .file_name()
+                .is_some_and(|n| n == manifest_name.as_str())
+        })
+        .ok_or_else(|| format!("no {manifest_name} in the folder"))?;
+    let folder = manifest
+        .path
+        .parent()
+        .ok_or("the manifest has no folder")?
+        .to_owned();
+    let text = std::str::from_utf8(&manifest.bytes)
+        .map_err(|_| format!("{manifest_name} is not UTF-8 text"))?;
+    Ok((folder, text))
+}

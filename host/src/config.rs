@@ -20,6 +20,32 @@ pub struct Config {
     pub plugins: PluginsConfig,
     pub auth: AuthConfig,
     pub docker: DockerConfig,
+    /// Named secrets API toolkits reference (`[api.auth] secret`); see
+    /// [`SecretValues`].
+    pub secrets: SecretValues,
+}
+
+/// `[secrets]`: name = value. The values never leave the server: `Debug`
+/// and serialisation show only the names.
+#[derive(Clone, Default, Deserialize)]
+#[serde(transparent)]
+pub struct SecretValues(pub std::collections::BTreeMap<String, String>);
+
+impl std::fmt::Debug for SecretValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.keys()).finish()
+    }
+}
+
+impl Serialize for SecretValues {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for name in self.0.keys() {
+            map.serialize_entry(name, "[hidden]")?;
+        }
+        map.end()
+    }
 }
 
 /// The Docker backend (heavy tools in containers).

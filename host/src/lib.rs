@@ -2,11 +2,13 @@
 //!
 //! Layers, each depending only on those below it:
 //!
-//! - [`api`]: axum routers (native REST now; XAgent and MCP adapters later),
-//!   thin adapters over dispatch.
+//! - [`api`]: axum routers (native REST, XAgent, MCP), thin adapters over
+//!   dispatch.
 //! - [`dispatch`]: the one entry point `(session, tool id, input) -> result`.
-//! - backends: [`wasm`] (components in-process) and [`docker`] (heavy tools in
-//!   containers), peers behind [`catalog::Toolkit`].
+//! - backends: [`wasm`] (components in-process), [`docker`] (heavy tools in
+//!   containers) and [`httpapi`] (HTTP APIs described by OpenAPI), peers
+//!   behind [`backend::Backend`] and [`catalog::Toolkit`]; [`outbound`]: the
+//!   outbound HTTP allow-list they share.
 //! - [`plugins`]: the plugins directory kept in step with the catalog (hot
 //!   loading, compile cache, admin uploads).
 //! - [`catalog`] and [`sessions`]: the registry of tools and the per-session
@@ -20,7 +22,9 @@ pub mod componentize;
 pub mod config;
 pub mod dispatch;
 pub mod docker;
+pub mod httpapi;
 pub mod metrics;
+pub mod outbound;
 pub mod plugins;
 pub mod scaffold;
 pub mod schema;

@@ -127,6 +127,9 @@ impl Server {
         if let Some(docker) = &docker {
             backends.push(docker.clone());
         }
+        backends.push(Arc::new(crate::httpapi::ApiBackend::new(
+            crate::httpapi::manifest::Secrets::new(config.secrets.0.clone()),
+        )));
         backends.extend(more);
         backends.push(wasm.clone());
         let manager = PluginManager::new(plugins, backends, catalog.clone());

@@ -10,8 +10,11 @@ use std::sync::Arc;
 
 use super::manifest::{self, LoadedManifest};
 use super::{DockerBackend, DockerToolkit, lock};
-use crate::backend::{Backend, BackendFuture, EntryFile, Loaded, content_hash};
-use crate::tool::{self, Limits};
+use crate::backend::{
+    Backend, BackendFuture, EntryFile, Loaded, content_hash, folder_entry, folder_files,
+    folder_manifest,
+};
+use crate::tool::Limits;
 
 impl Backend for DockerBackend {
     fn name(&self) -> &'static str {
@@ -22,35 +25,13 @@ impl Backend for DockerBackend {
         metrics.record_nodes(&self.census());
     }
 
-    /// A folder whose name is a plugin name (it may be gone already: the
-    /// event of a removal).
     fn claim(&self, child: &Path) -> Option<String> {
-        let name = child.file_name()?.to_str()?;
-        (tool::is_valid_plugin_name(name) && !child.is_file()).then(|| name.to_owned())
+        folder_entry(child)
     }
 
-    /// The manifest `<name>/<name>.toml` and every other file of the folder
-    /// (the driver), sorted; none without the manifest.
+    /// Folders whose manifest has a `[docker]` table.
     fn files(&self, dir: &Path, name: &str) -> Vec<PathBuf> {
-        let folder = dir.join(name);
-        if !folder.join(format!("{name}.toml")).is_file() {
-            return Vec::new();
-        }
-        let Ok(entries) = std::fs::read_dir(&folder) else {
-            return Vec::new();
-        };
-        let mut files: Vec<PathBuf> = entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.is_file())
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| !n.starts_with('.'))
-            })
-            .collect();
-        files.sort();
-        files
+        folder_files(dir, name, "docker")
     }
 
     fn load<'a>(
@@ -60,22 +41,7 @@ impl Backend for DockerBackend {
         _report: &'a (dyn Fn(&'static str) + Sync),
     ) -> BackendFuture<'a, Result<Loaded, String>> {
         Box::pin(async move {
-            let manifest_name = format!("{name}.toml");
-            let manifest = files
-                .iter()
-                .find(|f| {
-                    f.path
-                        .file_name()
-                        .is_some_and(|n| n == manifest_name.as_str())
-                })
-                .ok_or_else(|| format!("no {manifest_name} in the toolkit folder"))?;
-            let folder = manifest
-                .path
-                .parent()
-                .ok_or("the manifest has no folder")?
-                .to_owned();
-            let text = std::str::from_utf8(&manifest.bytes)
-                .map_err(|_| format!("{manifest_name} is not UTF-8 text"))?;
+            let (folder, text) = folder_manifest(name, &files)?;
             let spec = Arc::new(manifest::parse(name, &folder, text)?);
             let me = self
                 .me

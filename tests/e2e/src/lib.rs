@@ -7,6 +7,7 @@
 //! binary's path.
 
 pub mod mcp;
+pub mod services;
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -162,6 +163,17 @@ impl PluginsDir {
     /// Copy the Docker toolkit `plugins/<name>/` in unchanged.
     pub fn add_toolkit(self, name: &str) -> Self {
         self.add_toolkit_with(name, |t| t)
+    }
+
+    /// Write folder entry `name` (e.g. an API toolkit): each `(file, text)`
+    /// as `<name>/<file>`.
+    pub fn folder(self, name: &str, files: &[(&str, &str)]) -> Self {
+        let dir = self.path().join(name);
+        std::fs::create_dir_all(&dir).expect("folder");
+        for (file, text) in files {
+            std::fs::write(dir.join(file), text).expect("write");
+        }
+        self
     }
 
     /// Write a file into the directory.

@@ -1,0 +1,417 @@
+//! The host's outbound HTTP for one API toolkit: its allow-list checked
+//! before every connection (the first request and each redirect), names
+//! resolved by the host with internal addresses refused unless the host is
+//! allowed by its exact name, connect and total timeouts, a response-size
+//! cap read as the body streams, keep-alive connections pooled per toolkit,
+//! and the toolkit's secret injected here and scrubbed from whatever comes
+//! back.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
+use reqwest::{Method, RequestBuilder, Url};
+
+use super::manifest::{Auth, AuthKind};
+use crate::outbound::{HttpPolicy, is_internal};
+use crate::tool::{CallError, Content};
+
+/// Every method: an API toolkit's operations name theirs.
+const ALL_METHODS: [&str; 8] = [
+    "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE",
+];
+
+/// Most of a failed response's body quoted in the error.
+const EXCERPT: usize = 512;
+
+/// What an API toolkit sends requests with.
+pub struct Outbound {
+    client: reqwest::Client,
+    policy: Arc<HttpPolicy>,
+    max_bytes: usize,
+    auth: Option<(Auth, String)>,
+}
+
+impl Outbound {
+    pub fn new(
+        allow: &[String],
+        connect_timeout: Duration,
+        max_redirects: usize,
+        max_bytes: usize,
+        auth: Option<(Auth, String)>,
+    ) -> Result<Outbound, String> {
+        let methods: Vec<String> = ALL_METHODS.iter().map(|m| m.to_string()).collect();
+        let policy = Arc::new(
+            HttpPolicy::parse(allow, &methods)
+                .map_err(|e| e.replace("http.allow", "[api] allow"))?
+                .named("[api] allow"),
+        );
+        let redirects = policy.clone();
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(connect_timeout)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .pool_max_idle_per_host(64)
+            .tcp_nodelay(true)
+            // A redirect's Referer would carry the previous URL (and a
+            // query secret) to the next host.
+            .referer(false)
+            .user_agent(concat!("toolhost/", env!("CARGO_PKG_VERSION")))
+            .dns_resolver(Arc::new(Resolver(policy.clone())))
+            .redirect(reqwest::redirect::Policy::custom(move |attempt| {
+                if attempt.previous().len() > max_redirects {
+                    let n = attempt.previous().len();
+                    return attempt.error(format!("more than {max_redirects} redirects ({n})"));
+                }
+                match refusal(&redirects, "GET", attempt.url()) {
+                    Some(why) => attempt.error(format!("redirect refused: {why}")),
+                    None => attempt.follow(),
+                }
+            }))
+            .build()
+            .map_err(|e| format!("cannot make the HTTP client: {e}"))?;
+        Ok(Outbound {
+            client,
+            policy,
+            max_bytes,
+            auth,
+        })
+    }
+
+    /// Why `url` may not be reached with `method`, if it may not.
+    pub fn refusal(&self, method: &str, url: &Url) -> Option<String> {
+        refusal(&self.policy, method, url)
+    }
+
+    /// A request to `url`, checked against the allow-list, with the secret.
+    pub fn request(&self, method: &str, mut url: Url) -> Result<RequestBuilder, CallError> {
+        if let Some(why) = self.refusal(method, &url) {
+            return Err(CallError::ToolError(format!("request refused: {why}")));
+        }
+        let method = Method::from_bytes(method.as_bytes())
+            .map_err(|_| CallError::Internal(format!("bad method {method}")))?;
+        let mut headers = Vec::new();
+        if let Some((auth, secret)) = &self.auth {
+            let name = auth.name.as_deref().unwrap_or_default();
+            match auth.kind {
+                AuthKind::Query => {
+                    url.query_pairs_mut().append_pair(name, secret);
+                }
+                AuthKind::Header => headers.push((name.to_owned(), secret.clone())),
+                AuthKind::Bearer => {
+                    headers.push((AUTHORIZATION.to_string(), format!("Bearer {secret}")))
+                }
+            }
+        }
+        let mut request = self.client.request(method, url);
+        for (name, value) in headers {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| CallError::Internal("the auth header name is not valid".into()))?;
+            let mut value = HeaderValue::from_str(&value).map_err(|_| {
+                CallError::Internal("the secret is not valid in an HTTP header".into())
+            })?;
+            value.set_sensitive(true);
+            request = request.header(name, value);
+        }
+        Ok(request)
+    }
+
+    /// Send `request` and read its answer within `timeout`: a 2xx body as
+    /// content (JSON, text, or binary by its media type), anything else as
+    /// a tool error with the status and an excerpt.
+    pub async fn send(
+        &self,
+        request: RequestBuilder,
+        timeout: Duration,
+    ) -> Result<Vec<Content>, CallError> {
+        self.send_capped(request, timeout, self.max_bytes).await
+    }
+
+    /// [`Outbound::send`] with a body cap of its own (a spec at load).
+    pub async fn send_capped(
+        &self,
+        request: RequestBuilder,
+        timeout: Duration,
+        max_bytes: usize,
+    ) -> Result<Vec<Content>, CallError> {
+        let limit_ms = timeout.as_millis() as u64;
+        match tokio::time::timeout(timeout, self.exchange(request, max_bytes)).await {
+            Ok(result) => result,
+            Err(_) => Err(CallError::Timeout { limit_ms }),
+        }
+    }
+
+    async fn exchange(
+        &self,
+        request: RequestBuilder,
+        max_bytes: usize,
+    ) -> Result<Vec<Content>, CallError> {
+        let mut response = request.send().await.map_err(|e| self.failure(e))?;
+        let status = response.status();
+        let media = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| self.failure(e))? {
+            if body.len() + chunk.len() > max_bytes {
+                return Err(CallError::OutputTooLarge {
+                    size: body.len() + chunk.len(),
+                    limit: max_bytes,
+                });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let body = self.scrub(body);
+        if !status.is_success() {
+            let text = String::from_utf8_lossy(&body);
+            let mut excerpt: String = text.chars().take(EXCERPT).collect();
+            if excerpt.len() < text.len() {
+                excerpt.push('…');
+            }
+            let reason = status.canonical_reason().unwrap_or("");
+            let mut message = format!("HTTP {} {reason}", status.as_u16());
+            if status.is_redirection() {
+                message.push_str(" (a redirect not followed)");
+            }
+            if !excerpt.trim().is_empty() {
+                message.push_str(": ");
+                message.push_str(excerpt.trim());
+            }
+            return Err(CallError::ToolError(message));
+        }
+        Ok(vec![content(status.as_u16(), &media, body)])
+    }
+
+    /// A transport failure as a call error, without the URL (it may carry
+    /// a query secret) and with the secret scrubbed from the rest.
+    fn failure(&self, e: reqwest::Error) -> CallError {
+        let kind = if e.is_timeout() {
+            "timed out"
+        } else if e.is_connect() {
+            "cannot connect"
+        } else if e.is_redirect() {
+            "redirect failed"
+        } else if e.is_body() || e.is_decode() {
+            "the response broke off"
+        } else {
+            "the request failed"
+        };
+        let mut chain = Vec::new();
+        let e = e.without_url();
+        let mut source: Option<&dyn std::error::Error> = Some(&e);
+        while let Some(s) = source {
+            let text = s.to_string();
+            if !chain.iter().any(|c: &String| c.contains(&text)) {
+                chain.push(text);
+            }
+            source = s.source();
+        }
+        let detail =
+            String::from_utf8_lossy(&self.scrub(chain.join(": ").into_bytes())).into_owned();
+        let message = format!("{kind}: {detail}");
+        if e.is_connect() || e.is_timeout() {
+            CallError::BackendUnavailable(message)
+        } else {
+            CallError::ToolError(message)
+        }
+    }
+
+    /// `bytes` with every occurrence of the secret replaced.
+    fn scrub(&self, bytes: Vec<u8>) -> Vec<u8> {
+        match &self.auth {
+            Some((_, secret)) if !secret.is_empty() => {
+                replace_all(bytes, secret.as_bytes(), b"[secret]")
+            }
+            _ => bytes,
+        }
+    }
+}
+
+fn replace_all(bytes: Vec<u8>, needle: &[u8], with: &[u8]) -> Vec<u8> {
+    if needle.is_empty()
+        || bytes.len() < needle.len()
+        || !bytes.windows(needle.len()).any(|w| w == needle)
+    {
+        return bytes;
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i..].starts_with(needle) {
+            out.extend_from_slice(with);
+            i += needle.len();
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// A success body as one content item, by its media type.
+fn content(status: u16, media: &str, body: Vec<u8>) -> Content {
+    let essence = media
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if body.is_empty() {
+        return Content::Json(serde_json::json!({ "status": status }));
+    }
+    if (essence == "application/json" || essence.ends_with("+json"))
+        && let Ok(v) = serde_json::from_slice(&body)
+    {
+        return Content::Json(v);
+    }
+    let textual = essence.starts_with("text/")
+        || essence.ends_with("+xml")
+        || matches!(
+            essence.as_str(),
+            "application/json"
+                | "application/xml"
+                | "application/javascript"
+                | "application/x-www-form-urlencoded"
+                | ""
+        );
+    if textual && let Ok(text) = String::from_utf8(body.clone()) {
+        return Content::Text(text);
+    }
+    Content::Binary {
+        media_type: if essence.is_empty() {
+            "application/octet-stream".into()
+        } else {
+            essence
+        },
+        data: body,
+        name: None,
+    }
+}
+
+fn refusal(policy: &HttpPolicy, method: &str, url: &Url) -> Option<String> {
+    let host = url.host_str().unwrap_or("");
+    policy.refusal(method, url.scheme(), host, url.port())
+}
+
+/// Name resolution under the toolkit's allow-list: internal addresses only
+/// for hosts the list names exactly.
+struct Resolver(Arc<HttpPolicy>);
+
+impl reqwest::dns::Resolve for Resolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let policy = self.0.clone();
+        Box::pin(async move {
+            let host = name.as_str().to_owned();
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let usable = usable(&policy, &host, &found)?;
+            let addrs: reqwest::dns::Addrs = Box::new(usable.into_iter());
+            Ok(addrs)
+        })
+    }
+}
+
+/// The addresses of `host` a request may use: internal ones only when the
+/// allow-list names the host exactly; an error when none is left.
+fn usable(
+    policy: &HttpPolicy,
+    host: &str,
+    found: &[SocketAddr],
+) -> Result<Vec<SocketAddr>, String> {
+    let exact = policy.names_exactly(host);
+    let usable: Vec<SocketAddr> = found
+        .iter()
+        .copied()
+        .filter(|a| exact || !is_internal(a.ip()))
+        .collect();
+    if usable.is_empty() {
+        return Err(if found.is_empty() {
+            format!("{host} has no address")
+        } else {
+            format!(
+                "{host} resolves only to internal addresses: list it by its exact name in [api] allow to reach it"
+            )
+        });
+    }
+    Ok(usable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_become_content_by_media_type() {
+        assert!(matches!(
+            content(200, "application/json", b"{\"a\":1}".to_vec()),
+            Content::Json(_)
+        ));
+        assert!(matches!(
+            content(
+                200,
+                "application/problem+json; charset=utf-8",
+                b"[1]".to_vec()
+            ),
+            Content::Json(_)
+        ));
+        assert!(matches!(
+            content(200, "text/html", b"<p>".to_vec()),
+            Content::Text(_)
+        ));
+        assert!(matches!(
+            content(200, "application/json", b"not json".to_vec()),
+            Content::Text(_)
+        ));
+        assert!(matches!(content(204, "", Vec::new()), Content::Json(_)));
+        match content(200, "image/PNG", vec![0x89, b'P']) {
+            Content::Binary { media_type, .. } => assert_eq!(media_type, "image/png"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            content(200, "text/plain", vec![0xff, 0xfe]),
+            Content::Binary { .. }
+        ));
+    }
+
+    #[test]
+    fn internal_addresses_need_the_exact_name() {
+        let policy = HttpPolicy::parse(
+            &["*.corp.example:*".into(), "db.corp.example:*".into()],
+            &[],
+        )
+        .unwrap();
+        let private: SocketAddr = "10.0.0.5:0".parse().unwrap();
+        let public: SocketAddr = "93.184.216.34:0".parse().unwrap();
+        let err = usable(&policy, "wiki.corp.example", &[private]).unwrap_err();
+        assert!(err.contains("internal addresses"), "{err}");
+        assert_eq!(
+            usable(&policy, "wiki.corp.example", &[private, public]).unwrap(),
+            [public]
+        );
+        assert_eq!(
+            usable(&policy, "db.corp.example", &[private]).unwrap(),
+            [private]
+        );
+        assert!(
+            usable(&policy, "x.corp.example", &[])
+                .unwrap_err()
+                .contains("no address")
+        );
+    }
+
+    #[test]
+    fn secrets_are_scrubbed() {
+        assert_eq!(
+            replace_all(b"a=SEC&b=SECSEC".to_vec(), b"SEC", b"*"),
+            b"a=*&b=**"
+        );
+        assert_eq!(
+            replace_all(b"short".to_vec(), b"longer needle", b"*"),
+            b"short"
+        );
+    }
+}

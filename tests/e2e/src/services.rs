@@ -1,0 +1,82 @@
+//! Real HTTP services nobody here wrote, run locally on 127.0.0.1 for the
+//! API-tools tests and benchmarks: `httpbin` (Flask, its Swagger 2.0 spec at
+//! `/spec.json`) and `httpbinx` (FastAPI, OpenAPI 3.1 at `/openapi.json`),
+//! from the pinned venv of `tests/httpapi/requirements.txt`.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::{free_port, python_venv, stop_gracefully, wait_for};
+
+/// Which service.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    Httpbin,
+    Httpbinx,
+}
+
+/// A running service, stopped when dropped.
+pub struct Service {
+    child: Child,
+    pub port: u16,
+}
+
+impl Service {
+    pub fn start(kind: Kind) -> Service {
+        let python = python_venv("tests/httpapi/requirements.txt");
+        let port = free_port().expect("a free port");
+        let bind = format!("127.0.0.1:{port}");
+        let mut cmd = Command::new(&python);
+        match kind {
+            // Several workers: a benchmark's many connections.
+            Kind::Httpbin => cmd.args(["-m", "gunicorn", "-w", "4", "-b", &bind, "httpbin:app"]),
+            Kind::Httpbinx => cmd.args([
+                "-m",
+                "uvicorn",
+                "httpbinx.main:app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--log-level",
+                "warning",
+            ]),
+        };
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {kind:?}: {e}"));
+        let service = Service { child, port };
+        let http = reqwest::blocking::Client::new();
+        let up = wait_for(Duration::from_secs(60), || {
+            http.get(service.url("/get"))
+                .send()
+                .ok()
+                .filter(|r| r.status().is_success())
+                .map(|_| ())
+        });
+        assert!(
+            up.is_some(),
+            "{kind:?} did not answer on {bind} within a minute"
+        );
+        service
+    }
+
+    /// `http://127.0.0.1:<port><path>`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// The allow-list entry of this service.
+    pub fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        // gunicorn's workers follow their master on SIGTERM.
+        stop_gracefully(&mut self.child, Duration::from_secs(5));
+    }
+}
