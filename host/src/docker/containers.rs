@@ -12,8 +12,8 @@ use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOp
 use super::health::Cause;
 use super::manifest::LoadedManifest;
 use super::{
-    DRIVER_PATH, DockerBackend, Node, READY_WITHIN, SCOPE_LABEL, SESSION_LABEL, TOOLKIT_LABEL,
-    engine, lock,
+    DRIVER_PATH, DockerBackend, Node, READY_WITHIN, RUN_LABEL, SCOPE_LABEL, SESSION_LABEL,
+    TOOLKIT_LABEL, engine, lock,
 };
 use crate::tool::CallError;
 
@@ -131,6 +131,7 @@ impl DockerBackend {
         let d = &spec.manifest.docker;
         let labels: HashMap<String, String> = [
             (SCOPE_LABEL.to_owned(), self.scope.clone()),
+            (RUN_LABEL.to_owned(), self.run.clone()),
             (TOOLKIT_LABEL.to_owned(), spec.name.clone()),
             (SESSION_LABEL.to_owned(), session.to_owned()),
         ]

@@ -51,6 +51,10 @@ pub use toolkit::DockerToolkit;
 
 /// Label on every node container; its value is the server's scope.
 pub const SCOPE_LABEL: &str = "toolhost.scope";
+/// Label on every node container; its value is this process's run id:
+/// start-up removes the scope's containers of earlier runs only (the
+/// server answers, and makes nodes, while that sweep runs).
+const RUN_LABEL: &str = "toolhost.run";
 const TOOLKIT_LABEL: &str = "toolhost.toolkit";
 const SESSION_LABEL: &str = "toolhost.session";
 /// Where the driver is mounted in a node.
@@ -82,6 +86,8 @@ pub struct DockerBackend {
     me: std::sync::Weak<DockerBackend>,
     engine: engine::Engine,
     scope: String,
+    /// This process's run id ([`RUN_LABEL`]).
+    run: String,
     pool_root: PathBuf,
     sessions: Arc<Sessions>,
     specs: Mutex<HashMap<String, Arc<LoadedManifest>>>,
@@ -118,6 +124,7 @@ impl DockerBackend {
             me: me.clone(),
             engine: engine::Engine::default(),
             scope: scope_of(data),
+            run: uuid::Uuid::new_v4().simple().to_string(),
             pool_root: data.join("node-pool"),
             sessions,
             specs: Mutex::default(),

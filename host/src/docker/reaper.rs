@@ -11,7 +11,9 @@ use bollard::query_parameters::ListContainersOptionsBuilder;
 
 use super::health::Cause;
 use super::manifest::LoadedManifest;
-use super::{DockerBackend, Key, MONITOR_EVERY, Pooled, SCOPE_LABEL, Slot, lock, missing_image};
+use super::{
+    DockerBackend, Key, MONITOR_EVERY, Pooled, RUN_LABEL, SCOPE_LABEL, Slot, lock, missing_image,
+};
 
 impl DockerBackend {
     /// Start-up: remove this scope's leftover containers, fill the hot pools,
@@ -79,7 +81,12 @@ impl DockerBackend {
             .build();
         match docker.list_containers(Some(options)).await {
             Ok(list) => {
-                let ids: Vec<String> = list.into_iter().filter_map(|c| c.id).collect();
+                // Never this run's own: calls make nodes while this runs.
+                let ids: Vec<String> = list
+                    .into_iter()
+                    .filter(|c| c.labels.as_ref().and_then(|l| l.get(RUN_LABEL)) != Some(&self.run))
+                    .filter_map(|c| c.id)
+                    .collect();
                 for id in &ids {
                     self.remove_container(id).await;
                 }

@@ -21,7 +21,10 @@
 //!    every shipped plugin ready, cold, precompiled and restarted
 //!    (BENCH_STARTS warm runs, default 5; BENCH_COLD_STARTS, default 1).
 //!
-//! `toolhost-bench [invoke|auth|paired|hotload|nodes|languages|startup]` runs one
+//! 7. API tools (see [`api`]): the same request to a local httpbinx straight
+//!    and through toolhost (sequential medians, throughput ratio).
+//!
+//! `toolhost-bench [invoke|auth|paired|hotload|nodes|languages|startup|api]` runs one
 //! part; no argument runs all (`auth`: the cost of caller auth + metrics
 //! alone; `paired`: the surfaces' CPU time per call, paired, alone).
 //! `toolhost-bench soak` (`make soak`) is separate: `SOAK_MINUTES` (default
@@ -31,6 +34,7 @@
 //! (5000), BENCH_SWAPS (20), BENCH_CONFIG (a server config file, to compare
 //! engine settings).
 
+mod api;
 mod hotload;
 mod languages;
 mod nodes;
@@ -84,6 +88,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if part == "soak" {
         return soak::run(&plugins, env_num("SOAK_MINUTES", 10)).await;
+    }
+    if part == "api" {
+        return api::run(samples, 16, seconds).await;
     }
     if part == "languages" {
         return languages::run(&plugins, samples).await;
@@ -144,6 +151,7 @@ async fn main() -> anyhow::Result<()> {
         tokio::task::block_in_place(|| startup::run(&plugins, startup_runs.0, startup_runs.1))?;
         hotload::run(&plugins, env_num("BENCH_SWAPS", 20) as usize).await?;
         languages::run(&plugins, samples).await?;
+        api::run(samples, 16, seconds).await?;
         nodes::run(&plugins).await?;
     }
     Ok(())
