@@ -20,7 +20,7 @@ C_PLUGINS    := checksum
 C_FIXTURES   := c-bad
 TOOLHOST_BIN ?= $(CURDIR)/target/debug/toolhost
 # Docker toolkits (a folder each: manifest + in-container driver).
-TOOLKITS     := shell notebook browser
+TOOLKITS     := shell notebook browser imagecompress
 
 .PHONY: fuzz soak run test py-unit js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build lint bench clean docker node-image driver-test
 
@@ -89,7 +89,7 @@ plugins: guests c-toolchain
 	@for p in $(C_PLUGINS); do TOOLHOST_BIN=$(TOOLHOST_BIN) sdk/c/build.sh plugins/$$p target/plugins || exit 1; done
 	@for t in $(TOOLKITS); do \
 	  mkdir -p target/plugins/$$t && \
-	  cp plugins/$$t/$$t.toml plugins/$$t/driver.py target/plugins/$$t/ || exit 1; \
+	  cp plugins/$$t/*.toml plugins/$$t/*.py target/plugins/$$t/ || exit 1; \
 	done
 	@# Compiled ahead of time into target/plugins/.compile-cache: the first
 	@# start of `make run`, even on a fresh data directory, is warm.

@@ -12,8 +12,8 @@ use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOp
 use super::health::Cause;
 use super::manifest::LoadedManifest;
 use super::{
-    DRIVER_PATH, DockerBackend, Node, READY_WITHIN, RUN_LABEL, SCOPE_LABEL, SESSION_LABEL,
-    TOOLKIT_LABEL, engine, lock,
+    DRIVER_PATH, DockerBackend, Node, READY_WITHIN, RUN_LABEL, SCOPE_LABEL, SERVICE_FOLDER,
+    SESSION_LABEL, TOOLKIT_LABEL, engine, lock,
 };
 use crate::tool::CallError;
 
@@ -137,9 +137,26 @@ impl DockerBackend {
         ]
         .into();
         let memory = i64::from(d.memory_mb) << 20;
+        let mut binds = vec![format!("{}:/workspace:rw", workspace.display())];
+        let (cmd, env) = match &spec.driver {
+            // A driver node idles; the driver is exec'd into it.
+            Some(driver) => {
+                binds.push(format!("{}:{DRIVER_PATH}:ro", driver.display()));
+                (Some(vec!["sleep".into(), "infinity".into()]), None)
+            }
+            // A service runs its own command, its folder at /toolkit.
+            None => {
+                binds.push(format!("{}:{SERVICE_FOLDER}:ro", spec.folder.display()));
+                let env = d.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                (d.command.clone(), Some(env))
+            }
+        };
         let body = ContainerCreateBody {
             image: Some(d.image.clone()),
-            cmd: Some(vec!["sleep".into(), "infinity".into()]),
+            cmd,
+            env,
+            // A service runs as the manifest's user (a driver is exec'd as it).
+            user: spec.driver.is_none().then(|| d.user.clone()).flatten(),
             labels: Some(labels),
             working_dir: Some("/workspace".into()),
             host_config: Some(HostConfig {
@@ -151,10 +168,7 @@ impl DockerBackend {
                 pids_limit: Some(i64::from(d.pids)),
                 cap_drop: Some(vec!["ALL".into()]),
                 security_opt: Some(vec!["no-new-privileges".into()]),
-                binds: Some(vec![
-                    format!("{}:/workspace:rw", workspace.display()),
-                    format!("{}:{DRIVER_PATH}:ro", spec.driver.display()),
-                ]),
+                binds: Some(binds),
                 ..Default::default()
             }),
             ..Default::default()
@@ -178,17 +192,33 @@ impl DockerBackend {
             self.remove_container(&created.id).await;
             return Err(self.engine_error("starting a node", e).await);
         }
-        let cmd = vec!["python3".into(), "-u".into(), DRIVER_PATH.into()];
-        match Node::attach(
-            &docker,
-            &created.id,
-            &spec.name,
-            cmd,
-            d.user.as_deref(),
-            READY_WITHIN,
-        )
-        .await
-        {
+        let linked = match d.internal_port {
+            Some(port) => {
+                let within = std::time::Duration::from_secs(d.start_timeout_s);
+                Node::service(
+                    &docker,
+                    &created.id,
+                    &spec.name,
+                    port,
+                    &d.health_path,
+                    within,
+                )
+                .await
+            }
+            None => {
+                let cmd = vec!["python3".into(), "-u".into(), DRIVER_PATH.into()];
+                Node::attach(
+                    &docker,
+                    &created.id,
+                    &spec.name,
+                    cmd,
+                    d.user.as_deref(),
+                    READY_WITHIN,
+                )
+                .await
+            }
+        };
+        match linked {
             Ok(node) if self.is_closing() => {
                 // Shutdown began while this node started: it must not outlive us.
                 drop(node);

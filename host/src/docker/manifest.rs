@@ -21,6 +21,25 @@
 //! type = "object"
 //! ```
 //!
+//! A service toolkit (seed 004's `docker` runtime) has no driver: the
+//! container's own process serves HTTP, and each tool is an endpoint of it.
+//! Its folder is mounted read-only at `/toolkit`:
+//!
+//! ```toml
+//! [docker]
+//! image = "toolhost-node:latest"
+//! command = ["python3", "/toolkit/service.py"]  # the image's own command when unset
+//! internal_port = 8080          # what the service listens on, inside the container
+//! health_path = "/health"       # 2xx = ready (within start_timeout_s)
+//! start_timeout_s = 30
+//! env = { LEVEL = "info" }
+//! scheduling = "cold"           # hot | cold | stateless (a container per call)
+//! [[tools]]
+//! name = "compress"
+//! endpoint_path = "/compress"   # the input is POSTed there as JSON
+//! http_method = "POST"
+//! ```
+//!
 //! Unknown keys are errors, as in wasm manifests.
 
 use std::path::{Path, PathBuf};
@@ -44,8 +63,22 @@ pub struct ToolkitManifest {
 #[serde(deny_unknown_fields)]
 pub struct NodeSpec {
     pub image: String,
-    /// The in-container driver, relative to the manifest's folder.
-    pub driver: PathBuf,
+    /// The in-container driver, relative to the manifest's folder (not for
+    /// a service).
+    #[serde(default)]
+    pub driver: Option<PathBuf>,
+    /// A service: the port its process serves HTTP on, inside the container.
+    #[serde(default)]
+    pub internal_port: Option<u16>,
+    /// A service's command (the image's own when unset).
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    #[serde(default = "default_health_path")]
+    pub health_path: String,
+    #[serde(default = "default_start_timeout")]
+    pub start_timeout_s: u64,
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
     #[serde(default)]
     pub scheduling: Scheduling,
     #[serde(default)]
@@ -72,6 +105,12 @@ pub struct NodeSpec {
     pub user: Option<String>,
 }
 
+fn default_health_path() -> String {
+    "/health".into()
+}
+fn default_start_timeout() -> u64 {
+    30
+}
 fn default_idle() -> u64 {
     600
 }
@@ -99,6 +138,18 @@ pub enum Scheduling {
     Cold,
     /// Like cold, but `hot_pool` nodes are kept started and handed to new sessions.
     Hot,
+    /// A fresh container for every call, removed after it (services only).
+    Stateless,
+}
+
+impl Scheduling {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheduling::Cold => "cold",
+            Scheduling::Hot => "hot",
+            Scheduling::Stateless => "stateless",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -130,17 +181,45 @@ pub struct ToolSpec {
     /// `"finished": false` (e.g. shell `run` -> `read_output`).
     #[serde(default)]
     pub continue_with: Option<String>,
+    /// A service's endpoint for this tool (default `/<name>`).
+    #[serde(default)]
+    pub endpoint_path: Option<String>,
+    /// A service endpoint's method (default POST: the input as a JSON body;
+    /// GET, HEAD and DELETE send it as the query).
+    #[serde(default)]
+    pub http_method: Option<String>,
 }
 
-/// A toolkit manifest with its driver's absolute path.
+/// A toolkit manifest with its folder and its driver's absolute path (none
+/// for a service).
 #[derive(Debug, Clone)]
 pub struct LoadedManifest {
     pub name: String,
     pub manifest: ToolkitManifest,
-    pub driver: PathBuf,
+    pub folder: PathBuf,
+    pub driver: Option<PathBuf>,
 }
 
 impl LoadedManifest {
+    /// A service's port, if this toolkit is one.
+    pub fn service_port(&self) -> Option<u16> {
+        self.manifest.docker.internal_port
+    }
+
+    /// Tool `name`'s endpoint: method and path.
+    pub fn endpoint(&self, name: &str) -> Option<(String, String)> {
+        let t = self.manifest.tools.iter().find(|t| t.name == name)?;
+        Some((
+            t.http_method
+                .as_deref()
+                .unwrap_or("POST")
+                .to_ascii_uppercase(),
+            t.endpoint_path
+                .clone()
+                .unwrap_or_else(|| format!("/{name}")),
+        ))
+    }
+
     pub fn descriptors(&self) -> Vec<ToolDescriptor> {
         self.manifest
             .tools
@@ -184,16 +263,77 @@ pub fn parse(name: &str, dir: &Path, text: &str) -> Result<LoadedManifest, Strin
     if d.hot_pool > 32 {
         return Err(format!("docker.hot_pool = {} is over 32", d.hot_pool));
     }
-    if d.driver.is_absolute()
-        || d.driver
-            .components()
-            .any(|c| c == std::path::Component::ParentDir)
-    {
-        return Err("docker.driver must be a path inside the toolkit's folder".into());
-    }
-    let driver = dir.join(&d.driver);
-    if !driver.is_file() {
-        return Err(format!("the driver {} is missing", driver.display()));
+    let driver = match (&d.driver, d.internal_port) {
+        (Some(_), Some(_)) => {
+            return Err("docker.driver and docker.internal_port: a toolkit has a driver or is a service, not both".into());
+        }
+        (None, None) => {
+            return Err(
+                "docker.driver (a driver toolkit) or docker.internal_port (a service) is needed"
+                    .into(),
+            );
+        }
+        (Some(driver), None) => {
+            if driver.is_absolute()
+                || driver
+                    .components()
+                    .any(|c| c == std::path::Component::ParentDir)
+            {
+                return Err("docker.driver must be a path inside the toolkit's folder".into());
+            }
+            let driver = dir.join(driver);
+            if !driver.is_file() {
+                return Err(format!("the driver {} is missing", driver.display()));
+            }
+            if d.scheduling == Scheduling::Stateless {
+                return Err(
+                    "docker.scheduling = \"stateless\" is for services (internal_port)".into(),
+                );
+            }
+            Some(driver)
+        }
+        (None, Some(port)) => {
+            if port == 0 {
+                return Err("docker.internal_port must be a port (1..=65535)".into());
+            }
+            if !d.health_path.starts_with('/') {
+                return Err("docker.health_path must start with `/`".into());
+            }
+            if d.start_timeout_s == 0 {
+                return Err("docker.start_timeout_s must be positive".into());
+            }
+            if d.command.as_ref().is_some_and(Vec::is_empty) {
+                return Err("docker.command is empty".into());
+            }
+            None
+        }
+    };
+    for t in &manifest.tools {
+        if let Some(path) = &t.endpoint_path
+            && !path.starts_with('/')
+        {
+            return Err(format!(
+                "tool `{}`: endpoint_path must start with `/`",
+                t.name
+            ));
+        }
+        if let Some(m) = &t.http_method
+            && !matches!(
+                m.to_ascii_uppercase().as_str(),
+                "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | "HEAD"
+            )
+        {
+            return Err(format!(
+                "tool `{}`: http_method `{m}` is not one of GET, POST, PUT, PATCH, DELETE, HEAD",
+                t.name
+            ));
+        }
+        if driver.is_some() && (t.endpoint_path.is_some() || t.http_method.is_some()) {
+            return Err(format!(
+                "tool `{}`: endpoint_path and http_method are for services (internal_port)",
+                t.name
+            ));
+        }
     }
     if manifest.tools.is_empty() {
         return Err("the toolkit lists no [[tools]]".into());
@@ -211,6 +351,7 @@ pub fn parse(name: &str, dir: &Path, text: &str) -> Result<LoadedManifest, Strin
     Ok(LoadedManifest {
         name: name.to_owned(),
         manifest,
+        folder: dir.to_owned(),
         driver,
     })
 }

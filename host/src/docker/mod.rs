@@ -33,6 +33,7 @@ mod node;
 mod pool;
 mod reaper;
 mod registry;
+mod service;
 mod toolkit;
 
 use std::collections::{HashMap, HashSet};
@@ -59,6 +60,8 @@ const TOOLKIT_LABEL: &str = "toolhost.toolkit";
 const SESSION_LABEL: &str = "toolhost.session";
 /// Where the driver is mounted in a node.
 const DRIVER_PATH: &str = "/opt/toolhost/driver.py";
+/// Where a service toolkit's folder is mounted (read-only).
+const SERVICE_FOLDER: &str = "/toolkit";
 /// How long a driver may take to say it is ready.
 const READY_WITHIN: Duration = Duration::from_secs(60);
 /// How often the monitor looks at the nodes.

@@ -1,5 +1,7 @@
-//! One node: a container and the driver running in it, spoken to over the
-//! stdin / stdout of an attached `docker exec` (never over TCP).
+//! One node: a container and the link to what runs in it. Either a driver,
+//! spoken to over the stdin / stdout of an attached `docker exec` (never over
+//! TCP), or the container's own HTTP service, reached inside the
+//! container's network namespace ([`super::service`]).
 //!
 //! The driver protocol is JSON lines. The driver first writes
 //! `{"ready":true,...}`; then each request `{"id":N,"op":...,...args}` gets one
@@ -20,6 +22,8 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
+
+use super::service::{Answer, ServiceLink};
 
 /// Longest protocol line accepted from a driver (a screenshot is a few MB).
 const MAX_LINE: usize = 64 << 20;
@@ -42,18 +46,28 @@ type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>;
 pub struct Node {
     pub container: String,
     pub toolkit: String,
+    alive: Arc<AtomicBool>,
+    /// The driver's stderr, or the service's last log lines.
+    stderr: Arc<Mutex<VecDeque<u8>>>,
+    last_used: Mutex<Instant>,
+    link: Link,
+}
+
+enum Link {
+    Driver(Driver),
+    Service(ServiceLink),
+}
+
+struct Driver {
     input: tokio::sync::Mutex<Pin<Box<dyn AsyncWrite + Send>>>,
     /// One request at a time, in order.
     turn: tokio::sync::Mutex<()>,
     pending: Pending,
     next_id: AtomicU64,
-    alive: Arc<AtomicBool>,
-    stderr: Arc<Mutex<VecDeque<u8>>>,
-    last_used: Mutex<Instant>,
     reader: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for Node {
+impl Drop for Driver {
     fn drop(&mut self) {
         self.reader.abort();
     }
@@ -149,19 +163,77 @@ impl Node {
         let node = Node {
             container: container.to_owned(),
             toolkit: toolkit.to_owned(),
-            input: tokio::sync::Mutex::new(input),
-            turn: tokio::sync::Mutex::new(()),
-            pending,
-            next_id: AtomicU64::new(1),
             alive,
             stderr,
             last_used: Mutex::new(Instant::now()),
-            reader,
+            link: Link::Driver(Driver {
+                input: tokio::sync::Mutex::new(input),
+                turn: tokio::sync::Mutex::new(()),
+                pending,
+                next_id: AtomicU64::new(1),
+                reader,
+            }),
         };
         match tokio::time::timeout(ready_within, ready_rx).await {
             Ok(Ok(_)) => Ok(node),
             Ok(Err(_)) => Err(NodeError::Died(node.stderr_tail())),
             Err(_) => Err(NodeError::Timeout(ready_within)),
+        }
+    }
+
+    /// Link to started container `container`, whose own process serves
+    /// HTTP on `port`: ready once `health_path` answers 2xx.
+    pub async fn service(
+        docker: &Docker,
+        container: &str,
+        toolkit: &str,
+        port: u16,
+        health_path: &str,
+        ready_within: Duration,
+    ) -> Result<Node, NodeError> {
+        let alive = Arc::new(AtomicBool::new(true));
+        let stderr: Arc<Mutex<VecDeque<u8>>> = Arc::default();
+        let link = ServiceLink::start(
+            docker,
+            container,
+            port,
+            health_path,
+            ready_within,
+            alive.clone(),
+            stderr.clone(),
+        )
+        .await?;
+        Ok(Node {
+            container: container.to_owned(),
+            toolkit: toolkit.to_owned(),
+            alive,
+            stderr,
+            last_used: Mutex::new(Instant::now()),
+            link: Link::Service(link),
+        })
+    }
+
+    /// One HTTP request to a service node (see [`ServiceLink::call`]).
+    pub async fn http(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<bytes::Bytes>,
+        content_type: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Answer, NodeError> {
+        let Link::Service(link) = &self.link else {
+            return Err(NodeError::Io("not a service node".into()));
+        };
+        self.touch();
+        if !self.is_alive() {
+            return Err(NodeError::Died(self.stderr_tail()));
+        }
+        let answer = link.call(method, path, body, content_type, timeout).await;
+        self.touch();
+        match answer {
+            Err(NodeError::Io(_)) if !self.is_alive() => Err(NodeError::Died(self.stderr_tail())),
+            other => other,
         }
     }
 
@@ -171,7 +243,10 @@ impl Node {
 
     /// Whether a request is in progress.
     pub fn is_busy(&self) -> bool {
-        self.turn.try_lock().is_err()
+        match &self.link {
+            Link::Driver(d) => d.turn.try_lock().is_err(),
+            Link::Service(s) => s.is_busy(),
+        }
     }
 
     pub fn idle_for(&self) -> Duration {
@@ -225,15 +300,18 @@ impl Node {
         args: Value,
         timeout: Duration,
     ) -> Result<Value, NodeError> {
+        let Link::Driver(driver) = &self.link else {
+            return Err(NodeError::Io("not a driver node".into()));
+        };
         let deadline = tokio::time::Instant::now() + timeout;
-        let _turn = tokio::time::timeout_at(deadline, self.turn.lock())
+        let _turn = tokio::time::timeout_at(deadline, driver.turn.lock())
             .await
             .map_err(|_| NodeError::Timeout(timeout))?;
         self.touch();
         if !self.is_alive() {
             return Err(NodeError::Died(self.stderr_tail()));
         }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = driver.next_id.fetch_add(1, Ordering::Relaxed);
         let mut request = match args {
             Value::Object(map) => map,
             _ => serde_json::Map::new(),
@@ -243,14 +321,15 @@ impl Node {
         let mut line = serde_json::to_vec(&request).map_err(|e| NodeError::Io(e.to_string()))?;
         line.push(b'\n');
         let (tx, rx) = oneshot::channel();
-        self.pending
+        driver
+            .pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(id, tx);
         // Forget the request however this ends (a cancelled call included).
-        let _forget = Forget(&self.pending, id);
+        let _forget = Forget(&driver.pending, id);
         {
-            let mut input = self.input.lock().await;
+            let mut input = driver.input.lock().await;
             let write = async {
                 input.write_all(&line).await?;
                 input.flush().await

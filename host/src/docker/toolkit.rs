@@ -7,7 +7,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde_json::Value;
 
-use super::manifest::LoadedManifest;
+use super::manifest::{LoadedManifest, Scheduling};
 use super::node::Node;
 use super::{DockerBackend, NodeError};
 use crate::catalog::{BoxFuture, Invocation, Toolkit};
@@ -30,6 +30,9 @@ impl DockerToolkit {
 
 impl Toolkit for DockerToolkit {
     fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
+        if self.spec.service_port().is_some() {
+            return Box::pin(self.call_service(call));
+        }
         Box::pin(async move {
             let args = call.input;
             let (node, note) = self.backend.node_for(&call.session, &self.spec).await?;
@@ -75,6 +78,119 @@ impl Toolkit for DockerToolkit {
             }
             Ok(content)
         })
+    }
+}
+
+impl DockerToolkit {
+    /// A service tool: the input sent to its endpoint (JSON body, or the
+    /// query for GET, HEAD and DELETE), the answer by its media type.
+    async fn call_service(self: Arc<Self>, call: Invocation) -> Result<Vec<Content>, CallError> {
+        let spec = &self.spec;
+        let name = &spec.name;
+        let (method, path) = spec
+            .endpoint(&call.tool)
+            .ok_or_else(|| CallError::NotFound(call.tool.clone()))?;
+        let timeout = Duration::from_millis(call.limits.timeout_ms);
+        let stateless = spec.manifest.docker.scheduling == Scheduling::Stateless;
+        let (node, note) = if stateless {
+            let workspace = call
+                .session
+                .prepare_workspace()
+                .await
+                .map_err(|e| CallError::Internal(e.to_string()))?
+                .to_owned();
+            let node = self
+                .backend
+                .create_node(spec, &workspace, call.session.id())
+                .await?;
+            (node, None)
+        } else {
+            self.backend.node_for(&call.session, spec).await?
+        };
+        let (target, body, content_type) = if matches!(method.as_str(), "GET" | "HEAD" | "DELETE") {
+            (with_query(&path, &call.input), None, None)
+        } else {
+            let body =
+                serde_json::to_vec(&call.input).map_err(|e| CallError::Internal(e.to_string()))?;
+            (
+                path,
+                Some(bytes::Bytes::from(body)),
+                Some("application/json"),
+            )
+        };
+        // A stateless node goes however the call ends (a cancelled one too).
+        let _removed =
+            stateless.then(|| RemoveWhenDone(self.backend.clone(), node.container.clone()));
+        let answer = node
+            .http(&method, &target, body, content_type, timeout)
+            .await;
+        let answer = match answer {
+            Ok(a) => a,
+            Err(e) => {
+                let error = match &e {
+                    NodeError::Timeout(_) => CallError::Timeout {
+                        limit_ms: call.limits.timeout_ms,
+                    },
+                    NodeError::Died(_) | NodeError::Io(_) => CallError::ToolError(format!(
+                        "the {name} service failed during the call ({e}); the next call starts a fresh container"
+                    )),
+                };
+                if !stateless {
+                    let why = format!("the previous {name} container failed during a call ({e})");
+                    self.backend
+                        .discard(call.session.id(), name, &node, why)
+                        .await;
+                }
+                return Err(error);
+            }
+        };
+        if !(200..300).contains(&answer.status) {
+            let error = crate::httpapi::client::status_error(answer.status, &answer.body);
+            // The service checked the input and refused it.
+            return Err(match (answer.status, error) {
+                (400 | 422, CallError::ToolError(message)) => CallError::invalid_input(message),
+                (_, error) => error,
+            });
+        }
+        let mut content = vec![crate::httpapi::client::content(
+            answer.status,
+            &answer.content_type,
+            answer.body.to_vec(),
+        )];
+        if let Some(note) = note {
+            content.insert(0, Content::Text(note));
+        }
+        Ok(content)
+    }
+}
+
+/// `path` with the input's top-level properties as its query.
+fn with_query(path: &str, input: &Value) -> String {
+    let mut url = reqwest::Url::parse("http://service").expect("a base");
+    url.set_path(path);
+    if let Value::Object(map) = input {
+        let mut pairs = url.query_pairs_mut();
+        for (k, v) in map {
+            match v {
+                Value::String(s) => pairs.append_pair(k, s),
+                Value::Null => continue,
+                other => pairs.append_pair(k, &other.to_string()),
+            };
+        }
+    }
+    match url.query() {
+        Some(q) if !q.is_empty() => format!("{}?{q}", url.path()),
+        _ => url.path().to_owned(),
+    }
+}
+
+/// Removes a stateless call's container when the call ends.
+struct RemoveWhenDone(Arc<DockerBackend>, String);
+
+impl Drop for RemoveWhenDone {
+    fn drop(&mut self) {
+        let (backend, id) = (self.0.clone(), std::mem::take(&mut self.1));
+        tokio::spawn(async move { backend.remove_container(&id).await });
     }
 }
 

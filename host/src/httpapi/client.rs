@@ -167,21 +167,7 @@ impl Outbound {
         }
         let body = self.scrub(body);
         if !status.is_success() {
-            let text = String::from_utf8_lossy(&body);
-            let mut excerpt: String = text.chars().take(EXCERPT).collect();
-            if excerpt.len() < text.len() {
-                excerpt.push('…');
-            }
-            let reason = status.canonical_reason().unwrap_or("");
-            let mut message = format!("HTTP {} {reason}", status.as_u16());
-            if status.is_redirection() {
-                message.push_str(" (a redirect not followed)");
-            }
-            if !excerpt.trim().is_empty() {
-                message.push_str(": ");
-                message.push_str(excerpt.trim());
-            }
-            return Err(CallError::ToolError(message));
+            return Err(status_error(status.as_u16(), &body));
         }
         Ok(vec![content(status.as_u16(), &media, body)])
     }
@@ -252,8 +238,30 @@ fn replace_all(bytes: Vec<u8>, needle: &[u8], with: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A non-2xx answer as a tool error: the status, and the start of the body.
+pub fn status_error(status: u16, body: &[u8]) -> CallError {
+    let text = String::from_utf8_lossy(body);
+    let mut excerpt: String = text.chars().take(EXCERPT).collect();
+    if excerpt.len() < text.len() {
+        excerpt.push('…');
+    }
+    let reason = reqwest::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
+    let mut message = format!("HTTP {status} {reason}");
+    if (300..400).contains(&status) {
+        message.push_str(" (a redirect not followed)");
+    }
+    if !excerpt.trim().is_empty() {
+        message.push_str(": ");
+        message.push_str(excerpt.trim());
+    }
+    CallError::ToolError(message)
+}
+
 /// A success body as one content item, by its media type.
-fn content(status: u16, media: &str, body: Vec<u8>) -> Content {
+pub fn content(status: u16, media: &str, body: Vec<u8>) -> Content {
     let essence = media
         .split(';')
         .next()
