@@ -46,6 +46,32 @@ pub struct Loaded {
     pub compile: Option<(Duration, &'static str)>,
 }
 
+/// Why a loaded entry cannot serve now ([`Backend::problem`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub reason: String,
+    /// Shown `failed` (it will not serve until something changes: a
+    /// service that never became healthy), else `unavailable` (it serves
+    /// again once its engine, image ... are back).
+    pub failed: bool,
+}
+
+impl Problem {
+    pub fn unavailable(reason: impl Into<String>) -> Self {
+        Problem {
+            reason: reason.into(),
+            failed: false,
+        }
+    }
+
+    pub fn failed(reason: impl Into<String>) -> Self {
+        Problem {
+            reason: reason.into(),
+            failed: true,
+        }
+    }
+}
+
 /// What a backend does for the plugins directory.
 pub trait Backend: Send + Sync + 'static {
     /// Its name: `wasm`, `docker`, ... (`GET /plugins`, metrics, errors).
@@ -77,13 +103,19 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Why loaded entry `name` cannot serve now, if it cannot (it is then
     /// `unavailable` in `GET /plugins`, and its calls answer 503).
-    fn problem(&self, _name: &str) -> Option<String> {
+    fn problem(&self, _name: &str) -> Option<Problem> {
         None
     }
 
     /// A scan of the whole directory loaded these versions (compile caches
     /// prune what no entry uses).
     fn scanned(&self, _versions: &std::collections::HashSet<String>) {}
+
+    /// How entry `name`'s tools are run, for `GET /tools/{id}` (seed 004's
+    /// `scheduling`: `mode` and `state`), when the backend schedules them.
+    fn scheduling(&self, _name: &str) -> Option<serde_json::Value> {
+        None
+    }
 
     /// Bring this backend's gauges in `metrics` up to date (called for each
     /// `/metrics` scrape).

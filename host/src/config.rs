@@ -56,11 +56,21 @@ pub struct DockerConfig {
     /// `<name>/<name>.toml`). Without a reachable engine they are listed and
     /// answer `backend_unavailable` until it is back.
     pub enabled: bool,
+    /// Service containers (toolkits with `internal_port`) may be given at
+    /// most this share of the host's cores, summed over their `cpus` ...
+    pub max_cpu_share: f64,
+    /// ... and this share of its memory, summed over their `memory_mb`; a
+    /// start beyond either is refused (`overloaded`, seed 004's rule).
+    pub max_memory_share: f64,
 }
 
 impl Default for DockerConfig {
     fn default() -> Self {
-        DockerConfig { enabled: true }
+        DockerConfig {
+            enabled: true,
+            max_cpu_share: 1.0,
+            max_memory_share: 0.8,
+        }
     }
 }
 

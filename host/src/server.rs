@@ -116,7 +116,8 @@ impl Server {
         let catalog = Arc::new(Catalog::new());
         let mut tasks = vec![reaper];
         let docker = config.docker.enabled.then(|| {
-            let docker = DockerBackend::new(data, sessions.clone());
+            let docker = DockerBackend::new(data, sessions.clone())
+                .with_allocation(crate::docker::Allocation::of_host(&config.docker));
             let resources: Arc<dyn crate::sessions::SessionResources> = docker.clone();
             sessions.add_resources(Arc::downgrade(&resources));
             tasks.push(docker.start());

@@ -157,6 +157,11 @@ async fn describe_tool(
     let t = find(&state, &id)?;
     let mut body = summary(&t);
     body["backend"] = json!(t.toolkit.backend.name());
+    // Seed 004's names: the runtime, and how its containers are scheduled.
+    body["runtime"] = json!(t.toolkit.backend.name());
+    if let Some(scheduling) = t.toolkit.backend.scheduling(&t.toolkit.name) {
+        body["scheduling"] = scheduling;
+    }
     body["version"] = json!(t.toolkit.version);
     body["input_schema"] = t.descriptor.input_schema.clone();
     body["output_schema"] = json!(t.descriptor.output_schema);

@@ -11,11 +11,85 @@ use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOp
 
 use super::health::Cause;
 use super::manifest::LoadedManifest;
+use super::node::NodeError;
 use super::{
     DRIVER_PATH, DockerBackend, Node, READY_WITHIN, RUN_LABEL, SCOPE_LABEL, SERVICE_FOLDER,
     SESSION_LABEL, TOOLKIT_LABEL, engine, lock,
 };
 use crate::tool::CallError;
+
+/// What service containers may hold of the host, and what they hold: a
+/// start that would take the sum of their `cpus` over `max_cpu_share` of the
+/// cores, or of their `memory_mb` over `max_memory_share` of the memory, is
+/// refused.
+#[derive(Debug)]
+pub struct Allocation {
+    cpus: f64,
+    memory_mb: u64,
+    held: HashMap<String, (f64, u64)>,
+}
+
+impl Allocation {
+    pub fn unbounded() -> Self {
+        Allocation {
+            cpus: f64::INFINITY,
+            memory_mb: u64::MAX,
+            held: HashMap::new(),
+        }
+    }
+
+    /// The limits of `config` on this host.
+    pub fn of_host(config: &crate::config::DockerConfig) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let memory_mb = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                m.lines()
+                    .find_map(|l| l.strip_prefix("MemTotal:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            })
+            .map_or(u64::MAX, |kb| kb / 1024);
+        Allocation {
+            cpus: cores * config.max_cpu_share,
+            memory_mb: (memory_mb as f64 * config.max_memory_share) as u64,
+            held: HashMap::new(),
+        }
+    }
+
+    /// Hold `cpus` and `memory_mb` for container `key`, or say why not.
+    fn reserve(&mut self, key: &str, cpus: f64, memory_mb: u64) -> Result<(), String> {
+        let (used_cpus, used_memory) = self
+            .held
+            .values()
+            .fold((0.0, 0u64), |(c, m), (hc, hm)| (c + hc, m + hm));
+        if used_cpus + cpus > self.cpus + 1e-9 {
+            return Err(format!(
+                "starting it would allocate {:.2} CPUs to service containers, over the host's limit of {:.2} ([docker] max_cpu_share); retry when one stops",
+                used_cpus + cpus,
+                self.cpus
+            ));
+        }
+        if used_memory + memory_mb > self.memory_mb {
+            return Err(format!(
+                "starting it would allocate {} MiB to service containers, over the host's limit of {} MiB ([docker] max_memory_share); retry when one stops",
+                used_memory + memory_mb,
+                self.memory_mb
+            ));
+        }
+        self.held.insert(key.to_owned(), (cpus, memory_mb));
+        Ok(())
+    }
+
+    fn rename(&mut self, from: &str, to: &str) {
+        if let Some(v) = self.held.remove(from) {
+            self.held.insert(to.to_owned(), v);
+        }
+    }
+
+    fn release(&mut self, key: &str) {
+        self.held.remove(key);
+    }
+}
 
 impl DockerBackend {
     pub(super) async fn docker(&self) -> Result<bollard::Docker, CallError> {
@@ -49,6 +123,7 @@ impl DockerBackend {
     /// Remove container `id`; when the engine cannot do it now, remember it
     /// and let the monitor try again.
     pub(super) async fn remove_container(&self, id: &str) {
+        lock(&self.allocation).release(id);
         let Ok(docker) = self.engine.get().await else {
             lock(&self.graveyard).insert(id.to_owned());
             return;
@@ -178,8 +253,26 @@ impl DockerBackend {
             spec.name,
             &uuid::Uuid::new_v4().simple().to_string()[..12]
         );
+        if spec.service_port().is_some() {
+            lock(&self.allocation)
+                .reserve(&name, d.cpus, u64::from(d.memory_mb))
+                .map_err(|why| {
+                    (
+                        None,
+                        CallError::Overloaded(format!(
+                            "the {} service cannot start: {why}",
+                            spec.name
+                        )),
+                    )
+                })?;
+        }
         let options = CreateContainerOptionsBuilder::default().name(&name).build();
-        let created = match docker.create_container(Some(options), body).await {
+        let created = docker.create_container(Some(options), body).await;
+        match &created {
+            Ok(c) => lock(&self.allocation).rename(&name, &c.id),
+            Err(_) => lock(&self.allocation).release(&name),
+        }
+        let created = match created {
             Ok(c) => c,
             Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 404, ..
@@ -231,8 +324,14 @@ impl DockerBackend {
             }
             Err(e) => {
                 self.remove_container(&created.id).await;
+                // A service that never answered its health path: `failed`.
+                let cause = match (&e, d.internal_port) {
+                    (NodeError::Io(m), Some(_)) if m.contains("CAP_SYS_ADMIN") => Cause::Create,
+                    (_, Some(_)) => Cause::Unhealthy,
+                    (_, None) => Cause::Create,
+                };
                 Err((
-                    Some(Cause::Create),
+                    Some(cause),
                     CallError::BackendUnavailable(format!(
                         "the {} node's driver did not start: {e}",
                         spec.name
@@ -247,4 +346,36 @@ pub(super) fn missing_image(image: &str) -> CallError {
     CallError::BackendUnavailable(format!(
         "the node image `{image}` is missing: build it with `make node-image`"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_allocations_stay_under_the_host_share() {
+        let mut a = Allocation {
+            cpus: 2.0,
+            memory_mb: 1000,
+            held: HashMap::new(),
+        };
+        a.reserve("a", 1.5, 400).unwrap();
+        let err = a.reserve("b", 0.75, 100).unwrap_err();
+        assert!(
+            err.contains("2.25 CPUs") && err.contains("max_cpu_share"),
+            "{err}"
+        );
+        let err = a.reserve("b", 0.5, 700).unwrap_err();
+        assert!(
+            err.contains("1100 MiB") && err.contains("max_memory_share"),
+            "{err}"
+        );
+        a.reserve("b", 0.5, 600).unwrap();
+        a.rename("b", "id-b");
+        a.release("a");
+        a.reserve("c", 1.5, 400).unwrap();
+        a.release("id-b");
+        assert_eq!(a.held.len(), 1);
+        assert!(Allocation::unbounded().reserve("x", 64.0, 1 << 40).is_ok());
+    }
 }

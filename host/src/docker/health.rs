@@ -22,12 +22,24 @@ pub enum Cause {
     /// The engine refused to create or start a node, or its driver did not
     /// come up.
     Create,
+    /// A service's container never answered its health path (shown
+    /// `failed`).
+    Unhealthy,
+    /// A service's container died, was restarted once, and died again: no
+    /// restart for [`DEGRADED_FOR`].
+    Degraded,
 }
+
+/// How long a degraded service is left alone before one more start is tried.
+pub const DEGRADED_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[derive(Debug, Clone, Default)]
 struct Entry {
     problem: Option<(Cause, String)>,
     failures: u64,
+    /// Service containers found dead since a call last succeeded.
+    deaths: u32,
+    degraded_at: Option<std::time::Instant>,
 }
 
 /// One toolkit's health as `GET /plugins` and `/metrics` show it.
@@ -36,6 +48,7 @@ pub struct ToolkitHealth {
     pub toolkit: String,
     /// Why its nodes cannot be created now; none when they can.
     pub problem: Option<String>,
+    pub cause: Option<Cause>,
     /// Node creations that failed since start.
     pub create_failures: u64,
 }
@@ -100,11 +113,56 @@ impl Health {
         entry.problem = Some((cause, reason.to_owned()));
     }
 
+    /// A service container of `toolkit` was found dead (`why`): the first
+    /// time it is restarted; a second time in a row the toolkit is
+    /// degraded. Whether it may be restarted now.
+    pub fn died(&self, toolkit: &str, why: &str) -> bool {
+        let mut map = self.lock();
+        let entry = map.entry(toolkit.to_owned()).or_default();
+        entry.deaths += 1;
+        if entry.deaths < 2 {
+            return true;
+        }
+        entry.degraded_at = Some(std::time::Instant::now());
+        let reason = format!(
+            "degraded: its service container died again after a restart ({why}); the next start is tried after {} s",
+            DEGRADED_FOR.as_secs()
+        );
+        Self::set(toolkit, entry, Cause::Degraded, &reason);
+        false
+    }
+
+    /// Whether `toolkit` is degraded now (then no container is started).
+    pub fn is_degraded(&self, toolkit: &str) -> Option<String> {
+        let map = self.lock();
+        let entry = map.get(toolkit)?;
+        match (&entry.problem, entry.degraded_at) {
+            (Some((Cause::Degraded, reason)), Some(at)) if at.elapsed() < DEGRADED_FOR => {
+                Some(reason.clone())
+            }
+            _ => None,
+        }
+    }
+
+    /// A call of `toolkit` succeeded: its service works.
+    pub fn served(&self, toolkit: &str) {
+        let mut map = self.lock();
+        if let Some(entry) = map.get_mut(toolkit) {
+            entry.deaths = 0;
+            if matches!(entry.problem, Some((Cause::Degraded, _))) {
+                entry.problem = None;
+                entry.degraded_at = None;
+                tracing::info!(toolkit, "docker toolkit no longer degraded");
+            }
+        }
+    }
+
     /// The health of `toolkit`.
     pub fn of(&self, toolkit: &str) -> ToolkitHealth {
         let entry = self.lock().get(toolkit).cloned().unwrap_or_default();
         ToolkitHealth {
             toolkit: toolkit.to_owned(),
+            cause: entry.problem.as_ref().map(|(c, _)| *c),
             problem: entry.problem.map(|(_, r)| r),
             create_failures: entry.failures,
         }

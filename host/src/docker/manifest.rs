@@ -409,4 +409,69 @@ type = "string"
                 .contains("missing")
         );
     }
+
+    #[test]
+    fn services_have_a_port_and_endpoints_and_no_driver() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("driver.py"), "").unwrap();
+        let service = r#"
+[docker]
+image = "img"
+internal_port = 8080
+scheduling = "stateless"
+[[tools]]
+name = "compress"
+description = "c"
+endpoint_path = "/v1/compress"
+http_method = "put"
+input_schema = { type = "object" }
+[[tools]]
+name = "probe"
+description = "p"
+input_schema = { type = "object" }
+"#;
+        let m = parse("svc", dir.path(), service).unwrap();
+        assert_eq!(m.service_port(), Some(8080));
+        assert!(m.driver.is_none());
+        assert_eq!(m.manifest.docker.health_path, "/health");
+        assert_eq!(
+            m.endpoint("compress"),
+            Some(("PUT".into(), "/v1/compress".into()))
+        );
+        assert_eq!(m.endpoint("probe"), Some(("POST".into(), "/probe".into())));
+        for (edit, says) in [
+            (
+                service.replace(
+                    "internal_port = 8080",
+                    "internal_port = 8080\ndriver = \"driver.py\"",
+                ),
+                "not both",
+            ),
+            (service.replace("internal_port = 8080", ""), "is needed"),
+            (
+                service.replace("internal_port = 8080", "internal_port = 0"),
+                "a port",
+            ),
+            (
+                service.replace("\"/v1/compress\"", "\"v1\""),
+                "must start with",
+            ),
+            (service.replace("\"put\"", "\"BREW\""), "not one of"),
+            (
+                service.replace(
+                    "internal_port = 8080",
+                    "internal_port = 1\nhealth_path = \"h\"",
+                ),
+                "health_path",
+            ),
+            (
+                GOOD.replace("hot_pool = 2", "hot_pool = 2\nscheduling = \"stateless\"")
+                    .replace("scheduling = \"hot\"\n", ""),
+                "for services",
+            ),
+        ] {
+            let err = parse("svc", dir.path(), &edit).unwrap_err();
+            assert!(err.contains(says), "{says}: {err}");
+        }
+    }
 }

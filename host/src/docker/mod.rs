@@ -34,6 +34,8 @@ mod pool;
 mod reaper;
 mod registry;
 mod service;
+
+pub use containers::Allocation;
 mod toolkit;
 
 use std::collections::{HashMap, HashSet};
@@ -106,6 +108,8 @@ pub struct DockerBackend {
     creating: std::sync::atomic::AtomicUsize,
     /// Containers removed since start (for the metrics).
     removed: std::sync::atomic::AtomicU64,
+    /// What service containers hold of the host (seed 004's rule).
+    allocation: Mutex<Allocation>,
     /// Whether each toolkit's nodes can be created now.
     health: Health,
 }
@@ -138,6 +142,7 @@ impl DockerBackend {
             closing: Default::default(),
             creating: Default::default(),
             removed: Default::default(),
+            allocation: Mutex::new(Allocation::unbounded()),
             health: Health::default(),
         })
     }
@@ -171,6 +176,23 @@ impl DockerBackend {
                 })
                 .collect(),
         }
+    }
+
+    /// The same backend with the allocation limits of `allocation`.
+    pub fn with_allocation(self: Arc<Self>, allocation: Allocation) -> Arc<Self> {
+        *lock(&self.allocation) = allocation;
+        self
+    }
+
+    /// Containers of toolkit `name` running now: session nodes (a slot
+    /// locked by a call has its node) and the hot pool.
+    pub(super) fn running_nodes(&self, name: &str) -> usize {
+        let sessions = lock(&self.slots)
+            .iter()
+            .filter(|((_, toolkit), _)| toolkit == name)
+            .filter(|(_, slot)| slot.try_lock().map_or(true, |s| s.node.is_some()))
+            .count();
+        sessions + lock(&self.pools).get(name).map_or(0, Vec::len)
     }
 
     fn slot(&self, key: &Key) -> Arc<tokio::sync::Mutex<Slot>> {
@@ -209,9 +231,20 @@ impl DockerBackend {
         }
         if let Some(node) = &slot.node {
             let id = node.container.clone();
-            slot.lost = Some(node.stopped_note());
+            let note = node.stopped_note();
+            slot.lost = Some(note.clone());
             slot.node = None;
             self.remove_container(&id).await;
+            // A service is restarted once; dead again, it is degraded.
+            if spec.service_port().is_some() {
+                self.health.died(&spec.name, &note);
+            }
+        }
+        if let Some(reason) = self.health.is_degraded(&spec.name) {
+            return Err(CallError::BackendUnavailable(format!(
+                "the {} service is {reason}",
+                spec.name
+            )));
         }
         self.make_room(&key, spec).await?;
         let node = match self.take_pooled(spec, session).await {

@@ -232,7 +232,19 @@ impl Node {
         let answer = link.call(method, path, body, content_type, timeout).await;
         self.touch();
         match answer {
-            Err(NodeError::Io(_)) if !self.is_alive() => Err(NodeError::Died(self.stderr_tail())),
+            // A broken connection: did the service die? (The engine tells
+            // within a moment.)
+            Err(NodeError::Io(e)) => {
+                for _ in 0..50 {
+                    if !self.is_alive() {
+                        // Its last output arrives right after.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        return Err(NodeError::Died(self.stderr_tail()));
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(NodeError::Io(e))
+            }
             other => other,
         }
     }

@@ -8,10 +8,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::health::Cause;
 use super::manifest::{self, LoadedManifest};
 use super::{DockerBackend, DockerToolkit, lock};
 use crate::backend::{
-    Backend, BackendFuture, EntryFile, Loaded, content_hash, folder_entry, folder_files,
+    Backend, BackendFuture, EntryFile, Loaded, Problem, content_hash, folder_entry, folder_files,
     folder_manifest,
 };
 use crate::tool::Limits;
@@ -83,8 +84,31 @@ impl Backend for DockerBackend {
         self.drain_pool(name);
     }
 
-    fn problem(&self, name: &str) -> Option<String> {
-        self.health.of(name).problem
+    fn problem(&self, name: &str) -> Option<Problem> {
+        let health = self.health.of(name);
+        let reason = health.problem?;
+        Some(if health.cause == Some(Cause::Unhealthy) {
+            Problem::failed(reason)
+        } else {
+            Problem::unavailable(reason)
+        })
+    }
+
+    fn scheduling(&self, name: &str) -> Option<serde_json::Value> {
+        let spec = lock(&self.specs).get(name).cloned()?;
+        let health = self.health.of(name);
+        let running = self.running_nodes(name);
+        let state = match health.cause {
+            Some(Cause::Degraded) => "degraded",
+            Some(_) => "stopped",
+            None if running > 0 => "running",
+            None => "sleeping",
+        };
+        Some(serde_json::json!({
+            "mode": spec.manifest.docker.scheduling.name(),
+            "state": state,
+            "containers": running,
+        }))
     }
 
     fn shutdown(&self) -> BackendFuture<'_, ()> {

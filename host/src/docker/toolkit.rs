@@ -135,6 +135,9 @@ impl DockerToolkit {
                         "the {name} service failed during the call ({e}); the next call starts a fresh container"
                     )),
                 };
+                if let NodeError::Died(why) = &e {
+                    self.backend.health.died(name, why);
+                }
                 if !stateless {
                     let why = format!("the previous {name} container failed during a call ({e})");
                     self.backend
@@ -144,6 +147,7 @@ impl DockerToolkit {
                 return Err(error);
             }
         };
+        self.backend.health.served(name);
         if !(200..300).contains(&answer.status) {
             let error = crate::httpapi::client::status_error(answer.status, &answer.body);
             // The service checked the input and refused it.

@@ -95,7 +95,7 @@ impl PluginStatus {
     /// This status as shown now: `progress.elapsed_ms` brought up to date,
     /// and `problem` (why the backend cannot run it now) turning a ready
     /// plugin `unavailable`.
-    pub(super) fn shown(&self, problem: Option<String>) -> PluginStatus {
+    pub(super) fn shown(&self, problem: Option<crate::backend::Problem>) -> PluginStatus {
         let mut s = self.clone();
         if let (Some(p), Some(since)) = (&mut s.progress, s.since) {
             p.elapsed_ms = since.elapsed().as_millis() as u64;
@@ -103,8 +103,12 @@ impl PluginStatus {
         if s.state == State::Ready
             && let Some(problem) = problem
         {
-            s.state = State::Unavailable;
-            s.error = Some(problem);
+            s.state = if problem.failed {
+                State::Failed
+            } else {
+                State::Unavailable
+            };
+            s.error = Some(problem.reason);
         }
         s
     }

@@ -1,0 +1,333 @@
+//! Service toolkits (seed 004's `docker` runtime): a container whose own
+//! process serves HTTP, reached inside its network namespace (`--network
+//! none`, nothing published, no container address contacted). Seed 004's
+//! image-compression example cold, hot, stateless and reaped; services that
+//! never become healthy, crash, or would over-allocate the host.
+
+use std::time::{Duration, Instant};
+
+use reqwest::blocking::multipart;
+use serde_json::{Value, json};
+use toolhost_e2e::*;
+
+/// A service script for the tests: `/health`, `/ok` (echoes its JSON input)
+/// and `/crash` (the process exits).
+const TINY: &str = r#"
+import json, os, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def reply(self, body):
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    def do_GET(self):
+        self.reply({"ok": True})
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path == "/crash":
+            os._exit(3)
+        self.reply({"echo": json.loads(body or b"{}"), "pid": os.getpid()})
+    def log_message(self, *a):
+        pass
+print("tiny: up", flush=True)
+ThreadingHTTPServer(("127.0.0.1", 9000), H).serve_forever()
+"#;
+
+fn tiny_manifest(extra: &str) -> String {
+    format!(
+        "[docker]\nimage = \"toolhost-node:latest\"\ncommand = [\"python3\", \"-u\", \"/toolkit/tiny.py\"]\n\
+         internal_port = 9000\nstart_timeout_s = 20\ncpus = 0.5\nmemory_mb = 128\n{extra}\n\
+         [[tools]]\nname = \"ok\"\ndescription = \"Echo.\"\nendpoint_path = \"/ok\"\n\
+         input_schema = {{ type = \"object\" }}\n\
+         [[tools]]\nname = \"crash\"\ndescription = \"Exit.\"\nendpoint_path = \"/crash\"\n\
+         input_schema = {{ type = \"object\" }}\n"
+    )
+}
+
+/// An XAgent session with `gradient.png` uploaded to its workspace; its id.
+fn session_with_image(s: &Server) -> String {
+    let http = reqwest::blocking::Client::new();
+    let r = http.post(s.url("/get_cookie")).send().unwrap();
+    let cookie = xagent_cookie(&r);
+    let png = std::fs::read(repo_root().join("tests/fixtures/images/gradient.png")).unwrap();
+    let form = multipart::Form::new()
+        .part(
+            "file",
+            multipart::Part::bytes(png).file_name("gradient.png"),
+        )
+        .text("filename", "gradient.png");
+    let r = http
+        .post(s.url("/upload_file"))
+        .header("cookie", &cookie)
+        .multipart(form)
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    cookie.trim_start_matches("node_id=").to_owned()
+}
+
+fn compress(s: &Server, session: &str, quality: u32) -> (u16, Value) {
+    s.invoke_in(
+        session,
+        "imagecompress_compress",
+        json!({"image_path": "gradient.png", "quality": quality}),
+    )
+}
+
+fn scheduling(s: &Server, tool: &str) -> Value {
+    let (_, t) = s.get(&format!("/tools/{tool}"));
+    assert_eq!(t["runtime"], "docker", "{t}");
+    t["scheduling"].clone()
+}
+
+fn edit_manifest(s: &Server, name: &str, edit: impl Fn(String) -> String) {
+    let path = s.plugins_dir().join(name).join(format!("{name}.toml"));
+    let text = edit(std::fs::read_to_string(&path).unwrap());
+    write_then_rename(&path, text.as_bytes());
+}
+
+#[test]
+fn seed_004_image_compression_cold_hot_stateless_and_reaped() {
+    if !require_docker() {
+        return;
+    }
+    let s = Server::start(
+        PluginsDir::new()
+            .add("calc", "calc")
+            .add_toolkit_with("imagecompress", |m| {
+                m.replace("idle_timeout_s = 300", "idle_timeout_s = 3")
+            }),
+    );
+    assert_eq!(
+        scheduling(&s, "imagecompress_compress"),
+        json!({"mode": "cold", "state": "sleeping", "containers": 0})
+    );
+    let session = session_with_image(&s);
+
+    // Cold: the first call starts the session's container.
+    let started = Instant::now();
+    let (status, body) = compress(&s, &session, 30);
+    let cold = started.elapsed();
+    assert_eq!(status, 200, "{body}");
+    let result = &body["result"];
+    let (original, compressed) = (
+        result["original_size"].as_u64().unwrap(),
+        result["compressed_size"].as_u64().unwrap(),
+    );
+    assert_eq!(original, 36525, "{body}");
+    assert!(compressed > 0 && compressed < original, "{body}");
+    assert!(
+        result["compression_ratio"].as_f64().unwrap() > 1.0,
+        "{body}"
+    );
+    assert_eq!(result["output_path"], "gradient.compressed.jpg");
+    let written = s
+        .data
+        .path()
+        .join("data/workspaces")
+        .join(&session)
+        .join("gradient.compressed.jpg");
+    assert_eq!(
+        std::fs::metadata(&written).unwrap().len(),
+        compressed,
+        "the service wrote into the session's workspace"
+    );
+    assert_eq!(scheduling(&s, "imagecompress_compress")["state"], "running");
+    assert_eq!(s.containers().len(), 1);
+    // Warm: the same container, and a lower quality is smaller.
+    let started = Instant::now();
+    let (status, smaller) = compress(&s, &session, 5);
+    let warm = started.elapsed();
+    assert_eq!(status, 200, "{smaller}");
+    assert!(smaller["result"]["compressed_size"].as_u64().unwrap() < compressed);
+    assert!(warm < cold, "warm {warm:?} vs cold {cold:?}");
+    // The service's own refusal is the caller's bad input.
+    let (status, body) = s.invoke_in(
+        &session,
+        "imagecompress_compress",
+        json!({"image_path": "../../etc/passwd"}),
+    );
+    assert_eq!((status, kind(&body)), (422, "invalid_input"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("outside the workspace"),
+        "{body}"
+    );
+    // The schema is checked before the service sees anything.
+    let (status, _) = s.invoke_in(
+        &session,
+        "imagecompress_compress",
+        json!({"image_path": "gradient.png", "quality": 500}),
+    );
+    assert_eq!(status, 422);
+    let (_, t) = s.get("/tools/imagecompress_compress");
+    assert!(t["stats"]["call_count"].as_u64().unwrap() >= 3, "{t}");
+    assert!(t["stats"]["error_rate"].as_f64().unwrap() > 0.0, "{t}");
+    assert!(t["stats"]["last_used_time"].as_u64().is_some(), "{t}");
+
+    // Reaped once idle.
+    let reaped = wait_for(Duration::from_secs(30), || {
+        s.containers().is_empty().then_some(())
+    });
+    assert!(
+        reaped.is_some(),
+        "the idle container is removed: {:?}",
+        s.containers()
+    );
+    assert_eq!(
+        scheduling(&s, "imagecompress_compress")["state"],
+        "sleeping"
+    );
+
+    // Hot (hot-reloaded manifest): a container is kept started and the
+    // next session's first call takes it.
+    edit_manifest(&s, "imagecompress", |m| {
+        m.replace("scheduling = \"cold\"", "scheduling = \"hot\"")
+    });
+    let pooled = wait_for(Duration::from_secs(30), || {
+        (scheduling(&s, "imagecompress_compress")["mode"] == "hot" && s.containers().len() == 1)
+            .then_some(())
+    });
+    assert!(
+        pooled.is_some(),
+        "a pre-started container: {:?}",
+        s.containers()
+    );
+    let pool_container = s.containers();
+    let other = session_with_image(&s);
+    let (status, body) = compress(&s, &other, 30);
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        s.containers().contains(&pool_container[0]),
+        "the pooled container served the call"
+    );
+
+    // Stateless: a container per call, gone after it.
+    edit_manifest(&s, "imagecompress", |m| {
+        m.replace("scheduling = \"hot\"", "scheduling = \"stateless\"")
+    });
+    let switched = wait_for(Duration::from_secs(30), || {
+        (scheduling(&s, "imagecompress_compress")["mode"] == "stateless").then_some(())
+    });
+    assert!(switched.is_some());
+    let (status, body) = compress(&s, &other, 50);
+    assert_eq!(status, 200, "{body}");
+    let gone = wait_for(Duration::from_secs(30), || {
+        s.containers().is_empty().then_some(())
+    });
+    assert!(
+        gone.is_some(),
+        "no container outlives a stateless call: {:?}",
+        s.containers()
+    );
+    assert_eq!(
+        s.invoke("calc_evaluate", json!({"expression": "2+2"})).0,
+        200
+    );
+}
+
+#[test]
+fn unhealthy_crashing_and_oversized_services_are_refused_clearly() {
+    if !require_docker() {
+        return;
+    }
+    let never = "[docker]\nimage = \"toolhost-node:latest\"\ncommand = [\"python3\", \"-c\", \"import time; print('starting forever', flush=True); time.sleep(600)\"]\n\
+                 internal_port = 9000\nstart_timeout_s = 2\n\
+                 [[tools]]\nname = \"x\"\ndescription = \"x\"\ninput_schema = { type = \"object\" }\n";
+    let plugins = PluginsDir::new()
+        .add("calc", "calc")
+        .folder("never", &[("never.toml", never)])
+        .folder(
+            "tiny",
+            &[("tiny.toml", &tiny_manifest("")), ("tiny.py", TINY)],
+        )
+        .folder(
+            "big",
+            &[
+                (
+                    "big.toml",
+                    &tiny_manifest("").replace("cpus = 0.5", "cpus = 0.75"),
+                ),
+                ("tiny.py", TINY),
+            ],
+        );
+    // Service containers may hold 1.0 CPU on this 2-core machine.
+    let cores = std::thread::available_parallelism().unwrap().get() as f64;
+    let config = format!("[docker]\nmax_cpu_share = {}\n", 1.0 / cores);
+    let s = Server::start_with(plugins, Some(&config)).unwrap();
+
+    // Never healthy: 503 at its start timeout, `failed` with the service's
+    // output, no container left; other tools answer.
+    let started = Instant::now();
+    let (status, body) = s.invoke("never_x", json!({}));
+    assert_eq!(
+        (status, kind(&body)),
+        (503, "backend_unavailable"),
+        "{body}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    let p = s.plugin("never").unwrap();
+    assert_eq!(p["state"], "failed", "{p}");
+    let reason = p["error"].as_str().unwrap();
+    assert!(
+        reason.contains("/health did not answer 2xx") && reason.contains("starting forever"),
+        "{reason}"
+    );
+    assert!(s.containers().is_empty(), "{:?}", s.containers());
+    assert_eq!(scheduling(&s, "never_x")["state"], "stopped");
+    assert_eq!(s.invoke("calc_evaluate", json!({"expression": "1"})).0, 200);
+
+    // A service that dies: restarted once, then degraded (503) instead of
+    // restarting forever.
+    let (status, body) = s.invoke_in("t1", "tiny_ok", json!({"n": 1}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["echo"], json!({"n": 1}));
+    let (status, body) = s.invoke_in("t1", "tiny_crash", json!({}));
+    assert_eq!((status, kind(&body)), (500, "tool_error"), "{body}");
+    let (status, body) = s.invoke_in("t1", "tiny_crash", json!({}));
+    assert_eq!(status, 500, "the restarted container crashes too: {body}");
+    let (status, body) = s.invoke_in("t1", "tiny_ok", json!({}));
+    assert_eq!(
+        (status, kind(&body)),
+        (503, "backend_unavailable"),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("degraded"),
+        "{body}"
+    );
+    assert_eq!(scheduling(&s, "tiny_ok")["state"], "degraded");
+
+    // Seed 004's allocation rule: a second 0.75-CPU container would pass
+    // the host's 1.0.
+    let (status, body) = s.invoke_in("b1", "big_ok", json!({}));
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = s.invoke_in("b2", "big_ok", json!({}));
+    assert_eq!((status, kind(&body)), (429, "overloaded"), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_cpu_share"),
+        "{body}"
+    );
+    s.close_session("b1");
+    let (status, body) = s.invoke_in("b2", "big_ok", json!({}));
+    assert_eq!(
+        status, 200,
+        "the CPU is free again once b1's container is gone: {body}"
+    );
+}
