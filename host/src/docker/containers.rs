@@ -267,7 +267,9 @@ impl DockerBackend {
                 })?;
         }
         let options = CreateContainerOptionsBuilder::default().name(&name).build();
+        let begun = std::time::Instant::now();
         let created = docker.create_container(Some(options), body).await;
+        let create_ms = begun.elapsed().as_secs_f64() * 1e3;
         match &created {
             Ok(c) => lock(&self.allocation).rename(&name, &c.id),
             Err(_) => lock(&self.allocation).release(&name),
@@ -285,6 +287,7 @@ impl DockerBackend {
             self.remove_container(&created.id).await;
             return Err(self.engine_error("starting a node", e).await);
         }
+        let start_ms = begun.elapsed().as_secs_f64() * 1e3 - create_ms;
         let linked = match d.internal_port {
             Some(port) => {
                 let within = std::time::Duration::from_secs(d.start_timeout_s);
@@ -319,7 +322,12 @@ impl DockerBackend {
                 Err(closing())
             }
             Ok(node) => {
-                tracing::info!(toolkit = %spec.name, session, container = %name, "node started");
+                let ready_ms = begun.elapsed().as_secs_f64() * 1e3 - create_ms - start_ms;
+                tracing::info!(
+                    toolkit = %spec.name, session, container = %name,
+                    create_ms = create_ms.round(), start_ms = start_ms.round(), ready_ms = ready_ms.round(),
+                    "node started"
+                );
                 Ok(Arc::new(node))
             }
             Err(e) => {

@@ -36,6 +36,7 @@ mod registry;
 mod service;
 
 pub use containers::Allocation;
+pub use service::QuickAck;
 mod toolkit;
 
 use std::collections::{HashMap, HashSet};

@@ -24,7 +24,11 @@
 //! 7. API tools (see [`api`]): the same request to a local httpbinx straight
 //!    and through toolhost (sequential medians, throughput ratio).
 //!
-//! `toolhost-bench [invoke|auth|paired|hotload|nodes|languages|startup|api]` runs one
+//! 8. Service toolkits (see [`services`]): cold start to the first answer
+//!    vs a bare `docker run` + health wait; a warm call vs straight to the
+//!    service.
+//!
+//! `toolhost-bench [invoke|auth|paired|hotload|nodes|languages|startup|api|services]` runs one
 //! part; no argument runs all (`auth`: the cost of caller auth + metrics
 //! alone; `paired`: the surfaces' CPU time per call, paired, alone).
 //! `toolhost-bench soak` (`make soak`) is separate: `SOAK_MINUTES` (default
@@ -38,6 +42,7 @@ mod api;
 mod hotload;
 mod languages;
 mod nodes;
+mod services;
 mod soak;
 mod startup;
 mod surfaces;
@@ -91,6 +96,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if part == "api" {
         return api::run(samples, 16, seconds).await;
+    }
+    if part == "services" {
+        return services::run(samples).await;
     }
     if part == "languages" {
         return languages::run(&plugins, samples).await;
@@ -153,6 +161,7 @@ async fn main() -> anyhow::Result<()> {
         languages::run(&plugins, samples).await?;
         api::run(samples, 16, seconds).await?;
         nodes::run(&plugins).await?;
+        services::run(samples).await?;
     }
     Ok(())
 }
