@@ -203,6 +203,8 @@ impl DockerBackend {
             return Err(closing());
         }
         let docker = self.docker().await.map_err(|e| (Some(Cause::Engine), e))?;
+        // A built image: made (or waited for) first.
+        self.ensure_built(spec).await.map_err(|e| (None, e))?;
         let d = &spec.manifest.docker;
         let labels: HashMap<String, String> = [
             (SCOPE_LABEL.to_owned(), self.scope.clone()),

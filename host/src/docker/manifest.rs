@@ -62,7 +62,14 @@ pub struct ToolkitManifest {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NodeSpec {
+    /// The image; for a built toolkit, set from the folder's content
+    /// (`toolhost-build-<name>:<hash>`).
+    #[serde(default)]
     pub image: String,
+    /// A Dockerfile of the folder to build the image from (the folder is
+    /// the build context), instead of `image`.
+    #[serde(default)]
+    pub build: Option<PathBuf>,
     /// The in-container driver, relative to the manifest's folder (not for
     /// a service).
     #[serde(default)]
@@ -239,8 +246,31 @@ impl LoadedManifest {
 pub fn parse(name: &str, dir: &Path, text: &str) -> Result<LoadedManifest, String> {
     let manifest: ToolkitManifest = toml::from_str(text).map_err(|e| e.message().to_owned())?;
     let d = &manifest.docker;
-    if d.image.trim().is_empty() {
-        return Err("docker.image is empty".into());
+    match (&d.build, d.image.trim().is_empty()) {
+        (None, true) => {
+            return Err(
+                "docker.image (or docker.build, a Dockerfile of the folder) is needed".into(),
+            );
+        }
+        (Some(_), false) => {
+            return Err(
+                "docker.image and docker.build: name an image or build one, not both".into(),
+            );
+        }
+        (Some(file), true) => {
+            let plain = file.components().count() == 1
+                && matches!(
+                    file.components().next(),
+                    Some(std::path::Component::Normal(_))
+                );
+            if !plain || !dir.join(file).is_file() {
+                return Err(format!(
+                    "docker.build: {} is not a file of the toolkit's folder",
+                    file.display()
+                ));
+            }
+        }
+        (None, false) => {}
     }
     if !(16..=65536).contains(&d.memory_mb) {
         return Err(format!(

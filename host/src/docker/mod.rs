@@ -25,6 +25,7 @@
 //! (whether a toolkit's nodes can be created), `engine` (the connection),
 //! `node` (the driver over exec stdio), `toolkit` (the call path).
 
+mod build;
 mod containers;
 mod engine;
 pub mod health;
@@ -111,6 +112,8 @@ pub struct DockerBackend {
     removed: std::sync::atomic::AtomicU64,
     /// What service containers hold of the host (seed 004's rule).
     allocation: Mutex<Allocation>,
+    /// One build at a time per built image tag.
+    builds: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Whether each toolkit's nodes can be created now.
     health: Health,
 }
@@ -144,6 +147,7 @@ impl DockerBackend {
             creating: Default::default(),
             removed: Default::default(),
             allocation: Mutex::new(Allocation::unbounded()),
+            builds: Mutex::default(),
             health: Health::default(),
         })
     }

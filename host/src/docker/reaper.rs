@@ -38,9 +38,14 @@ impl DockerBackend {
     /// The monitor's look at each toolkit: is the engine up and its image
     /// there? Recorded in the toolkits' health (see [`health`]).
     pub(super) async fn check_health(&self) {
-        let specs: Vec<(String, String)> = lock(&self.specs)
+        // (name, image; none for a built image: the builder reports its
+        // failures, and makes it when it is missing).
+        let specs: Vec<(String, Option<String>)> = lock(&self.specs)
             .values()
-            .map(|s| (s.name.clone(), s.manifest.docker.image.clone()))
+            .map(|s| {
+                let d = &s.manifest.docker;
+                (s.name.clone(), d.build.is_none().then(|| d.image.clone()))
+            })
             .collect();
         let docker = match self.engine.get().await {
             Ok(docker) => docker,
@@ -52,6 +57,10 @@ impl DockerBackend {
             }
         };
         for (name, image) in specs {
+            let Some(image) = image else {
+                self.health.engine_and_image_ok(&name);
+                continue;
+            };
             match docker.inspect_image(&image).await {
                 Ok(_) => self.health.engine_and_image_ok(&name),
                 Err(bollard::errors::Error::DockerResponseServerError {

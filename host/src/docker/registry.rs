@@ -43,7 +43,7 @@ impl Backend for DockerBackend {
     ) -> BackendFuture<'a, Result<Loaded, String>> {
         Box::pin(async move {
             let (folder, text) = folder_manifest(name, &files)?;
-            let spec = Arc::new(manifest::parse(name, &folder, text)?);
+            let mut spec = manifest::parse(name, &folder, text)?;
             let me = self
                 .me
                 .upgrade()
@@ -62,9 +62,14 @@ impl Backend for DockerBackend {
             for f in &files {
                 all.extend_from_slice(content_hash(&f.bytes).as_bytes());
             }
+            let version = content_hash(&all);
+            if spec.manifest.docker.build.is_some() {
+                spec.manifest.docker.image = super::build::tag(name, &version);
+            }
+            let spec = Arc::new(spec);
             let loaded = Loaded {
                 description: spec.manifest.description.clone(),
-                version: content_hash(&all),
+                version,
                 limits,
                 toolkit: Arc::new(DockerToolkit::new(me, spec.clone())),
                 tools: spec.descriptors(),
@@ -126,6 +131,7 @@ impl DockerBackend {
         }
         tracing::info!(toolkit = %name, "docker toolkit registered");
         if let Some(me) = self.me.upgrade() {
+            me.prebuild(&spec);
             me.refill(&spec);
         }
     }

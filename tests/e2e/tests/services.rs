@@ -331,3 +331,109 @@ fn unhealthy_crashing_and_oversized_services_are_refused_clearly() {
         "the CPU is free again once b1's container is gone: {body}"
     );
 }
+
+#[test]
+fn a_service_image_is_built_from_its_folder_and_rebuilt_when_it_changes() {
+    if !require_docker() {
+        return;
+    }
+    let dockerfile = "FROM toolhost-node:latest\nCOPY tiny.py /srv/tiny.py\nCMD [\"python3\", \"-u\", \"/srv/tiny.py\"]\n";
+    let manifest = tiny_manifest("")
+        .replace(
+            "image = \"toolhost-node:latest\"\n",
+            "build = \"Dockerfile\"\n",
+        )
+        .replace(
+            "command = [\"python3\", \"-u\", \"/toolkit/tiny.py\"]\n",
+            "",
+        );
+    let broken = "[docker]\nbuild = \"Dockerfile\"\ninternal_port = 9000\n\
+                  [[tools]]\nname = \"x\"\ndescription = \"x\"\ninput_schema = { type = \"object\" }\n";
+    let s = Server::start(
+        PluginsDir::new()
+            .folder(
+                "built",
+                &[
+                    ("built.toml", &manifest),
+                    ("Dockerfile", dockerfile),
+                    ("tiny.py", TINY),
+                ],
+            )
+            .folder(
+                "broken",
+                &[
+                    ("broken.toml", broken),
+                    (
+                        "Dockerfile",
+                        "FROM toolhost-node:latest\nRUN echo compiling && exit 7\n",
+                    ),
+                ],
+            ),
+    );
+    let images = || {
+        let out = std::process::Command::new("docker")
+            .args([
+                "images",
+                "--format",
+                "{{.Repository}}:{{.Tag}}",
+                "toolhost-build-built",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let (status, body) = s.invoke_in("b", "built_ok", json!({"v": 1}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["echo"], json!({"v": 1}));
+    let first = images();
+    assert_eq!(first.len(), 1, "{first:?}");
+    let version = s.plugin("built").unwrap()["version"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(first[0], format!("toolhost-build-built:{}", &version[..12]));
+
+    // The folder changes: a new image, and the new code answers.
+    let path = s.plugins_dir().join("built/tiny.py");
+    write_then_rename(
+        &path,
+        TINY.replace("\"echo\": json.loads", "\"v2\": True, \"echo\": json.loads")
+            .as_bytes(),
+    );
+    let answered = wait_for(Duration::from_secs(60), || {
+        let (status, body) = s.invoke_in("b2", "built_ok", json!({}));
+        (status == 200 && body["result"]["v2"] == true).then_some(())
+    });
+    assert!(answered.is_some(), "the rebuilt image serves");
+    let now = images();
+    assert_eq!(now.len(), 2, "{now:?}");
+
+    // A Dockerfile that fails: 503 with the build's words, then `failed`...
+    let (status, body) = s.invoke("broken_x", json!({}));
+    assert_eq!(
+        (status, kind(&body)),
+        (503, "backend_unavailable"),
+        "{body}"
+    );
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("building its image failed") && message.contains("code: 7"),
+        "{message}"
+    );
+    let p = s.plugin("broken").unwrap();
+    assert!(
+        p["error"]
+            .as_str()
+            .unwrap()
+            .contains("building its image failed"),
+        "{p}"
+    );
+    for image in now {
+        let _ = std::process::Command::new("docker")
+            .args(["rmi", "-f", &image])
+            .output();
+    }
+}
