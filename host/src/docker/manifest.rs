@@ -93,7 +93,11 @@ pub struct NodeSpec {
     /// Most session nodes of this toolkit at once; a new session beyond it
     /// takes the place of the least recently used idle one (whose session gets
     /// a fresh node, with a note, on its next call).
-    #[serde(default = "default_max_containers", alias = "hot_max_containers")]
+    #[serde(
+        default = "default_max_containers",
+        alias = "hot_max_containers",
+        alias = "hot_tool_max_containers"
+    )]
     pub max_containers: u32,
     #[serde(default = "default_idle")]
     pub idle_timeout_s: u64,

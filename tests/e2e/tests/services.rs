@@ -30,6 +30,9 @@ class H(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.path == "/crash":
             os._exit(3)
+        if self.path == "/hang":
+            import time
+            time.sleep(60)
         self.reply({"echo": json.loads(body or b"{}"), "pid": os.getpid()})
     def log_message(self, *a):
         pass
@@ -44,6 +47,8 @@ fn tiny_manifest(extra: &str) -> String {
          [[tools]]\nname = \"ok\"\ndescription = \"Echo.\"\nendpoint_path = \"/ok\"\n\
          input_schema = {{ type = \"object\" }}\n\
          [[tools]]\nname = \"crash\"\ndescription = \"Exit.\"\nendpoint_path = \"/crash\"\n\
+         input_schema = {{ type = \"object\" }}\n\
+         [[tools]]\nname = \"hang\"\ndescription = \"Never answer.\"\nendpoint_path = \"/hang\"\n\
          input_schema = {{ type = \"object\" }}\n"
     )
 }
@@ -245,7 +250,10 @@ fn unhealthy_crashing_and_oversized_services_are_refused_clearly() {
         .folder("never", &[("never.toml", never)])
         .folder(
             "tiny",
-            &[("tiny.toml", &tiny_manifest("")), ("tiny.py", TINY)],
+            &[
+                ("tiny.toml", &tiny_manifest("call_timeout_s = 2")),
+                ("tiny.py", TINY),
+            ],
         )
         .folder(
             "big",
@@ -286,6 +294,22 @@ fn unhealthy_crashing_and_oversized_services_are_refused_clearly() {
     assert!(s.containers().is_empty(), "{:?}", s.containers());
     assert_eq!(scheduling(&s, "never_x")["state"], "stopped");
     assert_eq!(s.invoke("calc_evaluate", json!({"expression": "1"})).0, 200);
+
+    // A call the service never answers: a timeout at call_timeout_s, and
+    // other calls are answered meanwhile.
+    let (hung, quick) = std::thread::scope(|scope| {
+        let hung = scope.spawn(|| {
+            let started = Instant::now();
+            (s.invoke_in("h1", "tiny_hang", json!({})), started.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        let quick = s.invoke("calc_evaluate", json!({"expression": "3"})).0;
+        (hung.join().unwrap(), quick)
+    });
+    let ((status, body), took) = hung;
+    assert_eq!((status, kind(&body)), (504, "timeout"), "{body}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert_eq!(quick, 200);
 
     // A service that dies: restarted once, then degraded (503) instead of
     // restarting forever.
