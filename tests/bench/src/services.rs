@@ -14,27 +14,8 @@ use hyper::Request;
 
 use crate::{ServerProcess, connect, percentiles, post_json};
 
-const ECHO: &str = r#"
-import json, os
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-class H(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def reply(self, body):
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-    def do_GET(self):
-        self.reply({"ok": True})
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self.reply({"echo": json.loads(body or b"{}")})
-    def log_message(self, *a):
-        pass
-ThreadingHTTPServer(("127.0.0.1", int(os.environ.get("PORT", "9000"))), H).serve_forever()
-"#;
+/// The service (`tests/fixtures/services/tiny.py`): its POST /ok echoes.
+const ECHO: &str = include_str!("../../fixtures/services/tiny.py");
 
 const RUNS: usize = 5;
 

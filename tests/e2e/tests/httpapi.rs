@@ -135,6 +135,14 @@ fn real_specs_become_tools_on_every_surface() {
         json!({"folder": "x", "body": {"text": "milk"}}),
     );
     assert_eq!((status, kind(&body)), (422, "invalid_input"), "{body}");
+    // A header parameter of httpbin's own spec.
+    let (status, body) = s.invoke("hb_get_bearer", json!({"Authorization": "Bearer tok-1"}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        first(&body)["json"],
+        json!({"authenticated": true, "token": "tok-1"}),
+        "{body}"
+    );
     // A 4xx becomes a tool error with the status and an excerpt.
     let (status, body) = s.invoke("hb_get_status_codes", json!({"codes": "418"}));
     assert_eq!((status, kind(&body)), (500, "tool_error"), "{body}");

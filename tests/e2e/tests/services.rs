@@ -10,35 +10,9 @@ use reqwest::blocking::multipart;
 use serde_json::{Value, json};
 use toolhost_e2e::*;
 
-/// A service script for the tests: `/health`, `/ok` (echoes its JSON input)
-/// and `/crash` (the process exits).
-const TINY: &str = r#"
-import json, os, sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-class H(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def reply(self, body):
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-    def do_GET(self):
-        self.reply({"ok": True})
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.path == "/crash":
-            os._exit(3)
-        if self.path == "/hang":
-            import time
-            time.sleep(60)
-        self.reply({"echo": json.loads(body or b"{}"), "pid": os.getpid()})
-    def log_message(self, *a):
-        pass
-print("tiny: up", flush=True)
-ThreadingHTTPServer(("127.0.0.1", 9000), H).serve_forever()
-"#;
+/// The tests' service (`tests/fixtures/services/tiny.py`): `/health`, `/ok`
+/// (echoes its JSON input), `/crash` (the process exits), `/hang`.
+const TINY: &str = include_str!("../../fixtures/services/tiny.py");
 
 fn tiny_manifest(extra: &str) -> String {
     format!(
