@@ -117,6 +117,10 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// Receive the handle that reloads one of this backend's entries on its
+    /// own initiative (see [`Refresh`]).
+    fn attach(&self, _refresh: Refresh) {}
+
     /// Bring this backend's gauges in `metrics` up to date (called for each
     /// `/metrics` scrape).
     fn observe(&self, _metrics: &crate::metrics::Metrics) {}
@@ -124,6 +128,22 @@ pub trait Backend: Send + Sync + 'static {
     /// Release everything before the process exits.
     fn shutdown(&self) -> BackendFuture<'_, ()> {
         Box::pin(async {})
+    }
+}
+
+/// Reload entry `name` of this backend although its files did not change
+/// (an MCP server said its tool list changed): the plugins directory's
+/// manager loads it again and swaps it in like any new version.
+#[derive(Clone)]
+pub struct Refresh(Arc<dyn Fn(&str) + Send + Sync>);
+
+impl Refresh {
+    pub fn new(f: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        Refresh(Arc::new(f))
+    }
+
+    pub fn entry(&self, name: &str) {
+        (self.0)(name)
     }
 }
 

@@ -6,7 +6,8 @@
 //!   dispatch.
 //! - [`dispatch`]: the one entry point `(session, tool id, input) -> result`.
 //! - backends: [`wasm`] (components in-process), [`docker`] (heavy tools in
-//!   containers) and [`httpapi`] (HTTP APIs described by OpenAPI), peers
+//!   containers), [`httpapi`] (HTTP APIs described by OpenAPI) and
+//!   [`mcpserver`] (MCP servers, through rmcp's client), peers
 //!   behind [`backend::Backend`] and [`catalog::Toolkit`]; [`outbound`]: the
 //!   outbound HTTP allow-list they share.
 //! - [`plugins`]: the plugins directory kept in step with the catalog (hot
@@ -23,6 +24,7 @@ pub mod config;
 pub mod dispatch;
 pub mod docker;
 pub mod httpapi;
+pub mod mcpserver;
 pub mod metrics;
 pub mod outbound;
 pub mod plugins;

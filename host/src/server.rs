@@ -128,9 +128,9 @@ impl Server {
         if let Some(docker) = &docker {
             backends.push(docker.clone());
         }
-        backends.push(Arc::new(crate::httpapi::ApiBackend::new(
-            crate::httpapi::manifest::Secrets::new(config.secrets.0.clone()),
-        )));
+        let secrets = crate::httpapi::manifest::Secrets::new(config.secrets.0.clone());
+        backends.push(Arc::new(crate::httpapi::ApiBackend::new(secrets.clone())));
+        backends.push(Arc::new(crate::mcpserver::McpBackend::new(secrets)));
         backends.extend(more);
         backends.push(wasm.clone());
         let manager = PluginManager::new(plugins, backends, catalog.clone());

@@ -57,13 +57,38 @@ fn short(version: Option<&str>) -> &str {
 
 impl PluginManager {
     pub fn new(dir: &Path, backends: Vec<Arc<dyn Backend>>, catalog: Arc<Catalog>) -> Arc<Self> {
-        Arc::new(PluginManager {
+        let manager = Arc::new(PluginManager {
             dir: dir.to_owned(),
             backends,
             catalog,
             status: Mutex::new(BTreeMap::new()),
             locks: Mutex::new(HashMap::new()),
-        })
+        });
+        for backend in &manager.backends {
+            let (weak, kind) = (Arc::downgrade(&manager), backend.name());
+            backend.attach(crate::backend::Refresh::new(move |name: &str| {
+                if let Some(manager) = weak.upgrade() {
+                    let name = name.to_owned();
+                    tokio::spawn(async move { manager.refresh(&name, kind).await });
+                }
+            }));
+        }
+        manager
+    }
+
+    /// Load entry `name` of backend `kind` again although its files did not
+    /// change: what the backend serves from them did (an MCP server's tool
+    /// list). Calls in flight finish on the old version, as for any swap.
+    pub async fn refresh(&self, name: &str, kind: &'static str) {
+        let key: Key = (name.to_owned(), kind);
+        let lock = self.entry_lock(&key);
+        let _guard = lock.lock().await;
+        if self.get_key(&key).is_none() {
+            return;
+        }
+        // Forget what was loaded, so the reconcile loads it again.
+        self.update(&key, |s| s.files = None);
+        self.reconcile_locked(&key).await;
     }
 
     pub fn dir(&self) -> &Path {
