@@ -350,11 +350,22 @@ mod echo_backend {
     use std::sync::Arc;
 
     use serde_json::json;
-    use toolhost::backend::{Backend, BackendFuture, EntryFile, Loaded, content_hash, file_entry};
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use toolhost::backend::{
+        Backend, BackendFuture, EntryFile, Loaded, Refresh, content_hash, file_entry,
+    };
     use toolhost::catalog::{BoxFuture, Invocation, Toolkit};
     use toolhost::tool::{CallError, Content, Limits, ToolDescriptor};
 
-    pub struct Echoes;
+    /// With `louder` set, its entries also have a `shout` tool (what an MCP
+    /// server's changed tool list looks like); `refresh` reloads one.
+    #[derive(Default)]
+    pub struct Echoes {
+        pub refresh: OnceLock<Refresh>,
+        pub louder: AtomicBool,
+    }
 
     struct Echo(String);
 
@@ -374,6 +385,9 @@ mod echo_backend {
         fn claim(&self, child: &Path) -> Option<String> {
             file_entry(child, &["echo"])
         }
+        fn attach(&self, refresh: Refresh) {
+            let _ = self.refresh.set(refresh);
+        }
         fn files(&self, dir: &Path, name: &str) -> Vec<PathBuf> {
             let file = dir.join(format!("{name}.echo"));
             if file.is_file() {
@@ -390,18 +404,24 @@ mod echo_backend {
         ) -> BackendFuture<'a, Result<Loaded, String>> {
             Box::pin(async move {
                 let text = String::from_utf8(files[0].bytes.clone()).map_err(|e| e.to_string())?;
+                let louder = self.louder.load(Ordering::Relaxed);
+                let tool = |name: &str| ToolDescriptor {
+                    name: name.into(),
+                    description: "Say the text to someone.".into(),
+                    input_schema: json!({"type": "object", "properties": {"who": {"type": "string"}}}),
+                    output_schema: None,
+                    continue_with: None,
+                };
+                let mut tools = vec![tool("say")];
+                if louder {
+                    tools.push(tool("shout"));
+                }
                 Ok(Loaded {
                     description: "Echoes.".into(),
-                    version: content_hash(text.as_bytes()),
+                    version: content_hash(format!("{text}{louder}").as_bytes()),
                     limits: Limits::default(),
                     toolkit: Arc::new(Echo(text.trim().to_owned())),
-                    tools: vec![ToolDescriptor {
-                        name: "say".into(),
-                        description: "Say the text to someone.".into(),
-                        input_schema: json!({"type": "object", "properties": {"who": {"type": "string"}}}),
-                        output_schema: None,
-                        continue_with: None,
-                    }],
+                    tools,
                     compile: None,
                 })
             })
@@ -411,18 +431,14 @@ mod echo_backend {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backend_added_through_the_trait_serves_every_surface() {
+    let echoes = std::sync::Arc::new(echo_backend::Echoes::default());
     let plugins = calc_plugins();
     let data = tempfile::tempdir().unwrap();
     let mut config = Config::default();
     config.plugins.debounce_ms = 50;
-    let server = Server::build_with(
-        &config,
-        plugins.path(),
-        data.path(),
-        vec![std::sync::Arc::new(echo_backend::Echoes)],
-    )
-    .await
-    .unwrap();
+    let server = Server::build_with(&config, plugins.path(), data.path(), vec![echoes.clone()])
+        .await
+        .unwrap();
     server.load_plugins();
     server.loaded().await;
     let app = server.router(&config);
@@ -497,6 +513,19 @@ async fn a_backend_added_through_the_trait_serves_every_surface() {
     )
     .await;
     assert!(swapped, "the edited entry was not reloaded");
+    // The backend's own refresh (an MCP server's tools/list_changed): the
+    // same files, a new tool list, swapped in.
+    echoes
+        .louder
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    echoes.refresh.get().expect("attached").entry("greet");
+    let refreshed = eventually(
+        &app,
+        || post("/tools/greet_shout/invoke", r#"{"params":{"who":"all"}}"#),
+        |status, body| status == StatusCode::OK && body["content"][0]["text"] == "goodbye all",
+    )
+    .await;
+    assert!(refreshed, "the refreshed entry's new tool is not served");
     std::fs::remove_file(plugins.path().join("greet.echo")).unwrap();
     let gone = eventually(
         &app,

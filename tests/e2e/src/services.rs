@@ -21,7 +21,44 @@ pub struct Service {
     pub port: u16,
 }
 
+/// The npm MCP servers' `node_modules/.bin` (installed once by
+/// `tests/mcpservers/install.sh`).
+pub fn mcp_servers_bin() -> std::path::PathBuf {
+    let out = Command::new(crate::repo_root().join("tests/mcpservers/install.sh"))
+        .output()
+        .expect("run tests/mcpservers/install.sh");
+    assert!(
+        out.status.success(),
+        "tests/mcpservers/install.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    std::path::PathBuf::from(text.lines().last().expect("a path").trim())
+}
+
 impl Service {
+    /// The MCP reference server (`@modelcontextprotocol/server-everything`)
+    /// in its streamable HTTP mode, at `/mcp`.
+    pub fn everything() -> Service {
+        let bin = mcp_servers_bin().join("mcp-server-everything");
+        let port = free_port().expect("a free port");
+        let child = Command::new(bin)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start server-everything");
+        let service = Service { child, port };
+        let up = wait_for(Duration::from_secs(60), || {
+            std::net::TcpStream::connect(("127.0.0.1", port))
+                .ok()
+                .map(|_| ())
+        });
+        assert!(up.is_some(), "server-everything did not listen on {port}");
+        service
+    }
+
     pub fn start(kind: Kind) -> Service {
         let python = python_venv("tests/httpapi/requirements.txt");
         let port = free_port().expect("a free port");

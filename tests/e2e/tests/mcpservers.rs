@@ -1,0 +1,218 @@
+//! MCP servers as toolkits (toolhost as an MCP gateway), against the MCP
+//! reference server nobody here wrote (`@modelcontextprotocol/server-everything`,
+//! pinned in `tests/mcpservers/`), run in its streamable HTTP mode on
+//! 127.0.0.1: its tools in the catalog, called on every surface, progress,
+//! time limits, a server that goes away, one that never initializes, a name
+//! already taken.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolhost_e2e::mcp::McpClient;
+use toolhost_e2e::services::Service;
+use toolhost_e2e::*;
+
+fn manifest(service: &Service, extra: &str) -> String {
+    format!(
+        "[mcp]\nurl = \"{}\"\nallow = [\"{}\"]\n{extra}\n",
+        service.url("/mcp"),
+        service.host()
+    )
+}
+
+#[test]
+fn a_remote_mcp_server_is_mounted_and_served_on_every_surface() {
+    let everything = Service::everything();
+    let s = Server::start(PluginsDir::new().add("calc", "calc").folder(
+        "every",
+        &[("every.toml", &manifest(&everything, "timeout_ms = 3000"))],
+    ));
+    let p = s.plugin("every").unwrap();
+    assert_eq!(
+        (p["state"].as_str(), p["backend"].as_str()),
+        (Some("ready"), Some("mcp")),
+        "{p}"
+    );
+    let ids = s.tool_ids();
+    for id in [
+        "every_echo",
+        "every_get-sum",
+        "every_trigger-long-running-operation",
+    ] {
+        assert!(ids.iter().any(|t| t == id), "{id} in {ids:?}");
+    }
+    // Schemas as toolhost's own: `properties` always present.
+    let (_, tools) = s.get("/tools?format=mcp");
+    for t in tools["tools"].as_array().unwrap() {
+        assert!(t["inputSchema"]["properties"].is_object(), "{t}");
+    }
+
+    // Native.
+    let (status, body) = s.invoke("every_get-sum", json!({"a": 2, "b": 40}));
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body["content"][0]["text"].as_str().unwrap().contains("42"),
+        "{body}"
+    );
+    let (status, body) = s.invoke("every_get-tiny-image", json!({}));
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "binary" && c["media_type"] == "image/png"),
+        "{body}"
+    );
+    let (status, body) = s.invoke(
+        "every_get-structured-content",
+        json!({"location": "Chicago"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body["result"]["temperature"].is_number(), "{body}");
+    // Checked against the server's schema before it is sent.
+    let (status, body) = s.invoke("every_get-sum", json!({"a": "two"}));
+    assert_eq!((status, kind(&body)), (422, "invalid_input"), "{body}");
+
+    // Progress: the server's notifications become the stream's events.
+    let r = reqwest::blocking::Client::new()
+        .post(s.url("/tools/every_trigger-long-running-operation/invoke"))
+        .json(&json!({"params": {"duration": 1, "steps": 4}, "stream": true}))
+        .send()
+        .unwrap();
+    let text = r.text().unwrap();
+    let progress = text.matches("event: progress").count();
+    assert_eq!(progress, 4, "{text}");
+    assert!(
+        text.contains("\"total\":4.0") && text.contains("Long running operation completed"),
+        "{text}"
+    );
+
+    // The time limit cancels the call (504), and the server keeps serving.
+    let started = Instant::now();
+    let (status, body) = s.invoke(
+        "every_trigger-long-running-operation",
+        json!({"duration": 10, "steps": 2}),
+    );
+    assert_eq!((status, kind(&body)), (504, "timeout"), "{body}");
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        s.invoke("every_echo", json!({"message": "still here"})).0,
+        200
+    );
+
+    // XAgent.
+    let http = reqwest::blocking::Client::new();
+    let r = http.post(s.url("/get_cookie")).send().unwrap();
+    let cookie = xagent_cookie(&r);
+    let r = http
+        .post(s.url("/execute_tool"))
+        .header("cookie", &cookie)
+        .json(&json!({"tool_name": "every_echo", "arguments": {"message": "via xagent"}}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.json::<Value>().unwrap(), json!("Echo: via xagent"));
+    // MCP (toolhost's own surface, forwarding to the server).
+    let mut mcp = McpClient::new(&s);
+    mcp.initialize("2025-06-18");
+    let answer = mcp.call(2, "every_echo", json!({"message": "via mcp"}));
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "Echo: via mcp",
+        "{answer}"
+    );
+
+    // The server goes away: its calls are 503, the rest of the host serves.
+    drop(everything);
+    let (status, body) = s.invoke("every_echo", json!({"message": "x"}));
+    assert_eq!(
+        (status, kind(&body)),
+        (503, "backend_unavailable"),
+        "{body}"
+    );
+    assert_eq!(
+        s.invoke("calc_evaluate", json!({"expression": "1+1"})).0,
+        200
+    );
+}
+
+#[test]
+fn servers_that_never_initialize_or_take_a_used_name_are_refused() {
+    // Accepts connections and never answers.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for mut conn in listener.incoming().flatten() {
+            let _ = conn.read(&mut [0; 1024]);
+            held.push(conn);
+        }
+    });
+    let silent = format!(
+        "[mcp]\nurl = \"http://127.0.0.1:{port}/mcp\"\nallow = [\"127.0.0.1:{port}\"]\ninit_timeout_ms = 1500\n"
+    );
+    let everything = Service::everything();
+    let started = Instant::now();
+    let s = Server::start(
+        PluginsDir::new()
+            .add("calc", "calc")
+            .folder("silent", &[("silent.toml", &silent)])
+            .folder(
+                "offlist",
+                &[(
+                    "offlist.toml",
+                    &format!("[mcp]\nurl = \"{}\"\n", everything.url("/mcp")),
+                )],
+            ),
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    let p = s.plugin("silent").unwrap();
+    assert_eq!(p["state"], "failed", "{p}");
+    assert!(
+        p["error"]
+            .as_str()
+            .unwrap()
+            .contains("did not finish initialize within 1500 ms"),
+        "{p}"
+    );
+    let p = s.plugin("offlist").unwrap();
+    assert_eq!(p["state"], "failed", "{p}");
+    assert!(p["error"].as_str().unwrap().contains("[mcp] allow"), "{p}");
+    // A server dropped in under a name a running plugin has: refused with
+    // the reason, and the plugin keeps serving.
+    let staging = s.plugins_dir().join(".calc");
+    std::fs::create_dir_all(&staging).unwrap();
+    std::fs::write(staging.join("calc.toml"), manifest(&everything, "")).unwrap();
+    std::fs::rename(&staging, s.plugins_dir().join("calc")).unwrap();
+    let refused = wait_for(Duration::from_secs(15), || {
+        let (_, plugins) = s.get("/plugins");
+        plugins["plugins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "calc" && p["backend"] == "mcp" && p["state"] == "failed")
+            .cloned()
+    })
+    .expect("the clashing server is listed as failed");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("already used by a wasm toolkit"),
+        "{refused}"
+    );
+    assert_eq!(
+        s.invoke("calc_evaluate", json!({"expression": "2+2"})).0,
+        200
+    );
+}

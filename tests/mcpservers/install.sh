@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The npm MCP servers of tests/mcpservers/package.json (pinned; its lock file
+# beside it), installed once under target/mcpservers and kept: real servers
+# nobody here wrote, for the MCP-gateway tests and benchmarks. Reinstalled when
+# package.json or the lock changes. Prints the install's node_modules/.bin as
+# the last line. The npm registry must be reachable the first time.
+set -euo pipefail
+
+die() {
+    echo "mcpservers/install.sh: $*" >&2
+    exit 1
+}
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+dest=$repo/target/mcpservers
+want=$(cat "$here/package.json" "$here/package-lock.json" 2>/dev/null | sha256sum | cut -c1-16)
+have() {
+    cat "$dest/.installed" 2>/dev/null || true
+}
+
+if [ "$(have)" != "$want" ]; then
+    mkdir -p "$dest"
+    exec 9>"$dest.lock"
+    flock 9 2>/dev/null || true
+    if [ "$(have)" != "$want" ]; then
+        command -v npm >/dev/null || die "no npm: install Node.js 20+ and npm"
+        echo "mcpservers/install.sh: installing the test MCP servers into $dest" >&2
+        rm -rf "$dest/node_modules"
+        cp "$here/package.json" "$dest/"
+        [ -f "$here/package-lock.json" ] && cp "$here/package-lock.json" "$dest/"
+        (cd "$dest" && npm ci --no-audit --no-fund --loglevel=error >&2) ||
+            die "npm ci failed (is the npm registry reachable?)"
+        echo "$want" >"$dest/.installed"
+    fi
+    exec 9>&-
+fi
+echo "$dest/node_modules/.bin"
