@@ -28,7 +28,10 @@
 //!    vs a bare `docker run` + health wait; a warm call vs straight to the
 //!    service.
 //!
-//! `toolhost-bench [invoke|auth|paired|hotload|nodes|languages|startup|api|services]` runs one
+//! 9. MCP gateway (see [`gateway`]): a `tools/call` straight to a real MCP
+//!    server vs through toolhost's `/mcp`, which forwards it.
+//!
+//! `toolhost-bench [invoke|auth|paired|hotload|nodes|languages|startup|api|services|gateway]` runs one
 //! part; no argument runs all (`auth`: the cost of caller auth + metrics
 //! alone; `paired`: the surfaces' CPU time per call, paired, alone).
 //! `toolhost-bench soak` (`make soak`) is separate: `SOAK_MINUTES` (default
@@ -39,6 +42,7 @@
 //! engine settings).
 
 mod api;
+mod gateway;
 mod hotload;
 mod languages;
 mod nodes;
@@ -99,6 +103,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if part == "services" {
         return services::run(samples).await;
+    }
+    if part == "gateway" {
+        return gateway::run(samples).await;
     }
     if part == "languages" {
         return languages::run(&plugins, samples).await;
@@ -162,6 +169,7 @@ async fn main() -> anyhow::Result<()> {
         api::run(samples, 16, seconds).await?;
         nodes::run(&plugins).await?;
         services::run(samples).await?;
+        gateway::run(samples).await?;
     }
     Ok(())
 }
