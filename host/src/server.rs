@@ -130,7 +130,10 @@ impl Server {
         }
         let secrets = crate::httpapi::manifest::Secrets::new(config.secrets.0.clone());
         backends.push(Arc::new(crate::httpapi::ApiBackend::new(secrets.clone())));
-        backends.push(Arc::new(crate::mcpserver::McpBackend::new(secrets)));
+        backends.push(Arc::new(crate::mcpserver::McpBackend::new(
+            secrets,
+            docker.clone(),
+        )));
         backends.extend(more);
         backends.push(wasm.clone());
         let manager = PluginManager::new(plugins, backends, catalog.clone());

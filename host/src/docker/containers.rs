@@ -91,6 +91,29 @@ impl Allocation {
     }
 }
 
+/// The host config of every container toolhost makes: an init process, no
+/// capabilities, no new privileges, memory (no swap), CPU and pids caps.
+pub(super) fn hardened(
+    network: &str,
+    memory_bytes: i64,
+    cpus: f64,
+    pids: u32,
+    binds: Vec<String>,
+) -> HostConfig {
+    HostConfig {
+        init: Some(true),
+        network_mode: Some(network.into()),
+        memory: Some(memory_bytes),
+        memory_swap: Some(memory_bytes),
+        nano_cpus: Some((cpus * 1e9) as i64),
+        pids_limit: Some(i64::from(pids)),
+        cap_drop: Some(vec!["ALL".into()]),
+        security_opt: Some(vec!["no-new-privileges".into()]),
+        binds: Some(binds),
+        ..Default::default()
+    }
+}
+
 impl DockerBackend {
     pub(super) async fn docker(&self) -> Result<bollard::Docker, CallError> {
         self.engine
@@ -236,18 +259,7 @@ impl DockerBackend {
             user: spec.driver.is_none().then(|| d.user.clone()).flatten(),
             labels: Some(labels),
             working_dir: Some("/workspace".into()),
-            host_config: Some(HostConfig {
-                init: Some(true),
-                network_mode: Some(d.network.mode().into()),
-                memory: Some(memory),
-                memory_swap: Some(memory),
-                nano_cpus: Some((d.cpus * 1e9) as i64),
-                pids_limit: Some(i64::from(d.pids)),
-                cap_drop: Some(vec!["ALL".into()]),
-                security_opt: Some(vec!["no-new-privileges".into()]),
-                binds: Some(binds),
-                ..Default::default()
-            }),
+            host_config: Some(hardened(d.network.mode(), memory, d.cpus, d.pids, binds)),
             ..Default::default()
         };
         let name = format!(

@@ -35,6 +35,7 @@ mod pool;
 mod reaper;
 mod registry;
 mod service;
+pub mod stdio;
 
 pub use containers::Allocation;
 pub use service::QuickAck;

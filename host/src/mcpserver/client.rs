@@ -92,11 +92,61 @@ impl ClientHandler for Handler {
 pub struct Connection {
     pub service: RunningService<RoleClient, Handler>,
     pub waiting: Waiting,
+    /// A server run in a node: its container (removed with the connection)
+    /// and its stderr.
+    process: Option<(
+        tokio::sync::Mutex<crate::docker::stdio::ContainerGuard>,
+        Arc<Mutex<std::collections::VecDeque<u8>>>,
+    )>,
+    started: std::time::Instant,
+    /// A call found the transport gone (the server exited, the connection
+    /// broke): the next load makes a new connection.
+    pub broken: std::sync::atomic::AtomicBool,
 }
 
 impl Connection {
-    pub fn new(service: RunningService<RoleClient, Handler>, waiting: Waiting) -> Self {
-        Connection { service, waiting }
+    pub fn new(
+        service: RunningService<RoleClient, Handler>,
+        waiting: Waiting,
+        process: Option<(
+            crate::docker::stdio::ContainerGuard,
+            Arc<Mutex<std::collections::VecDeque<u8>>>,
+        )>,
+    ) -> Self {
+        Connection {
+            service,
+            waiting,
+            process: process.map(|(guard, stderr)| (tokio::sync::Mutex::new(guard), stderr)),
+            started: std::time::Instant::now(),
+            broken: Default::default(),
+        }
+    }
+
+    /// Whether calls can still go through it.
+    pub fn is_usable(&self) -> bool {
+        !self.broken.load(std::sync::atomic::Ordering::Acquire) && !self.service.is_closed()
+    }
+
+    /// How long the connection has been up.
+    pub fn age(&self) -> std::time::Duration {
+        self.started.elapsed()
+    }
+
+    /// Stop the server: the connection, and a node's container (awaited).
+    pub async fn close(&self) {
+        self.service.cancellation_token().cancel();
+        if let Some((guard, _)) = &self.process {
+            let mut guard = guard.lock().await;
+            guard.remove().await;
+        }
+    }
+
+    /// A server run in a node: the last lines of its stderr.
+    pub fn stderr_tail(&self) -> String {
+        self.process
+            .as_ref()
+            .map(|(_, stderr)| crate::docker::stdio::tail(stderr))
+            .unwrap_or_default()
     }
 
     /// Route the server's progress on `token` to `sink` until the guard

@@ -10,6 +10,19 @@
 //! timeout_ms = 60000                  # one call (the server is told to cancel past it)
 //! max_concurrency = 16
 //!
+//! A server run from a command instead (stdio), in a node container with
+//! the node hardening and no network:
+//!
+//! ```toml
+//! [mcp]
+//! command = ["node", "/opt/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js", "stdio"]
+//! mount = "/srv/mcp-servers"          # a host directory (or one of this folder), read-only at /opt/mcp
+//! image = "toolhost-node:latest"
+//! env = { LOG_LEVEL = "warn" }
+//! memory_mb = 512
+//! cpus = 1.0
+//! ```
+//!
 //! [mcp.auth]                          # optional: sent by the host, never shown
 //! kind = "bearer"                     # bearer | header
 //! name = "X-Api-Key"                  # the header (not for bearer)
@@ -29,7 +42,25 @@ pub struct Manifest {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpSection {
-    pub url: String,
+    /// A remote server (streamable HTTP) ...
+    #[serde(default)]
+    pub url: Option<String>,
+    /// ... or one run from this command in a node container (stdio).
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    #[serde(default = "default_image")]
+    pub image: String,
+    /// Mounted read-only at `/opt/mcp` (relative: to the toolkit's folder).
+    #[serde(default)]
+    pub mount: Option<std::path::PathBuf>,
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    #[serde(default = "default_memory_mb")]
+    pub memory_mb: u32,
+    #[serde(default = "default_cpus")]
+    pub cpus: f64,
+    #[serde(default = "default_pids")]
+    pub pids: u32,
     #[serde(default)]
     pub allow: Vec<String>,
     #[serde(default = "default_init_timeout_ms")]
@@ -42,6 +73,18 @@ pub struct McpSection {
     pub auth: Option<Auth>,
 }
 
+fn default_image() -> String {
+    "toolhost-node:latest".into()
+}
+fn default_memory_mb() -> u32 {
+    512
+}
+fn default_cpus() -> f64 {
+    1.0
+}
+fn default_pids() -> u32 {
+    256
+}
 fn default_init_timeout_ms() -> u64 {
     10_000
 }
@@ -72,9 +115,33 @@ pub enum AuthKind {
 pub fn parse(text: &str) -> Result<Manifest, String> {
     let manifest: Manifest = toml::from_str(text).map_err(|e| e.message().to_owned())?;
     let m = &manifest.mcp;
-    let url = reqwest::Url::parse(&m.url).map_err(|e| format!("[mcp] url `{}`: {e}", m.url))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!("[mcp] url `{}`: http or https", m.url));
+    match (&m.url, &m.command) {
+        (Some(url), None) => {
+            let parsed = reqwest::Url::parse(url).map_err(|e| format!("[mcp] url `{url}`: {e}"))?;
+            if !matches!(parsed.scheme(), "http" | "https") {
+                return Err(format!("[mcp] url `{url}`: http or https"));
+            }
+        }
+        (None, Some(command)) => {
+            if command.is_empty() || command[0].is_empty() {
+                return Err("[mcp] command is empty".into());
+            }
+            if !(16..=65536).contains(&m.memory_mb)
+                || !(m.cpus > 0.0 && m.cpus <= 64.0)
+                || m.pids < 16
+            {
+                return Err(
+                    "[mcp] memory_mb (16..=65536), cpus (0..=64) or pids (16..) is out of range"
+                        .into(),
+                );
+            }
+        }
+        _ => {
+            return Err(
+                "[mcp] url (a remote server) or command (a server run in a node), one of them"
+                    .into(),
+            );
+        }
     }
     if m.init_timeout_ms == 0 || m.timeout_ms == 0 || m.max_concurrency == 0 {
         return Err("[mcp] init_timeout_ms, timeout_ms and max_concurrency must be over 0".into());
@@ -96,8 +163,17 @@ mod tests {
     fn fields_are_checked() {
         let ok = parse("[mcp]\nurl = \"http://127.0.0.1:1/mcp\"\n").unwrap();
         assert_eq!(ok.mcp.timeout_ms, 60_000);
+        let stdio = parse("[mcp]\ncommand = [\"node\", \"x.js\"]\n").unwrap();
+        assert_eq!(stdio.mcp.image, "toolhost-node:latest");
         for (bad, says) in [
             ("[mcp]\nurl = \"nope\"\n", "url"),
+            ("[mcp]\n", "one of them"),
+            (
+                "[mcp]\nurl = \"http://h/\"\ncommand = [\"x\"]\n",
+                "one of them",
+            ),
+            ("[mcp]\ncommand = []\n", "empty"),
+            ("[mcp]\ncommand = [\"x\"]\nmemory_mb = 1\n", "out of range"),
             ("[mcp]\nurl = \"ftp://h/x\"\n", "http or https"),
             ("[mcp]\nurl = \"http://h/\"\ntimeout_ms = 0\n", "over 0"),
             ("[mcp]\nurl = \"http://h/\"\nbogus = 1\n", "bogus"),

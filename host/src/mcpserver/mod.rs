@@ -36,18 +36,29 @@ use crate::outbound::HttpPolicy;
 use crate::tool::{self, CallError, Content, Limits, ToolDescriptor};
 use client::{Connection, Handler};
 
+/// A server that ran this long before it exited is not counted as failing
+/// again (its restarts in a row start over), nor shown degraded after it.
+const STABLE: Duration = Duration::from_secs(60);
+
 /// The backend of MCP-server toolkits.
 pub struct McpBackend {
     secrets: Secrets,
+    /// Runs servers given as a command (stdio), in node containers.
+    docker: Option<Arc<crate::docker::DockerBackend>>,
+    /// Restarts in a row of each toolkit's server (a server that lived a
+    /// minute starts the count again), the last one's words, and when.
+    restarts: Mutex<HashMap<String, (u32, String, std::time::Instant)>>,
     refresh: OnceLock<Refresh>,
     /// Each toolkit's live connection, with the manifest it was made for.
     connections: Mutex<HashMap<String, (String, Arc<Connection>)>>,
 }
 
 impl McpBackend {
-    pub fn new(secrets: Secrets) -> Self {
+    pub fn new(secrets: Secrets, docker: Option<Arc<crate::docker::DockerBackend>>) -> Self {
         McpBackend {
             secrets,
+            docker,
+            restarts: Mutex::default(),
             refresh: OnceLock::new(),
             connections: Mutex::default(),
         }
@@ -57,33 +68,128 @@ impl McpBackend {
         self.connections.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The live connection made for this manifest, else a new one.
+    /// The live connection made for this manifest, else a new one (a
+    /// server that exited is started again, after a backoff that grows with
+    /// its restarts in a row).
     async fn connection(
         &self,
         name: &str,
         identity: &str,
+        folder: &Path,
         m: &manifest::McpSection,
     ) -> Result<Arc<Connection>, String> {
-        if let Some((made_for, conn)) = self.lock().get(name).cloned()
+        let previous = self.lock().get(name).cloned();
+        if let Some((made_for, conn)) = &previous
             && made_for == identity
-            && !conn.service.is_closed()
+            && conn.is_usable()
         {
-            return Ok(conn);
+            return Ok(conn.clone());
         }
-        let url = reqwest::Url::parse(&m.url).map_err(|e| format!("[mcp] url: {e}"))?;
+        // The same manifest's server is gone: a restart.
+        let restart = previous
+            .as_ref()
+            .is_some_and(|(made_for, _)| made_for == identity);
+        if restart {
+            let (count, why) = {
+                let mut restarts = self.restarts.lock().unwrap_or_else(|e| e.into_inner());
+                let entry = restarts.entry(name.to_owned()).or_insert((
+                    0,
+                    String::new(),
+                    std::time::Instant::now(),
+                ));
+                let lived = previous.as_ref().map_or(Duration::ZERO, |(_, c)| c.age());
+                if lived > STABLE {
+                    entry.0 = 0;
+                }
+                entry.0 += 1;
+                entry.1 = previous
+                    .as_ref()
+                    .map(|(_, c)| c.stderr_tail())
+                    .unwrap_or_default();
+                entry.2 = std::time::Instant::now();
+                (entry.0, entry.1.clone())
+            };
+            let pause = Duration::from_millis(250u64 << count.min(6)).min(Duration::from_secs(10));
+            tracing::warn!(toolkit = name, restarts = count, stderr = %why, ?pause, "MCP server exited; restarting it");
+            tokio::time::sleep(pause).await;
+        }
+        let refresh = self.refresh.get().cloned();
+        let toolkit = name.to_owned();
+        let (handler, waiting) = Handler::new(move || {
+            tracing::info!(toolkit, "MCP server: its tool list changed; reloading");
+            if let Some(r) = &refresh {
+                r.entry(&toolkit);
+            }
+        });
+        let within = Duration::from_millis(m.init_timeout_ms);
+        let late = || {
+            format!(
+                "the MCP server did not finish initialize within {} ms",
+                m.init_timeout_ms
+            )
+        };
+        let conn = match (&m.url, &m.command) {
+            (Some(url), _) => {
+                let transport = StreamableHttpClientTransport::from_config(self.remote(url, m)?);
+                let service = tokio::time::timeout(within, handler.serve(transport))
+                    .await
+                    .map_err(|_| late())?
+                    .map_err(|e| format!("the MCP server's initialize failed: {e}"))?;
+                Connection::new(service, waiting, None)
+            }
+            (None, Some(command)) => {
+                let docker = self.docker.clone().ok_or(
+                    "servers run from a command need the Docker backend ([docker] enabled)",
+                )?;
+                let spec = stdio_spec(name, folder, command, m)?;
+                let (process, container) = docker
+                    .spawn_stdio(&spec, "shared")
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let stderr = process.stderr.clone();
+                let served =
+                    tokio::time::timeout(within, handler.serve((process.output, process.input)))
+                        .await;
+                let tail = || crate::docker::stdio::tail(&stderr);
+                let service = served
+                    .map_err(|_| format!("{} (stderr: {})", late(), tail()))?
+                    .map_err(|e| {
+                        format!(
+                            "the MCP server's initialize failed: {e} (stderr: {})",
+                            tail()
+                        )
+                    })?;
+                Connection::new(service, waiting, Some((container, stderr.clone())))
+            }
+            (None, None) => return Err("[mcp] names no server".into()),
+        };
+        let conn = Arc::new(conn);
+        self.lock()
+            .insert(name.to_owned(), (identity.to_owned(), conn.clone()));
+        Ok(conn)
+    }
+
+    /// The transport config of a remote server, its host checked against
+    /// the list.
+    fn remote(
+        &self,
+        url: &str,
+        m: &manifest::McpSection,
+    ) -> Result<StreamableHttpClientTransportConfig, String> {
+        let parsed = reqwest::Url::parse(url).map_err(|e| format!("[mcp] url: {e}"))?;
         let methods = ["GET".to_string(), "POST".into(), "DELETE".into()];
         let policy = HttpPolicy::parse(&m.allow, &methods)
             .map_err(|e| e.replace("http.allow", "[mcp] allow"))?
             .named("[mcp] allow");
         if let Some(why) = policy.refusal(
             "POST",
-            url.scheme(),
-            url.host_str().unwrap_or(""),
-            url.port(),
+            parsed.scheme(),
+            parsed.host_str().unwrap_or(""),
+            parsed.port(),
         ) {
             return Err(format!("[mcp] url: {why}"));
         }
-        let mut config = StreamableHttpClientTransportConfig::with_uri(m.url.clone());
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
         if let Some(auth) = &m.auth {
             let secret = self.secrets.get(&auth.secret)?;
             match auth.kind {
@@ -99,37 +205,15 @@ impl McpBackend {
                 }
             }
         }
-        let transport = StreamableHttpClientTransport::from_config(config);
-        let refresh = self.refresh.get().cloned();
-        let toolkit = name.to_owned();
-        let (handler, waiting) = Handler::new(move || {
-            tracing::info!(toolkit, "MCP server: its tool list changed; reloading");
-            if let Some(r) = &refresh {
-                r.entry(&toolkit);
-            }
-        });
-        let within = Duration::from_millis(m.init_timeout_ms);
-        let service = tokio::time::timeout(within, handler.serve(transport))
-            .await
-            .map_err(|_| {
-                format!(
-                    "the MCP server did not finish initialize within {} ms",
-                    m.init_timeout_ms
-                )
-            })?
-            .map_err(|e| format!("the MCP server's initialize failed: {e}"))?;
-        let conn = Arc::new(Connection::new(service, waiting));
-        self.lock()
-            .insert(name.to_owned(), (identity.to_owned(), conn.clone()));
-        Ok(conn)
+        Ok(config)
     }
 
     async fn load_manifest(&self, name: &str, files: &[EntryFile]) -> Result<Loaded, String> {
-        let (_, text) = folder_manifest(name, files)?;
+        let (folder, text) = folder_manifest(name, files)?;
         let manifest = manifest::parse(text)?;
         let m = &manifest.mcp;
         let identity: String = files.iter().map(|f| content_hash(&f.bytes)).collect();
-        let conn = self.connection(name, &identity, m).await?;
+        let conn = self.connection(name, &identity, &folder, m).await?;
         let within = Duration::from_millis(m.init_timeout_ms);
         let listed = tokio::time::timeout(within, conn.service.peer().list_all_tools())
             .await
@@ -223,6 +307,34 @@ impl McpBackend {
     }
 }
 
+/// How a server given as a command runs in a node.
+fn stdio_spec(
+    name: &str,
+    folder: &Path,
+    command: &[String],
+    m: &manifest::McpSection,
+) -> Result<crate::docker::stdio::StdioSpec, String> {
+    let mut binds = vec![format!("{}:/toolkit:ro", folder.display())];
+    if let Some(mount) = &m.mount {
+        let dir = folder.join(mount);
+        if !dir.is_dir() {
+            return Err(format!("[mcp] mount: {} is not a directory", dir.display()));
+        }
+        binds.push(format!("{}:/opt/mcp:ro", dir.display()));
+    }
+    Ok(crate::docker::stdio::StdioSpec {
+        toolkit: name.to_owned(),
+        image: m.image.clone(),
+        command: command.to_vec(),
+        env: m.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+        binds,
+        memory_mb: m.memory_mb,
+        cpus: m.cpus,
+        pids: m.pids,
+        network: "none",
+    })
+}
+
 impl Backend for McpBackend {
     fn name(&self) -> &'static str {
         "mcp"
@@ -252,6 +364,16 @@ impl Backend for McpBackend {
         }
     }
 
+    fn problem(&self, name: &str) -> Option<crate::backend::Problem> {
+        let restarts = self.restarts.lock().unwrap_or_else(|e| e.into_inner());
+        let (count, why, at) = restarts.get(name)?;
+        (*count > 0 && at.elapsed() < STABLE).then(|| {
+            crate::backend::Problem::unavailable(format!(
+                "degraded: its server exited and was restarted {count} time(s) in a row (last words: {why})"
+            ))
+        })
+    }
+
     fn attach(&self, refresh: Refresh) {
         let _ = self.refresh.set(refresh);
     }
@@ -259,9 +381,7 @@ impl Backend for McpBackend {
     fn shutdown(&self) -> BackendFuture<'_, ()> {
         Box::pin(async move {
             let all: Vec<_> = self.lock().drain().map(|(_, (_, c))| c).collect();
-            for conn in all {
-                conn.service.cancellation_token().cancel();
-            }
+            futures::future::join_all(all.iter().map(|c| c.close())).await;
         })
     }
 }
@@ -328,8 +448,12 @@ impl Toolkit for McpToolkit {
                 }
                 Err(ServiceError::McpError(e)) => Err(CallError::ToolError(e.message.to_string())),
                 Err(e) => {
-                    // The connection is gone: the next load reconnects.
-                    if self.conn.service.is_closed()
+                    // The connection is gone (the server exited): the
+                    // toolkit is loaded again, which restarts the server.
+                    if !self
+                        .conn
+                        .broken
+                        .swap(true, std::sync::atomic::Ordering::AcqRel)
                         && let Some(r) = &self.refresh
                     {
                         r.entry(&self.toolkit);

@@ -216,3 +216,119 @@ fn servers_that_never_initialize_or_take_a_used_name_are_refused() {
         200
     );
 }
+
+/// `[mcp] command` for the npm server `package` (its `dist/index.js`), the
+/// install mounted read-only at /opt/mcp.
+fn stdio_manifest(package: &str, args: &[&str]) -> String {
+    let bin = toolhost_e2e::services::mcp_servers_bin();
+    let modules = bin.parent().unwrap();
+    let mut command = vec![
+        "node".to_owned(),
+        format!("/opt/mcp/node_modules/@modelcontextprotocol/{package}/dist/index.js"),
+    ];
+    command.extend(args.iter().map(|a| a.to_string()));
+    format!(
+        "[mcp]\ncommand = {command:?}\nmount = \"{}\"\n",
+        modules.parent().unwrap().display()
+    )
+}
+
+#[test]
+fn stdio_servers_run_in_nodes_and_are_restarted_when_they_exit() {
+    if !require_docker() {
+        return;
+    }
+    let s = Server::start(
+        PluginsDir::new()
+            .add("calc", "calc")
+            .folder(
+                "evs",
+                &[("evs.toml", &stdio_manifest("server-everything", &["stdio"]))],
+            )
+            .folder(
+                "fs",
+                &[(
+                    "fs.toml",
+                    &stdio_manifest("server-filesystem", &["/toolkit"]),
+                )],
+            ),
+    );
+    for name in ["evs", "fs"] {
+        let p = s.plugin(name).unwrap();
+        assert_eq!(p["state"], "ready", "{p}");
+    }
+    let (status, body) = s.invoke("evs_get-sum", json!({"a": 20, "b": 22}));
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body["content"][0]["text"].as_str().unwrap().contains("42"),
+        "{body}"
+    );
+    // The filesystem server sees only what it was given: its folder.
+    let (status, body) = s.invoke("fs_list_directory", json!({"path": "/toolkit"}));
+    assert_eq!(status, 200, "{body}");
+    assert!(body.to_string().contains("fs.toml"), "{body}");
+    let (status, body) = s.invoke("fs_read_text_file", json!({"path": "/etc/hostname"}));
+    assert!(
+        status != 200 || body.to_string().contains("denied"),
+        "{body}"
+    );
+    // Each in a node with no network.
+    let containers = s.containers();
+    assert_eq!(containers.len(), 2, "{containers:?}");
+    for c in &containers {
+        let out = std::process::Command::new("docker")
+            .args([
+                "inspect",
+                "-f",
+                "{{.HostConfig.NetworkMode}} {{.HostConfig.CapDrop}}",
+                c,
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.starts_with("none") && text.contains("ALL"), "{text}");
+    }
+    // The server's tools/list_changed (sent after initialize) was followed.
+    assert!(
+        s.log().contains("its tool list changed; reloading"),
+        "{}",
+        s.log()
+    );
+
+    // The server exits: the call in the way gets an error, the next ones a
+    // restarted server; the toolkit says it was restarted.
+    let evs = containers_of(&s, "evs");
+    let _ = std::process::Command::new("docker")
+        .args(["kill", &evs[0]])
+        .output();
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, body) = s.invoke("evs_echo", json!({"message": "x"}));
+    assert_eq!(
+        (status, kind(&body)),
+        (503, "backend_unavailable"),
+        "{body}"
+    );
+    let back = wait_for(Duration::from_secs(30), || {
+        (s.invoke("evs_echo", json!({"message": "back"})).0 == 200).then_some(())
+    });
+    assert!(back.is_some(), "the server was restarted");
+    let p = s.plugin("evs").unwrap();
+    assert!(
+        p["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("restarted 1 time"),
+        "{p}"
+    );
+    let now = containers_of(&s, "evs");
+    assert_eq!(now.len(), 1, "the dead container went: {now:?}");
+    assert_ne!(now[0], evs[0]);
+    assert_eq!(s.invoke("calc_evaluate", json!({"expression": "1"})).0, 200);
+}
+
+fn containers_of(s: &Server, toolkit: &str) -> Vec<String> {
+    containers(&[
+        format!("toolhost.scope={}", s.scope()),
+        format!("toolhost.toolkit={toolkit}"),
+    ])
+}

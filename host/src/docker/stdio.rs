@@ -1,0 +1,208 @@
+//! A process in a node container spoken to over the stdin / stdout of an
+//! attached `docker exec`: what an MCP server run from a command (stdio)
+//! becomes. The container has the node hardening and no network unless
+//! asked; it is removed when the process handle is dropped.
+
+use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use bollard::container::LogOutput;
+use bollard::exec::{CreateExecOptions, StartExecResults};
+use bollard::models::ContainerCreateBody;
+use bollard::query_parameters::CreateContainerOptionsBuilder;
+use bytes::Bytes;
+use futures::StreamExt;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::containers::hardened;
+use super::{DockerBackend, RUN_LABEL, SCOPE_LABEL, SESSION_LABEL, TOOLKIT_LABEL, missing_image};
+use crate::tool::CallError;
+
+/// Stderr kept for messages.
+const STDERR_TAIL: usize = 4096;
+
+/// What to run and how the container is made.
+#[derive(Debug, Clone)]
+pub struct StdioSpec {
+    pub toolkit: String,
+    pub image: String,
+    pub command: Vec<String>,
+    pub env: Vec<String>,
+    /// `host:container:ro` binds.
+    pub binds: Vec<String>,
+    pub memory_mb: u32,
+    pub cpus: f64,
+    pub pids: u32,
+    /// `none` or `host`.
+    pub network: &'static str,
+}
+
+/// The running process: its stdout to read, its stdin to write.
+pub struct StdioProcess {
+    pub container: String,
+    pub output: Pin<Box<dyn AsyncRead + Send>>,
+    pub input: Pin<Box<dyn AsyncWrite + Send>>,
+    pub stderr: Arc<Mutex<VecDeque<u8>>>,
+}
+
+/// Removes the container when the last holder lets go.
+pub struct ContainerGuard {
+    backend: Arc<DockerBackend>,
+    pub id: String,
+}
+
+impl ContainerGuard {
+    /// Remove the container now (at shutdown, when no task may run later).
+    pub async fn remove(&mut self) {
+        let id = std::mem::take(&mut self.id);
+        if !id.is_empty() {
+            self.backend.remove_container(&id).await;
+        }
+    }
+}
+
+impl Drop for ContainerGuard {
+    fn drop(&mut self) {
+        let (backend, id) = (self.backend.clone(), std::mem::take(&mut self.id));
+        if id.is_empty() {
+            return;
+        }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move { backend.remove_container(&id).await });
+        }
+    }
+}
+
+/// The last lines of a process's stderr.
+pub fn tail(stderr: &Mutex<VecDeque<u8>>) -> String {
+    let bytes: Vec<u8> = stderr
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .copied()
+        .collect();
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines[lines.len().saturating_sub(5)..].join(" | ")
+}
+
+impl DockerBackend {
+    /// Start `spec.command` in a fresh node container for `session`.
+    pub async fn spawn_stdio(
+        self: &Arc<Self>,
+        spec: &StdioSpec,
+        session: &str,
+    ) -> Result<(StdioProcess, ContainerGuard), CallError> {
+        if self.is_closing() {
+            return Err(CallError::BackendUnavailable(
+                "the server is shutting down".into(),
+            ));
+        }
+        let docker = self.docker().await?;
+        let labels: HashMap<String, String> = [
+            (SCOPE_LABEL.to_owned(), self.scope.clone()),
+            (RUN_LABEL.to_owned(), self.run.clone()),
+            (TOOLKIT_LABEL.to_owned(), spec.toolkit.clone()),
+            (SESSION_LABEL.to_owned(), session.to_owned()),
+        ]
+        .into();
+        let body = ContainerCreateBody {
+            image: Some(spec.image.clone()),
+            cmd: Some(vec!["sleep".into(), "infinity".into()]),
+            labels: Some(labels),
+            host_config: Some(hardened(
+                spec.network,
+                i64::from(spec.memory_mb) << 20,
+                spec.cpus,
+                spec.pids,
+                spec.binds.clone(),
+            )),
+            ..Default::default()
+        };
+        let name = format!(
+            "toolhost-{}-{}",
+            spec.toolkit,
+            &uuid::Uuid::new_v4().simple().to_string()[..12]
+        );
+        let options = CreateContainerOptionsBuilder::default().name(&name).build();
+        let created = match docker.create_container(Some(options), body).await {
+            Ok(c) => c,
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => return Err(missing_image(&spec.image)),
+            Err(e) => return Err(self.engine_error("creating a container", e).await.1),
+        };
+        let guard = ContainerGuard {
+            backend: self.clone(),
+            id: created.id.clone(),
+        };
+        docker
+            .start_container(&created.id, None)
+            .await
+            .map_err(|e| {
+                CallError::BackendUnavailable(format!("Docker refused starting a container: {e}"))
+            })?;
+        let exec = docker
+            .create_exec(
+                &created.id,
+                CreateExecOptions {
+                    attach_stdin: Some(true),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    cmd: Some(spec.command.clone()),
+                    env: Some(spec.env.clone()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| CallError::BackendUnavailable(format!("cannot start the command: {e}")))?;
+        let started = docker
+            .start_exec(&exec.id, None)
+            .await
+            .map_err(|e| CallError::BackendUnavailable(format!("cannot start the command: {e}")))?;
+        let StartExecResults::Attached { output, input } = started else {
+            return Err(CallError::BackendUnavailable(
+                "the command did not attach".into(),
+            ));
+        };
+        let stderr: Arc<Mutex<VecDeque<u8>>> = Arc::default();
+        let kept = stderr.clone();
+        let toolkit = spec.toolkit.clone();
+        // Stdout as bytes; stderr kept (its tail) and logged.
+        let stdout = output.filter_map(move |item| {
+            let out = match item {
+                Ok(LogOutput::StdOut { message }) => Some(Ok::<Bytes, std::io::Error>(message)),
+                Ok(LogOutput::StdErr { message }) => {
+                    tracing::debug!(
+                        toolkit,
+                        "stdio: {}",
+                        String::from_utf8_lossy(&message).trim_end()
+                    );
+                    let mut tail = kept.lock().unwrap_or_else(|e| e.into_inner());
+                    tail.extend(message.iter());
+                    while tail.len() > STDERR_TAIL {
+                        tail.pop_front();
+                    }
+                    None
+                }
+                Ok(_) => None,
+                Err(e) => Some(Err(std::io::Error::other(e.to_string()))),
+            };
+            std::future::ready(out)
+        });
+        Ok((
+            StdioProcess {
+                container: created.id,
+                output: Box::pin(tokio_util::io::StreamReader::new(stdout)),
+                input,
+                stderr,
+            },
+            guard,
+        ))
+    }
+}
