@@ -15,6 +15,11 @@ use rmcp::service::{NotificationContext, RoleClient, RunningService};
 
 use crate::tool::{CallError, Content, Progress, ProgressSink};
 
+use crate::docker::stdio::ContainerGuard;
+
+/// A node process's stderr tail.
+type Stderr = Arc<Mutex<std::collections::VecDeque<u8>>>;
+
 /// Calls waiting for progress, by token.
 type Waiting = Arc<Mutex<HashMap<String, ProgressSink>>>;
 
@@ -94,10 +99,7 @@ pub struct Connection {
     pub waiting: Waiting,
     /// A server run in a node: its container (removed with the connection)
     /// and its stderr.
-    process: Option<(
-        tokio::sync::Mutex<crate::docker::stdio::ContainerGuard>,
-        Arc<Mutex<std::collections::VecDeque<u8>>>,
-    )>,
+    process: Option<(tokio::sync::Mutex<ContainerGuard>, Stderr)>,
     started: std::time::Instant,
     /// A call found the transport gone (the server exited, the connection
     /// broke): the next load makes a new connection.
@@ -108,10 +110,7 @@ impl Connection {
     pub fn new(
         service: RunningService<RoleClient, Handler>,
         waiting: Waiting,
-        process: Option<(
-            crate::docker::stdio::ContainerGuard,
-            Arc<Mutex<std::collections::VecDeque<u8>>>,
-        )>,
+        process: Option<(ContainerGuard, Stderr)>,
     ) -> Self {
         Connection {
             service,

@@ -126,10 +126,11 @@ pub fn parse(text: &str) -> Result<Manifest, String> {
             if command.is_empty() || command[0].is_empty() {
                 return Err("[mcp] command is empty".into());
             }
-            if !(16..=65536).contains(&m.memory_mb)
-                || !(m.cpus > 0.0 && m.cpus <= 64.0)
-                || m.pids < 16
-            {
+            let in_range = (16..=65536).contains(&m.memory_mb)
+                && m.cpus > 0.0
+                && m.cpus <= 64.0
+                && m.pids >= 16;
+            if !in_range {
                 return Err(
                     "[mcp] memory_mb (16..=65536), cpus (0..=64) or pids (16..) is out of range"
                         .into(),
