@@ -76,5 +76,46 @@ pub async fn run(samples: usize) -> anyhow::Result<()> {
     println!("through toolhost         median {t50:7.1} us   p99 {t99:7.1} us");
     println!("gateway overhead per call: median {:.1} us", t50 - d50);
     drop((direct, through, server, everything));
+    stdio_start()
+}
+
+/// A stdio server's start in a node on a warm image: a server process with
+/// the reference server as a command toolkit, from spawn to ready (container
+/// created and started, Node.js started, initialize, tools/list).
+fn stdio_start() -> anyhow::Result<()> {
+    let engine = std::process::Command::new("docker")
+        .arg("info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !engine {
+        println!("(no Docker engine: the stdio start is not measured)");
+        return Ok(());
+    }
+    let bin = toolhost_e2e::services::mcp_servers_bin();
+    let install = bin.parent().and_then(|p| p.parent()).expect("the install");
+    let plugins = tempfile::tempdir()?;
+    let folder = plugins.path().join("evs");
+    std::fs::create_dir_all(&folder)?;
+    std::fs::write(
+        folder.join("evs.toml"),
+        format!(
+            "[mcp]\ncommand = [\"node\", \"/opt/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js\", \"stdio\"]\nmount = \"{}\"\n",
+            install.display()
+        ),
+    )?;
+    let mut times = Vec::new();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let server = ServerProcess::start(plugins.path())?;
+        times.push(started.elapsed());
+        drop(server);
+    }
+    let (median, ..) = percentiles(&mut times);
+    println!(
+        "stdio server in a node (warm image), spawn to ready: median {:.0} ms (3 runs)",
+        median / 1e3
+    );
     Ok(())
 }
