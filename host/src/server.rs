@@ -130,10 +130,10 @@ impl Server {
         }
         let secrets = crate::httpapi::manifest::Secrets::new(config.secrets.0.clone());
         backends.push(Arc::new(crate::httpapi::ApiBackend::new(secrets.clone())));
-        backends.push(Arc::new(crate::mcpserver::McpBackend::new(
-            secrets,
-            docker.clone(),
-        )));
+        let mcp = crate::mcpserver::McpBackend::new(secrets, docker.clone());
+        let resources: Arc<dyn crate::sessions::SessionResources> = mcp.clone();
+        sessions.add_resources(Arc::downgrade(&resources));
+        backends.push(mcp);
         backends.extend(more);
         backends.push(wasm.clone());
         let manager = PluginManager::new(plugins, backends, catalog.clone());

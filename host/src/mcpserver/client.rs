@@ -21,7 +21,7 @@ use crate::docker::stdio::ContainerGuard;
 type Stderr = Arc<Mutex<std::collections::VecDeque<u8>>>;
 
 /// Calls waiting for progress, by token.
-type Waiting = Arc<Mutex<HashMap<String, ProgressSink>>>;
+pub type Waiting = Arc<Mutex<HashMap<String, ProgressSink>>>;
 
 /// What the server's notifications reach.
 pub struct Handler {

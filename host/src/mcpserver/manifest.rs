@@ -21,6 +21,7 @@
 //! env = { LOG_LEVEL = "warn" }
 //! memory_mb = 512
 //! cpus = 1.0
+//! per_session = true                  # a server per toolhost session, its workspace at /workspace
 //! ```
 //!
 //! [mcp.auth]                          # optional: sent by the host, never shown
@@ -61,6 +62,10 @@ pub struct McpSection {
     pub cpus: f64,
     #[serde(default = "default_pids")]
     pub pids: u32,
+    /// A server of its own for each toolhost session (stdio only), with the
+    /// session's workspace at `/workspace`, stopped when the session closes.
+    #[serde(default)]
+    pub per_session: bool,
     #[serde(default)]
     pub allow: Vec<String>,
     #[serde(default = "default_init_timeout_ms")]
@@ -143,6 +148,9 @@ pub fn parse(text: &str) -> Result<Manifest, String> {
                     .into(),
             );
         }
+    }
+    if m.per_session && m.command.is_none() {
+        return Err("[mcp] per_session is for servers run from a command".into());
     }
     if m.init_timeout_ms == 0 || m.timeout_ms == 0 || m.max_concurrency == 0 {
         return Err("[mcp] init_timeout_ms, timeout_ms and max_concurrency must be over 0".into());

@@ -40,8 +40,13 @@ use client::{Connection, Handler};
 /// again (its restarts in a row start over), nor shown degraded after it.
 const STABLE: Duration = Duration::from_secs(60);
 
+/// A session's server of a toolkit, made once.
+type SessionCell = Arc<tokio::sync::OnceCell<Arc<Connection>>>;
+
 /// The backend of MCP-server toolkits.
 pub struct McpBackend {
+    /// This backend, for the toolkits it makes.
+    me: std::sync::Weak<McpBackend>,
     secrets: Secrets,
     /// Runs servers given as a command (stdio), in node containers.
     docker: Option<Arc<crate::docker::DockerBackend>>,
@@ -51,17 +56,38 @@ pub struct McpBackend {
     refresh: OnceLock<Refresh>,
     /// Each toolkit's live connection, with the manifest it was made for.
     connections: Mutex<HashMap<String, (String, Arc<Connection>)>>,
+    /// Per-session servers, by (toolkit, session); made on a session's
+    /// first call, stopped when the session is released.
+    per_session: Mutex<HashMap<(String, String), SessionCell>>,
 }
 
 impl McpBackend {
-    pub fn new(secrets: Secrets, docker: Option<Arc<crate::docker::DockerBackend>>) -> Self {
-        McpBackend {
+    pub fn new(secrets: Secrets, docker: Option<Arc<crate::docker::DockerBackend>>) -> Arc<Self> {
+        Arc::new_cyclic(|me| McpBackend {
+            me: me.clone(),
+            per_session: Mutex::default(),
             secrets,
             docker,
             restarts: Mutex::default(),
             refresh: OnceLock::new(),
             connections: Mutex::default(),
-        }
+        })
+    }
+
+    /// Stop the per-session servers matching `which` (awaited).
+    async fn close_sessions(&self, which: impl Fn(&(String, String)) -> bool) {
+        let closing: Vec<SessionCell> = {
+            let mut map = self.per_session.lock().unwrap_or_else(|e| e.into_inner());
+            let keys: Vec<_> = map.keys().filter(|k| which(k)).cloned().collect();
+            keys.iter().filter_map(|k| map.remove(k)).collect()
+        };
+        futures::future::join_all(
+            closing
+                .iter()
+                .filter_map(|cell| cell.get())
+                .map(|conn| conn.close()),
+        )
+        .await;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, Arc<Connection>)>> {
@@ -138,28 +164,9 @@ impl McpBackend {
                 Connection::new(service, waiting, None)
             }
             (None, Some(command)) => {
-                let docker = self.docker.clone().ok_or(
-                    "servers run from a command need the Docker backend ([docker] enabled)",
-                )?;
                 let spec = stdio_spec(name, folder, command, m)?;
-                let (process, container) = docker
-                    .spawn_stdio(&spec, "shared")
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let stderr = process.stderr.clone();
-                let served =
-                    tokio::time::timeout(within, handler.serve((process.output, process.input)))
-                        .await;
-                let tail = || crate::docker::stdio::tail(&stderr);
-                let service = served
-                    .map_err(|_| format!("{} (stderr: {})", late(), tail()))?
-                    .map_err(|e| {
-                        format!(
-                            "the MCP server's initialize failed: {e} (stderr: {})",
-                            tail()
-                        )
-                    })?;
-                Connection::new(service, waiting, Some((container, stderr.clone())))
+                self.start_stdio(&spec, "shared", handler, waiting, m.init_timeout_ms)
+                    .await?
             }
             (None, None) => return Err("[mcp] names no server".into()),
         };
@@ -167,6 +174,92 @@ impl McpBackend {
         self.lock()
             .insert(name.to_owned(), (identity.to_owned(), conn.clone()));
         Ok(conn)
+    }
+
+    /// Start `spec` in a node for `session` and initialize it.
+    async fn start_stdio(
+        &self,
+        spec: &crate::docker::stdio::StdioSpec,
+        session: &str,
+        handler: Handler,
+        waiting: client::Waiting,
+        init_timeout_ms: u64,
+    ) -> Result<Connection, String> {
+        let docker = self
+            .docker
+            .clone()
+            .ok_or("servers run from a command need the Docker backend ([docker] enabled)")?;
+        let (process, container) = docker
+            .spawn_stdio(spec, session)
+            .await
+            .map_err(|e| e.to_string())?;
+        let stderr = process.stderr.clone();
+        let within = Duration::from_millis(init_timeout_ms);
+        let served =
+            tokio::time::timeout(within, handler.serve((process.output, process.input))).await;
+        let tail = || crate::docker::stdio::tail(&stderr);
+        let service = served
+            .map_err(|_| {
+                format!(
+                    "the MCP server did not finish initialize within {init_timeout_ms} ms (stderr: {})",
+                    tail()
+                )
+            })?
+            .map_err(|e| format!("the MCP server's initialize failed: {e} (stderr: {})", tail()))?;
+        Ok(Connection::new(
+            service,
+            waiting,
+            Some((container, stderr.clone())),
+        ))
+    }
+
+    /// Session `session`'s own server of toolkit `toolkit` (made on its
+    /// first call, with the session's workspace at /workspace).
+    async fn session_connection(
+        &self,
+        toolkit: &str,
+        spec: &crate::docker::stdio::StdioSpec,
+        init_timeout_ms: u64,
+        session: &crate::sessions::Session,
+    ) -> Result<Arc<Connection>, CallError> {
+        let key = (toolkit.to_owned(), session.id().to_owned());
+        let cell = loop {
+            let cell = self
+                .per_session
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(key.clone())
+                .or_default()
+                .clone();
+            match cell.get() {
+                // A server that exited is replaced.
+                Some(conn) if !conn.is_usable() => {
+                    let mut map = self.per_session.lock().unwrap_or_else(|e| e.into_inner());
+                    if map.get(&key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+                        map.remove(&key);
+                    }
+                }
+                _ => break cell,
+            }
+        };
+        let workspace = session
+            .prepare_workspace()
+            .await
+            .map_err(|e| CallError::Internal(e.to_string()))?
+            .to_owned();
+        let conn = cell
+            .get_or_try_init(|| async {
+                let mut spec = spec.clone();
+                spec.binds
+                    .push(format!("{}:/workspace:rw", workspace.display()));
+                let (handler, waiting) = Handler::new(|| {});
+                self.start_stdio(&spec, session.id(), handler, waiting, init_timeout_ms)
+                    .await
+                    .map(Arc::new)
+            })
+            .await
+            .map_err(CallError::BackendUnavailable)?;
+        Ok(conn.clone())
     }
 
     /// The transport config of a remote server, its host checked against
@@ -300,6 +393,14 @@ impl McpBackend {
                 names,
                 toolkit: name.to_owned(),
                 refresh: self.refresh.get().cloned(),
+                per_session: match (&m.command, m.per_session) {
+                    (Some(command), true) => Some((
+                        self.me.clone(),
+                        stdio_spec(name, &folder, command, m)?,
+                        m.init_timeout_ms,
+                    )),
+                    _ => None,
+                },
             }),
             tools,
             compile: None,
@@ -362,6 +463,11 @@ impl Backend for McpBackend {
         if !replaced && let Some((_, conn)) = self.lock().remove(name) {
             conn.service.cancellation_token().cancel();
         }
+        // Sessions' servers of the old version go; the next call makes new ones.
+        if let Some(me) = self.me.upgrade() {
+            let name = name.to_owned();
+            tokio::spawn(async move { me.close_sessions(|(toolkit, _)| *toolkit == name).await });
+        }
     }
 
     fn problem(&self, name: &str) -> Option<crate::backend::Problem> {
@@ -382,13 +488,22 @@ impl Backend for McpBackend {
         Box::pin(async move {
             let all: Vec<_> = self.lock().drain().map(|(_, (_, c))| c).collect();
             futures::future::join_all(all.iter().map(|c| c.close())).await;
+            self.close_sessions(|_| true).await;
         })
     }
 }
 
 /// An MCP server's tools as the catalog sees them.
 struct McpToolkit {
+    /// The toolkit's own connection (its tools listed there; its calls,
+    /// unless each session has a server of its own).
     conn: Arc<Connection>,
+    /// Each session's own server: how to start it.
+    per_session: Option<(
+        std::sync::Weak<McpBackend>,
+        crate::docker::stdio::StdioSpec,
+        u64,
+    )>,
     /// Our tool name -> the server's.
     names: HashMap<String, String>,
     toolkit: String,
@@ -408,7 +523,18 @@ impl Toolkit for McpToolkit {
                 _ => None,
             };
             let limit = Duration::from_millis(call.limits.timeout_ms);
-            let peer = self.conn.service.peer();
+            let conn = match &self.per_session {
+                None => self.conn.clone(),
+                Some((backend, spec, init)) => {
+                    let backend = backend.upgrade().ok_or_else(|| {
+                        CallError::BackendUnavailable("the server is shutting down".into())
+                    })?;
+                    backend
+                        .session_connection(&self.toolkit, spec, *init, &call.session)
+                        .await?
+                }
+            };
+            let peer = conn.service.peer();
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
             let sent = tokio::time::timeout(
                 limit,
@@ -424,7 +550,7 @@ impl Toolkit for McpToolkit {
                     // server's progress on it goes to this call's stream.
                     let _progress = call
                         .progress
-                        .map(|sink| self.conn.route(handle.progress_token.clone(), sink));
+                        .map(|sink| conn.route(handle.progress_token.clone(), sink));
                     // However this call ends early (its caller went away, its
                     // time limit), the server is told to cancel it.
                     let mut cancel = CancelOnDrop(Some((peer.clone(), handle.id.clone())));
@@ -450,10 +576,8 @@ impl Toolkit for McpToolkit {
                 Err(e) => {
                     // The connection is gone (the server exited): the
                     // toolkit is loaded again, which restarts the server.
-                    if !self
-                        .conn
-                        .broken
-                        .swap(true, std::sync::atomic::Ordering::AcqRel)
+                    if !conn.broken.swap(true, std::sync::atomic::Ordering::AcqRel)
+                        && self.per_session.is_none()
                         && let Some(r) = &self.refresh
                     {
                         r.entry(&self.toolkit);
@@ -482,5 +606,15 @@ impl Drop for CancelOnDrop {
                 let _ = peer.notify_cancelled(params).await;
             });
         }
+    }
+}
+
+impl crate::sessions::SessionResources for McpBackend {
+    fn release_session(
+        &self,
+        id: &str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        let id = id.to_owned();
+        Box::pin(async move { self.close_sessions(|(_, session)| *session == id).await })
     }
 }

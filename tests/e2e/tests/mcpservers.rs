@@ -332,3 +332,67 @@ fn containers_of(s: &Server, toolkit: &str) -> Vec<String> {
         format!("toolhost.toolkit={toolkit}"),
     ])
 }
+
+#[test]
+fn a_per_session_server_sees_its_sessions_workspace_and_goes_with_it() {
+    if !require_docker() {
+        return;
+    }
+    let manifest = stdio_manifest("server-filesystem", &["/workspace"]) + "per_session = true\n";
+    let s = Server::start(
+        PluginsDir::new()
+            .add("files", "files")
+            .folder("wsfs", &[("wsfs.toml", &manifest)]),
+    );
+    assert_eq!(s.plugin("wsfs").unwrap()["state"], "ready");
+    for (session, text) in [("alice", "from alice"), ("bob", "from bob")] {
+        let (status, body) = s.invoke_in(
+            session,
+            "files_write",
+            json!({"path": "note.txt", "content": text}),
+        );
+        assert_eq!(status, 200, "{body}");
+    }
+    // Each session's server reads that session's workspace, and only it.
+    for (session, text) in [("alice", "from alice"), ("bob", "from bob")] {
+        let (status, body) = s.invoke_in(
+            session,
+            "wsfs_read_text_file",
+            json!({"path": "/workspace/note.txt"}),
+        );
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            body["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["text"] == text),
+            "{body}"
+        );
+    }
+    let (status, body) = s.invoke_in(
+        "alice",
+        "wsfs_write_file",
+        json!({"path": "/workspace/made.txt", "content": "by the server"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (_, body) = s.invoke_in("alice", "files_read", json!({"path": "made.txt"}));
+    assert_eq!(body["result"], json!("by the server"), "{body}");
+    let servers = || {
+        containers(&[
+            format!("toolhost.scope={}", s.scope()),
+            "toolhost.toolkit=wsfs".into(),
+        ])
+    };
+    // The listing server and one per session.
+    assert_eq!(servers().len(), 3, "{:?}", servers());
+    s.close_session("alice");
+    assert_eq!(
+        servers().len(),
+        2,
+        "alice's server went with her session: {:?}",
+        servers()
+    );
+    let (status, _) = s.invoke_in("bob", "wsfs_list_directory", json!({"path": "/workspace"}));
+    assert_eq!(status, 200);
+}
