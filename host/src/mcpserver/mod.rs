@@ -40,6 +40,10 @@ use client::{Connection, Handler};
 /// again (its restarts in a row start over), nor shown degraded after it.
 const STABLE: Duration = Duration::from_secs(60);
 
+/// How long a streamed call waits, once answered, for progress the server
+/// sent just before the answer.
+const PROGRESS_GRACE: Duration = Duration::from_millis(20);
+
 /// A session's server of a toolkit, made once.
 type SessionCell = Arc<tokio::sync::OnceCell<Arc<Connection>>>;
 
@@ -560,6 +564,12 @@ impl Toolkit for McpToolkit {
                             limit_ms: call.limits.timeout_ms,
                         })?;
                     cancel.0 = None;
+                    // rmcp hands notifications to the handler on tasks of
+                    // their own: the last progress, sent just before the
+                    // answer, may still be on its way. A moment for it.
+                    if _progress.is_some() {
+                        tokio::time::sleep(PROGRESS_GRACE).await;
+                    }
                     answer
                 }
                 Err(e) => Err(e),

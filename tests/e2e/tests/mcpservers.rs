@@ -84,7 +84,9 @@ fn a_remote_mcp_server_is_mounted_and_served_on_every_surface() {
         .unwrap();
     let text = r.text().unwrap();
     let progress = text.matches("event: progress").count();
-    assert_eq!(progress, 4, "{text}");
+    // The last one races the answer (the server sends them back to back;
+    // toolhost waits 20 ms for it): at least three must arrive.
+    assert!((3..=4).contains(&progress), "{text}");
     assert!(
         text.contains("\"total\":4.0") && text.contains("Long running operation completed"),
         "{text}"
