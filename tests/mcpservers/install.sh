@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The npm MCP servers of tests/mcpservers/package.json (pinned; its lock file
-# beside it), installed once under target/mcpservers and kept: real servers
-# nobody here wrote, for the MCP-gateway tests and benchmarks. Reinstalled when
-# package.json or the lock changes. Prints the install's node_modules/.bin as
-# the last line. The npm registry must be reachable the first time.
+# The MCP servers the tests use, installed once under target/mcpservers and
+# kept: real servers nobody here wrote, for the MCP-gateway tests and
+# benchmarks. The npm ones of tests/mcpservers/package.json (pinned; its lock
+# file beside it) into node_modules/, the Python ones of requirements.txt into
+# python/ (pip --target: mounted into a node and put on its PYTHONPATH).
+# Reinstalled when any of those files changes. Prints the install's
+# node_modules/.bin as the last line. The npm registry and PyPI must be
+# reachable the first time.
 set -euo pipefail
 
 die() {
@@ -14,7 +17,7 @@ die() {
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 dest=$repo/target/mcpservers
-want=$(cat "$here/package.json" "$here/package-lock.json" 2>/dev/null | sha256sum | cut -c1-16)
+want=$(cat "$here/package.json" "$here/package-lock.json" "$here/requirements.txt" 2>/dev/null | sha256sum | cut -c1-16)
 have() {
     cat "$dest/.installed" 2>/dev/null || true
 }
@@ -31,6 +34,10 @@ if [ "$(have)" != "$want" ]; then
         [ -f "$here/package-lock.json" ] && cp "$here/package-lock.json" "$dest/"
         (cd "$dest" && npm ci --no-audit --no-fund --loglevel=error >&2) ||
             die "npm ci failed (is the npm registry reachable?)"
+        rm -rf "$dest/python"
+        PIP_ROOT_USER_ACTION=ignore "${PYTHON:-python3}" -m pip install --disable-pip-version-check -q --no-warn-conflicts \
+            --target "$dest/python" -r "$here/requirements.txt" >&2 ||
+            die "pip install failed (is PyPI reachable?)"
         echo "$want" >"$dest/.installed"
     fi
     exec 9>&-

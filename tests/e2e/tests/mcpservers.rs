@@ -253,9 +253,10 @@ fn stdio_servers_run_in_nodes_and_are_restarted_when_they_exit() {
                     "fs.toml",
                     &stdio_manifest("server-filesystem", &["/toolkit"]),
                 )],
-            ),
+            )
+            .folder("time", &[("time.toml", &python_manifest())]),
     );
-    for name in ["evs", "fs"] {
+    for name in ["evs", "fs", "time"] {
         let p = s.plugin(name).unwrap();
         assert_eq!(p["state"], "ready", "{p}");
     }
@@ -274,9 +275,13 @@ fn stdio_servers_run_in_nodes_and_are_restarted_when_they_exit() {
         status != 200 || body.to_string().contains("denied"),
         "{body}"
     );
+    // A Python server (mcp-server-time, from PyPI) too.
+    let (status, body) = s.invoke("time_get_current_time", json!({"timezone": "UTC"}));
+    assert_eq!(status, 200, "{body}");
+    assert!(body.to_string().contains("UTC"), "{body}");
     // Each in a node with no network.
     let containers = s.containers();
-    assert_eq!(containers.len(), 2, "{containers:?}");
+    assert_eq!(containers.len(), 3, "{containers:?}");
     for c in &containers {
         let out = std::process::Command::new("docker")
             .args([
@@ -326,6 +331,18 @@ fn stdio_servers_run_in_nodes_and_are_restarted_when_they_exit() {
     assert_eq!(now.len(), 1, "the dead container went: {now:?}");
     assert_ne!(now[0], evs[0]);
     assert_eq!(s.invoke("calc_evaluate", json!({"expression": "1"})).0, 200);
+}
+
+/// `mcp-server-time` (PyPI), installed with `pip --target` beside the npm
+/// servers, run with the node's Python.
+fn python_manifest() -> String {
+    let bin = toolhost_e2e::services::mcp_servers_bin();
+    let install = bin.parent().unwrap().parent().unwrap();
+    format!(
+        "[mcp]\ncommand = [\"python3\", \"-m\", \"mcp_server_time\", \"--local-timezone\", \"UTC\"]\n\
+         mount = \"{}\"\nenv = {{ PYTHONPATH = \"/opt/mcp/python\" }}\n",
+        install.display()
+    )
 }
 
 fn containers_of(s: &Server, toolkit: &str) -> Vec<String> {
