@@ -415,3 +415,68 @@ fn a_per_session_server_sees_its_sessions_workspace_and_goes_with_it() {
     let (status, _) = s.invoke_in("bob", "wsfs_list_directory", json!({"path": "/workspace"}));
     assert_eq!(status, 200);
 }
+
+#[test]
+fn a_misbehaving_server_costs_only_its_own_calls() {
+    if !require_docker() {
+        return;
+    }
+    let bin = toolhost_e2e::services::mcp_servers_bin();
+    let install = bin.parent().unwrap().parent().unwrap();
+    let script =
+        std::fs::read_to_string(repo_root().join("tests/fixtures/mcp/misbehaving.py")).unwrap();
+    let manifest = format!(
+        "[mcp]\ncommand = [\"python3\", \"/toolkit/misbehaving.py\"]\nmount = \"{}\"\n\
+         env = {{ PYTHONPATH = \"/opt/mcp/python\" }}\n",
+        install.display()
+    );
+    let s = Server::start(PluginsDir::new().add("calc", "calc").folder(
+        "bad",
+        &[("bad.toml", &manifest), ("misbehaving.py", &script)],
+    ));
+    // The tool whose schema is not a schema is left out, with a warning.
+    let ids = s.tool_ids();
+    for id in ["bad_ok", "bad_crash", "bad_flood"] {
+        assert!(ids.iter().any(|t| t == id), "{id}: {ids:?}");
+    }
+    assert!(!ids.iter().any(|t| t == "bad_bad_schema"), "{ids:?}");
+    assert!(
+        s.log().contains("its input schema is not valid"),
+        "{}",
+        s.log()
+    );
+
+    // 20 MiB without a newline on the protocol stream: dropped (bounded), and
+    // the answer after it still arrives; the host's memory stays flat.
+    let rss = s.rss_kib();
+    let (status, body) = s.invoke("bad_flood", json!({}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"], json!("flood: fine"));
+    if let (Some(before), Some(after)) = (rss, s.rss_kib()) {
+        assert!(after < before + 64 * 1024, "{before} -> {after} KiB");
+    }
+
+    // A crash in the middle of a call: that call fails, the next ones reach
+    // a restarted server.
+    let (status, body) = s.invoke("bad_crash", json!({}));
+    assert_eq!(
+        (status, kind(&body)),
+        (503, "backend_unavailable"),
+        "{body}"
+    );
+    let back = wait_for(Duration::from_secs(30), || {
+        let (status, body) = s.invoke("bad_ok", json!({}));
+        (status == 200).then_some(body)
+    })
+    .expect("a restarted server answers");
+    assert_eq!(back["result"], json!("ok: fine"));
+    let p = s.plugin("bad").unwrap();
+    assert!(
+        p["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("crashing on purpose"),
+        "{p}"
+    );
+    assert_eq!(s.invoke("calc_evaluate", json!({"expression": "3"})).0, 200);
+}
