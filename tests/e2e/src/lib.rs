@@ -357,11 +357,26 @@ impl Server {
 
     /// POST /tools/{tool}/invoke with `params` in `session` -> (status, body).
     pub fn invoke_in(&self, session: &str, tool: &str, params: Value) -> (u16, Value) {
+        self.invoke_in_limited(session, tool, params, Value::Null)
+    }
+
+    /// Invoke in `session` with per-call `limits` (none when `null`).
+    pub fn invoke_in_limited(
+        &self,
+        session: &str,
+        tool: &str,
+        params: Value,
+        limits: Value,
+    ) -> (u16, Value) {
+        let mut body = json!({ "params": params });
+        if !limits.is_null() {
+            body["limits"] = limits;
+        }
         let r = self
             .http
             .post(self.url(&format!("/tools/{tool}/invoke")))
             .header("x-toolhost-session", session)
-            .json(&json!({ "params": params }))
+            .json(&body)
             .send()
             .expect("POST invoke");
         let status = r.status().as_u16();

@@ -480,3 +480,42 @@ fn a_misbehaving_server_costs_only_its_own_calls() {
     );
     assert_eq!(s.invoke("calc_evaluate", json!({"expression": "3"})).0, 200);
 }
+
+#[test]
+fn a_call_cut_short_is_cancelled_on_the_server() {
+    if !require_docker() {
+        return;
+    }
+    let bin = toolhost_e2e::services::mcp_servers_bin();
+    let install = bin.parent().unwrap().parent().unwrap();
+    let script =
+        std::fs::read_to_string(repo_root().join("tests/fixtures/mcp/misbehaving.py")).unwrap();
+    let manifest = format!(
+        "[mcp]\ncommand = [\"python3\", \"/toolkit/misbehaving.py\"]\nmount = \"{}\"\n\
+         env = {{ PYTHONPATH = \"/opt/mcp/python\" }}\nper_session = true\n",
+        install.display()
+    );
+    let s = Server::start(PluginsDir::new().add("files", "files").folder(
+        "slowpoke",
+        &[("slowpoke.toml", &manifest), ("misbehaving.py", &script)],
+    ));
+    // The session's server is started by a first call.
+    assert_eq!(s.invoke_in("c1", "slowpoke_ok", json!({})).0, 200);
+    let started = Instant::now();
+    let (status, body) = s.invoke_in_limited(
+        "c1",
+        "slowpoke_slow",
+        json!({}),
+        json!({"timeout_ms": 1000}),
+    );
+    assert_eq!((status, kind(&body)), (504, "timeout"), "{body}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // The server was told: its handler was cancelled and said so in the
+    // session's workspace.
+    let told = wait_for(Duration::from_secs(10), || {
+        let (status, body) = s.invoke_in("c1", "files_read", json!({"path": "cancelled.txt"}));
+        (status == 200).then_some(body)
+    })
+    .expect("the server saw the cancellation");
+    assert_eq!(told["result"], json!("cancelled by the client"));
+}
