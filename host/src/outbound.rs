@@ -9,7 +9,7 @@
 //! that a backend reaches only when the host is on the list by its exact
 //! name or address.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 /// One `allow` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,6 +219,69 @@ impl HttpPolicy {
     }
 }
 
+/// Name resolution under an allow-list, for the host's HTTP clients:
+/// internal addresses only for hosts the list names exactly ([`usable`]).
+/// Implemented for both reqwest versions in the tree (API tools use 0.12,
+/// rmcp's client 0.13).
+pub struct PolicyResolver(pub std::sync::Arc<HttpPolicy>);
+
+impl PolicyResolver {
+    async fn resolve_name(&self, host: String) -> Result<Vec<SocketAddr>, String> {
+        let found: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
+            .await
+            .map_err(|e| format!("{host}: {e}"))?
+            .collect();
+        usable(&self.0, &host, &found)
+    }
+}
+
+impl reqwest::dns::Resolve for PolicyResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let (policy, host) = (self.0.clone(), name.as_str().to_owned());
+        Box::pin(async move {
+            let addrs = PolicyResolver(policy).resolve_name(host).await?;
+            let addrs: reqwest::dns::Addrs = Box::new(addrs.into_iter());
+            Ok(addrs)
+        })
+    }
+}
+
+impl reqwest013::dns::Resolve for PolicyResolver {
+    fn resolve(&self, name: reqwest013::dns::Name) -> reqwest013::dns::Resolving {
+        let (policy, host) = (self.0.clone(), name.as_str().to_owned());
+        Box::pin(async move {
+            let addrs = PolicyResolver(policy).resolve_name(host).await?;
+            let addrs: reqwest013::dns::Addrs = Box::new(addrs.into_iter());
+            Ok(addrs)
+        })
+    }
+}
+
+/// The addresses of `host` a request may use: internal ones only when the
+/// allow-list names the host exactly; an error when none is left.
+pub fn usable(
+    policy: &HttpPolicy,
+    host: &str,
+    found: &[SocketAddr],
+) -> Result<Vec<SocketAddr>, String> {
+    let exact = policy.names_exactly(host);
+    let usable: Vec<SocketAddr> = found
+        .iter()
+        .copied()
+        .filter(|a| exact || !is_internal(a.ip()))
+        .collect();
+    if usable.is_empty() {
+        return Err(if found.is_empty() {
+            format!("{host} has no address")
+        } else {
+            format!(
+                "{host} resolves only to internal addresses: list it by its exact name in the allow-list to reach it"
+            )
+        });
+    }
+    Ok(usable)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -324,5 +387,30 @@ mod tests {
             assert!(err.contains(bad), "{bad}: {err}");
         }
         assert!(HttpPolicy::parse(&[], &["G ET".into()]).is_err());
+    }
+    #[test]
+    fn internal_addresses_need_the_exact_name() {
+        let policy = HttpPolicy::parse(
+            &["*.corp.example:*".into(), "db.corp.example:*".into()],
+            &[],
+        )
+        .unwrap();
+        let private: SocketAddr = "10.0.0.5:0".parse().unwrap();
+        let public: SocketAddr = "93.184.216.34:0".parse().unwrap();
+        let err = usable(&policy, "wiki.corp.example", &[private]).unwrap_err();
+        assert!(err.contains("internal addresses"), "{err}");
+        assert_eq!(
+            usable(&policy, "wiki.corp.example", &[private, public]).unwrap(),
+            [public]
+        );
+        assert_eq!(
+            usable(&policy, "db.corp.example", &[private]).unwrap(),
+            [private]
+        );
+        assert!(
+            usable(&policy, "x.corp.example", &[])
+                .unwrap_err()
+                .contains("no address")
+        );
     }
 }

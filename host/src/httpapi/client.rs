@@ -6,7 +6,6 @@
 //! and the toolkit's secret injected here and scrubbed from whatever comes
 //! back.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +13,7 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
 use reqwest::{Method, RequestBuilder, Url};
 
 use super::manifest::{Auth, AuthKind};
-use crate::outbound::{HttpPolicy, is_internal};
+use crate::outbound::HttpPolicy;
 use crate::tool::{CallError, Content};
 
 /// Every method: an API toolkit's operations name theirs.
@@ -58,7 +57,7 @@ impl Outbound {
             // query secret) to the next host.
             .referer(false)
             .user_agent(concat!("toolhost/", env!("CARGO_PKG_VERSION")))
-            .dns_resolver(Arc::new(Resolver(policy.clone())))
+            .dns_resolver(Arc::new(crate::outbound::PolicyResolver(policy.clone())))
             .redirect(reqwest::redirect::Policy::custom(move |attempt| {
                 if attempt.previous().len() > max_redirects {
                     let n = attempt.previous().len();
@@ -305,49 +304,6 @@ fn refusal(policy: &HttpPolicy, method: &str, url: &Url) -> Option<String> {
     policy.refusal(method, url.scheme(), host, url.port())
 }
 
-/// Name resolution under the toolkit's allow-list: internal addresses only
-/// for hosts the list names exactly.
-struct Resolver(Arc<HttpPolicy>);
-
-impl reqwest::dns::Resolve for Resolver {
-    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        let policy = self.0.clone();
-        Box::pin(async move {
-            let host = name.as_str().to_owned();
-            let found: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let usable = usable(&policy, &host, &found)?;
-            let addrs: reqwest::dns::Addrs = Box::new(usable.into_iter());
-            Ok(addrs)
-        })
-    }
-}
-
-/// The addresses of `host` a request may use: internal ones only when the
-/// allow-list names the host exactly; an error when none is left.
-fn usable(
-    policy: &HttpPolicy,
-    host: &str,
-    found: &[SocketAddr],
-) -> Result<Vec<SocketAddr>, String> {
-    let exact = policy.names_exactly(host);
-    let usable: Vec<SocketAddr> = found
-        .iter()
-        .copied()
-        .filter(|a| exact || !is_internal(a.ip()))
-        .collect();
-    if usable.is_empty() {
-        return Err(if found.is_empty() {
-            format!("{host} has no address")
-        } else {
-            format!(
-                "{host} resolves only to internal addresses: list it by its exact name in [api] allow to reach it"
-            )
-        });
-    }
-    Ok(usable)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -383,32 +339,6 @@ mod tests {
             content(200, "text/plain", vec![0xff, 0xfe]),
             Content::Binary { .. }
         ));
-    }
-
-    #[test]
-    fn internal_addresses_need_the_exact_name() {
-        let policy = HttpPolicy::parse(
-            &["*.corp.example:*".into(), "db.corp.example:*".into()],
-            &[],
-        )
-        .unwrap();
-        let private: SocketAddr = "10.0.0.5:0".parse().unwrap();
-        let public: SocketAddr = "93.184.216.34:0".parse().unwrap();
-        let err = usable(&policy, "wiki.corp.example", &[private]).unwrap_err();
-        assert!(err.contains("internal addresses"), "{err}");
-        assert_eq!(
-            usable(&policy, "wiki.corp.example", &[private, public]).unwrap(),
-            [public]
-        );
-        assert_eq!(
-            usable(&policy, "db.corp.example", &[private]).unwrap(),
-            [private]
-        );
-        assert!(
-            usable(&policy, "x.corp.example", &[])
-                .unwrap_err()
-                .contains("no address")
-        );
     }
 
     #[test]

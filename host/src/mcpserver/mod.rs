@@ -160,7 +160,8 @@ impl McpBackend {
         };
         let conn = match (&m.url, &m.command) {
             (Some(url), _) => {
-                let transport = StreamableHttpClientTransport::from_config(self.remote(url, m)?);
+                let (client, config) = self.remote(url, m)?;
+                let transport = StreamableHttpClientTransport::with_client(client, config);
                 let service = tokio::time::timeout(within, handler.serve(transport))
                     .await
                     .map_err(|_| late())?
@@ -272,7 +273,7 @@ impl McpBackend {
         &self,
         url: &str,
         m: &manifest::McpSection,
-    ) -> Result<StreamableHttpClientTransportConfig, String> {
+    ) -> Result<(reqwest013::Client, StreamableHttpClientTransportConfig), String> {
         let parsed = reqwest::Url::parse(url).map_err(|e| format!("[mcp] url: {e}"))?;
         let methods = ["GET".to_string(), "POST".into(), "DELETE".into()];
         let policy = HttpPolicy::parse(&m.allow, &methods)
@@ -286,6 +287,14 @@ impl McpBackend {
         ) {
             return Err(format!("[mcp] url: {why}"));
         }
+        // Names resolved under the list (internal addresses only for hosts it
+        // names exactly), no proxy from the environment, no redirects.
+        let client = reqwest013::Client::builder()
+            .no_proxy()
+            .redirect(reqwest013::redirect::Policy::none())
+            .dns_resolver(Arc::new(crate::outbound::PolicyResolver(Arc::new(policy))))
+            .build()
+            .map_err(|e| format!("cannot make the HTTP client: {e}"))?;
         let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
         if let Some(auth) = &m.auth {
             let secret = self.secrets.get(&auth.secret)?;
@@ -302,7 +311,7 @@ impl McpBackend {
                 }
             }
         }
-        Ok(config)
+        Ok((client, config))
     }
 
     async fn load_manifest(&self, name: &str, files: &[EntryFile]) -> Result<Loaded, String> {
