@@ -21,6 +21,7 @@ pub mod backend;
 pub mod catalog;
 pub mod componentize;
 pub mod config;
+pub mod credentials;
 pub mod dispatch;
 pub mod docker;
 pub mod httpapi;

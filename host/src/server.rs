@@ -128,7 +128,7 @@ impl Server {
         if let Some(docker) = &docker {
             backends.push(docker.clone());
         }
-        let secrets = crate::httpapi::manifest::Secrets::new(config.secrets.0.clone());
+        let secrets = crate::credentials::Secrets::new(config.secrets.0.clone());
         backends.push(Arc::new(crate::httpapi::ApiBackend::new(secrets.clone())));
         let mcp = crate::mcpserver::McpBackend::new(secrets, docker.clone());
         let resources: Arc<dyn crate::sessions::SessionResources> = mcp.clone();

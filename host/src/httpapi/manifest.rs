@@ -34,9 +34,9 @@
 //! name; the other properties go in the query (GET, HEAD, DELETE) or as the
 //! JSON body (other methods).
 
-use std::collections::BTreeMap;
-
 use serde::Deserialize;
+
+pub use crate::credentials::{Auth, AuthKind, Secrets};
 use serde_json::Value;
 
 #[derive(Debug, Deserialize)]
@@ -94,24 +94,6 @@ fn default_max_concurrency() -> u32 {
     32
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Auth {
-    pub kind: AuthKind,
-    #[serde(default)]
-    pub name: Option<String>,
-    /// The secret's name (never its value).
-    pub secret: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AuthKind {
-    Header,
-    Query,
-    Bearer,
-}
-
 /// A single endpoint (seed 004's `api` runtime).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -149,17 +131,7 @@ pub fn parse(text: &str) -> Result<Manifest, String> {
         return Err("[api] max_concurrency must be over 0".into());
     }
     if let Some(auth) = &api.auth {
-        if auth.kind != AuthKind::Bearer && auth.name.as_deref().is_none_or(str::is_empty) {
-            return Err(
-                "[api.auth] name: the header or query parameter that carries the secret".into(),
-            );
-        }
-        if !is_secret_name(&auth.secret) {
-            return Err(format!(
-                "[api.auth] secret `{}`: a name of letters, digits and `_`",
-                auth.secret
-            ));
-        }
+        auth.check("[api.auth]", true)?;
     }
     for t in &manifest.tools {
         if t.url.is_some() == t.path.is_some() {
@@ -167,33 +139,6 @@ pub fn parse(text: &str) -> Result<Manifest, String> {
         }
     }
     Ok(manifest)
-}
-
-fn is_secret_name(name: &str) -> bool {
-    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
-/// Named secrets: the server config's `[secrets]`, then the environment's
-/// `TOOLHOST_SECRET_<name>`. Values are never printed (no `Debug`).
-#[derive(Clone, Default)]
-pub struct Secrets(BTreeMap<String, String>);
-
-impl Secrets {
-    pub fn new(configured: BTreeMap<String, String>) -> Self {
-        Secrets(configured)
-    }
-
-    /// The value of secret `name`, or why there is none.
-    pub fn get(&self, name: &str) -> Result<String, String> {
-        if let Some(v) = self.0.get(name) {
-            return Ok(v.clone());
-        }
-        std::env::var(format!("TOOLHOST_SECRET_{name}")).map_err(|_| {
-            format!(
-                "secret `{name}` is not set: add it to the server config's [secrets] or set TOOLHOST_SECRET_{name}"
-            )
-        })
-    }
 }
 
 #[cfg(test)]
@@ -224,16 +169,5 @@ mod tests {
             let err = parse(bad).unwrap_err();
             assert!(err.contains(says), "{bad}: {err}");
         }
-    }
-
-    #[test]
-    fn secrets_come_from_config_then_environment() {
-        let s = Secrets::new(BTreeMap::from([("A".into(), "from-config".into())]));
-        assert_eq!(s.get("A").unwrap(), "from-config");
-        let missing = s.get("NOT_SET_ANYWHERE_42").unwrap_err();
-        assert!(
-            missing.contains("TOOLHOST_SECRET_NOT_SET_ANYWHERE_42"),
-            "{missing}"
-        );
     }
 }

@@ -32,6 +32,8 @@
 
 use serde::Deserialize;
 
+pub use crate::credentials::{Auth, AuthKind};
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
@@ -100,22 +102,6 @@ fn default_max_concurrency() -> u32 {
     16
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Auth {
-    pub kind: AuthKind,
-    #[serde(default)]
-    pub name: Option<String>,
-    pub secret: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AuthKind {
-    Bearer,
-    Header,
-}
-
 /// Parse a manifest's text; errors say which field is wrong.
 pub fn parse(text: &str) -> Result<Manifest, String> {
     let manifest: Manifest = toml::from_str(text).map_err(|e| e.message().to_owned())?;
@@ -155,11 +141,8 @@ pub fn parse(text: &str) -> Result<Manifest, String> {
     if m.init_timeout_ms == 0 || m.timeout_ms == 0 || m.max_concurrency == 0 {
         return Err("[mcp] init_timeout_ms, timeout_ms and max_concurrency must be over 0".into());
     }
-    if let Some(auth) = &m.auth
-        && auth.kind == AuthKind::Header
-        && auth.name.as_deref().is_none_or(str::is_empty)
-    {
-        return Err("[mcp.auth] name: the header that carries the secret".into());
+    if let Some(auth) = &m.auth {
+        auth.check("[mcp.auth]", false)?;
     }
     Ok(manifest)
 }

@@ -31,7 +31,7 @@ use crate::backend::{
     folder_manifest,
 };
 use crate::catalog::{BoxFuture, Invocation, Toolkit};
-use crate::httpapi::manifest::Secrets;
+use crate::credentials::Secrets;
 use crate::outbound::HttpPolicy;
 use crate::tool::{self, CallError, Content, Limits, ToolDescriptor};
 use client::{Connection, Handler};
@@ -300,6 +300,10 @@ impl McpBackend {
             let secret = self.secrets.get(&auth.secret)?;
             match auth.kind {
                 manifest::AuthKind::Bearer => config.auth_header = Some(secret),
+                // Refused when the manifest is read (`Auth::check`).
+                manifest::AuthKind::Query => {
+                    return Err("[mcp.auth] kind: header or bearer".into());
+                }
                 manifest::AuthKind::Header => {
                     let header = auth.name.as_deref().unwrap_or_default();
                     let name = reqwest::header::HeaderName::from_bytes(header.as_bytes())

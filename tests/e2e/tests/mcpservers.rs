@@ -222,8 +222,7 @@ fn servers_that_never_initialize_or_take_a_used_name_are_refused() {
 /// `[mcp] command` for the npm server `package` (its `dist/index.js`), the
 /// install mounted read-only at /opt/mcp.
 fn stdio_manifest(package: &str, args: &[&str]) -> String {
-    let bin = toolhost_e2e::services::mcp_servers_bin();
-    let modules = bin.parent().unwrap();
+    let install = mcp_install();
     let mut command = vec![
         "node".to_owned(),
         format!("/opt/mcp/node_modules/@modelcontextprotocol/{package}/dist/index.js"),
@@ -231,7 +230,7 @@ fn stdio_manifest(package: &str, args: &[&str]) -> String {
     command.extend(args.iter().map(|a| a.to_string()));
     format!(
         "[mcp]\ncommand = {command:?}\nmount = \"{}\"\n",
-        modules.parent().unwrap().display()
+        install.display()
     )
 }
 
@@ -336,8 +335,7 @@ fn stdio_servers_run_in_nodes_and_are_restarted_when_they_exit() {
 /// `mcp-server-time` (PyPI), installed with `pip --target` beside the npm
 /// servers, run with the node's Python.
 fn python_manifest() -> String {
-    let bin = toolhost_e2e::services::mcp_servers_bin();
-    let install = bin.parent().unwrap().parent().unwrap();
+    let install = mcp_install();
     format!(
         "[mcp]\ncommand = [\"python3\", \"-m\", \"mcp_server_time\", \"--local-timezone\", \"UTC\"]\n\
          mount = \"{}\"\nenv = {{ PYTHONPATH = \"/opt/mcp/python\" }}\n",
@@ -421,15 +419,7 @@ fn a_misbehaving_server_costs_only_its_own_calls() {
     if !require_docker() {
         return;
     }
-    let bin = toolhost_e2e::services::mcp_servers_bin();
-    let install = bin.parent().unwrap().parent().unwrap();
-    let script =
-        std::fs::read_to_string(repo_root().join("tests/fixtures/mcp/misbehaving.py")).unwrap();
-    let manifest = format!(
-        "[mcp]\ncommand = [\"python3\", \"/toolkit/misbehaving.py\"]\nmount = \"{}\"\n\
-         env = {{ PYTHONPATH = \"/opt/mcp/python\" }}\n",
-        install.display()
-    );
+    let (manifest, script) = misbehaving("");
     let s = Server::start(PluginsDir::new().add("calc", "calc").folder(
         "bad",
         &[("bad.toml", &manifest), ("misbehaving.py", &script)],
@@ -486,15 +476,7 @@ fn a_call_cut_short_is_cancelled_on_the_server() {
     if !require_docker() {
         return;
     }
-    let bin = toolhost_e2e::services::mcp_servers_bin();
-    let install = bin.parent().unwrap().parent().unwrap();
-    let script =
-        std::fs::read_to_string(repo_root().join("tests/fixtures/mcp/misbehaving.py")).unwrap();
-    let manifest = format!(
-        "[mcp]\ncommand = [\"python3\", \"/toolkit/misbehaving.py\"]\nmount = \"{}\"\n\
-         env = {{ PYTHONPATH = \"/opt/mcp/python\" }}\nper_session = true\n",
-        install.display()
-    );
+    let (manifest, script) = misbehaving("per_session = true\n");
     let s = Server::start(PluginsDir::new().add("files", "files").folder(
         "slowpoke",
         &[("slowpoke.toml", &manifest), ("misbehaving.py", &script)],
@@ -518,4 +500,25 @@ fn a_call_cut_short_is_cancelled_on_the_server() {
     })
     .expect("the server saw the cancellation");
     assert_eq!(told["result"], json!("cancelled by the client"));
+}
+
+/// The misbehaving server's manifest (with `extra` lines) and script
+/// (`tests/fixtures/mcp/misbehaving.py`, the official Python SDK from the
+/// install's python/).
+fn misbehaving(extra: &str) -> (String, String) {
+    let script =
+        std::fs::read_to_string(repo_root().join("tests/fixtures/mcp/misbehaving.py")).unwrap();
+    let manifest = format!(
+        "[mcp]\ncommand = [\"python3\", \"/toolkit/misbehaving.py\"]\nmount = \"{}\"\n\
+         env = {{ PYTHONPATH = \"/opt/mcp/python\" }}\n{extra}",
+        mcp_install().display()
+    );
+    (manifest, script)
+}
+
+/// `target/mcpservers`: the test MCP servers' install (npm under
+/// node_modules/, Python under python/), mounted into nodes at /opt/mcp.
+fn mcp_install() -> std::path::PathBuf {
+    let bin = toolhost_e2e::services::mcp_servers_bin();
+    bin.parent().unwrap().parent().unwrap().to_owned()
 }

@@ -1,0 +1,130 @@
+//! Credentials of tools that call out (API tools, remote MCP servers): how a
+//! manifest names a secret (`[api.auth]`, `[mcp.auth]`) and where its value
+//! comes from. Values are injected by the host and never shown.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// A manifest's `auth` table: the kind, the header or query parameter, and
+/// the secret's *name*.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Auth {
+    pub kind: AuthKind,
+    /// The header or query parameter that carries it (not for bearer).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The secret's name (never its value).
+    pub secret: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthKind {
+    Header,
+    Query,
+    Bearer,
+}
+
+impl Auth {
+    /// Check the table `field` (e.g. `[api.auth]`); `query` says whether the
+    /// secret may travel in the query.
+    pub fn check(&self, field: &str, query: bool) -> Result<(), String> {
+        if self.kind == AuthKind::Query && !query {
+            return Err(format!("{field} kind: header or bearer"));
+        }
+        if self.kind != AuthKind::Bearer && self.name.as_deref().is_none_or(str::is_empty) {
+            return Err(format!(
+                "{field} name: the header or query parameter that carries the secret"
+            ));
+        }
+        if !is_secret_name(&self.secret) {
+            return Err(format!(
+                "{field} secret `{}`: a name of letters, digits and `_`",
+                self.secret
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn is_secret_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// Named secrets: the server config's `[secrets]`, then the environment's
+/// `TOOLHOST_SECRET_<name>`. Values are never printed (no `Debug`).
+#[derive(Clone, Default)]
+pub struct Secrets(BTreeMap<String, String>);
+
+impl Secrets {
+    pub fn new(configured: BTreeMap<String, String>) -> Self {
+        Secrets(configured)
+    }
+
+    /// The value of secret `name`, or why there is none.
+    pub fn get(&self, name: &str) -> Result<String, String> {
+        if let Some(v) = self.0.get(name) {
+            return Ok(v.clone());
+        }
+        std::env::var(format!("TOOLHOST_SECRET_{name}")).map_err(|_| {
+            format!(
+                "secret `{name}` is not set: add it to the server config's [secrets] or set TOOLHOST_SECRET_{name}"
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_come_from_config_then_environment() {
+        let s = Secrets::new(BTreeMap::from([("A".into(), "from-config".into())]));
+        assert_eq!(s.get("A").unwrap(), "from-config");
+        let missing = s.get("NOT_SET_ANYWHERE_42").unwrap_err();
+        assert!(
+            missing.contains("TOOLHOST_SECRET_NOT_SET_ANYWHERE_42"),
+            "{missing}"
+        );
+    }
+
+    #[test]
+    fn auth_tables_are_checked() {
+        let auth = |kind, name: Option<&str>, secret: &str| Auth {
+            kind,
+            name: name.map(str::to_owned),
+            secret: secret.into(),
+        };
+        assert!(
+            auth(AuthKind::Bearer, None, "K")
+                .check("[x]", false)
+                .is_ok()
+        );
+        assert!(
+            auth(AuthKind::Header, None, "K")
+                .check("[x]", true)
+                .unwrap_err()
+                .contains("name")
+        );
+        assert!(
+            auth(AuthKind::Query, Some("k"), "K")
+                .check("[x]", false)
+                .unwrap_err()
+                .contains("kind")
+        );
+        assert!(
+            auth(AuthKind::Query, Some("k"), "K")
+                .check("[x]", true)
+                .is_ok()
+        );
+        assert!(
+            auth(AuthKind::Bearer, None, "a-b")
+                .check("[x]", true)
+                .unwrap_err()
+                .contains("secret")
+        );
+    }
+}
