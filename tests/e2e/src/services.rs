@@ -40,22 +40,42 @@ impl Service {
     /// The MCP reference server (`@modelcontextprotocol/server-everything`)
     /// in its streamable HTTP mode, at `/mcp`.
     pub fn everything() -> Service {
-        let bin = mcp_servers_bin().join("mcp-server-everything");
+        let mut cmd = Command::new(mcp_servers_bin().join("mcp-server-everything"));
+        cmd.arg("streamableHttp");
+        Self::listening(cmd)
+    }
+
+    /// A server of the MCP Python SDK installed beside the npm servers
+    /// (`tests/mcpservers/requirements.txt`): `script` run by the host's
+    /// Python with that install on its path.
+    pub fn python_mcp(script: &std::path::Path) -> Service {
+        let install = mcp_servers_bin()
+            .parent()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .join("python");
+        let mut cmd = Command::new("python3");
+        cmd.arg(script).env("PYTHONPATH", install);
+        Self::listening(cmd)
+    }
+
+    /// `cmd` with `PORT` set to a free port, once it listens there.
+    fn listening(mut cmd: Command) -> Service {
         let port = free_port().expect("a free port");
-        let child = Command::new(bin)
-            .arg("streamableHttp")
+        let child = cmd
             .env("PORT", port.to_string())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("start server-everything");
+            .expect("start the server");
         let service = Service { child, port };
         let up = wait_for(Duration::from_secs(60), || {
             std::net::TcpStream::connect(("127.0.0.1", port))
                 .ok()
                 .map(|_| ())
         });
-        assert!(up.is_some(), "server-everything did not listen on {port}");
+        assert!(up.is_some(), "the server did not listen on {port}");
         service
     }
 

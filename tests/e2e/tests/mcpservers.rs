@@ -522,3 +522,22 @@ fn mcp_install() -> std::path::PathBuf {
     let bin = toolhost_e2e::services::mcp_servers_bin();
     bin.parent().unwrap().parent().unwrap().to_owned()
 }
+
+#[test]
+fn a_remote_servers_new_tools_are_followed() {
+    let growing = Service::python_mcp(&repo_root().join("tests/fixtures/mcp/growing.py"));
+    let s =
+        Server::start(PluginsDir::new().folder("grow", &[("grow.toml", &manifest(&growing, ""))]));
+    assert_eq!(s.tool_ids(), ["grow_grow"]);
+    for n in 1..=2 {
+        let (status, body) = s.invoke("grow_grow", json!({}));
+        assert_eq!(status, 200, "{body}");
+        // notifications/tools/list_changed: the toolkit is reloaded with it.
+        let tool = format!("grow_grown_{n}");
+        let served = wait_for(Duration::from_secs(10), || {
+            (s.invoke(&tool, json!({})).0 == 200).then_some(())
+        });
+        assert!(served.is_some(), "{tool} is served: {:?}", s.tool_ids());
+    }
+    assert_eq!(s.tool_ids().len(), 3);
+}
