@@ -318,14 +318,17 @@ fn stdio_servers_run_in_nodes_and_are_restarted_when_they_exit() {
         (s.invoke("evs_echo", json!({"message": "back"})).0 == 200).then_some(())
     });
     assert!(back.is_some(), "the server was restarted");
-    let p = s.plugin("evs").unwrap();
-    assert!(
+    // (The restarted server's own tools/list_changed may be reloading it a
+    // moment longer: the status is read once that is done.)
+    let said = wait_for(Duration::from_secs(10), || {
+        let p = s.plugin("evs").unwrap();
         p["error"]
             .as_str()
             .unwrap_or("")
-            .contains("restarted 1 time"),
-        "{p}"
-    );
+            .contains("restarted 1 time")
+            .then_some(())
+    });
+    assert!(said.is_some(), "{}", s.plugin("evs").unwrap());
     let now = containers_of(&s, "evs");
     assert_eq!(now.len(), 1, "the dead container went: {now:?}");
     assert_ne!(now[0], evs[0]);
@@ -460,14 +463,15 @@ fn a_misbehaving_server_costs_only_its_own_calls() {
     })
     .expect("a restarted server answers");
     assert_eq!(back["result"], json!("ok: fine"));
-    let p = s.plugin("bad").unwrap();
-    assert!(
+    let said = wait_for(Duration::from_secs(10), || {
+        let p = s.plugin("bad").unwrap();
         p["error"]
             .as_str()
             .unwrap_or("")
-            .contains("crashing on purpose"),
-        "{p}"
-    );
+            .contains("crashing on purpose")
+            .then_some(())
+    });
+    assert!(said.is_some(), "{}", s.plugin("bad").unwrap());
     assert_eq!(s.invoke("calc_evaluate", json!({"expression": "3"})).0, 200);
 }
 
