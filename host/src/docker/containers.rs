@@ -114,7 +114,27 @@ pub(super) fn hardened(
     }
 }
 
+/// A fresh container name for toolkit `toolkit`.
+pub(super) fn container_name(toolkit: &str) -> String {
+    format!(
+        "toolhost-{toolkit}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    )
+}
+
 impl DockerBackend {
+    /// The labels of every container this backend makes: its scope and run
+    /// (orphans of earlier runs are found by them), the toolkit, the session.
+    pub(super) fn labels(&self, toolkit: &str, session: &str) -> HashMap<String, String> {
+        [
+            (SCOPE_LABEL.to_owned(), self.scope.clone()),
+            (RUN_LABEL.to_owned(), self.run.clone()),
+            (TOOLKIT_LABEL.to_owned(), toolkit.to_owned()),
+            (SESSION_LABEL.to_owned(), session.to_owned()),
+        ]
+        .into()
+    }
+
     pub(super) async fn docker(&self) -> Result<bollard::Docker, CallError> {
         self.engine
             .get()
@@ -229,13 +249,7 @@ impl DockerBackend {
         // A built image: made (or waited for) first.
         self.ensure_built(spec).await.map_err(|e| (None, e))?;
         let d = &spec.manifest.docker;
-        let labels: HashMap<String, String> = [
-            (SCOPE_LABEL.to_owned(), self.scope.clone()),
-            (RUN_LABEL.to_owned(), self.run.clone()),
-            (TOOLKIT_LABEL.to_owned(), spec.name.clone()),
-            (SESSION_LABEL.to_owned(), session.to_owned()),
-        ]
-        .into();
+        let labels = self.labels(&spec.name, session);
         let memory = i64::from(d.memory_mb) << 20;
         let mut binds = vec![format!("{}:/workspace:rw", workspace.display())];
         let (cmd, env) = match &spec.driver {
@@ -262,11 +276,7 @@ impl DockerBackend {
             host_config: Some(hardened(d.network.mode(), memory, d.cpus, d.pids, binds)),
             ..Default::default()
         };
-        let name = format!(
-            "toolhost-{}-{}",
-            spec.name,
-            &uuid::Uuid::new_v4().simple().to_string()[..12]
-        );
+        let name = container_name(&spec.name);
         if spec.service_port().is_some() {
             lock(&self.allocation)
                 .reserve(&name, d.cpus, u64::from(d.memory_mb))

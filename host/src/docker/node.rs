@@ -84,28 +84,10 @@ impl Node {
         user: Option<&str>,
         ready_within: Duration,
     ) -> Result<Node, NodeError> {
-        let exec = docker
-            .create_exec(
-                container,
-                CreateExecOptions {
-                    attach_stdin: Some(true),
-                    attach_stdout: Some(true),
-                    attach_stderr: Some(true),
-                    cmd: Some(cmd),
-                    user: user.map(str::to_owned),
-                    working_dir: Some("/workspace".to_owned()),
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(|e| NodeError::Io(e.to_string()))?;
-        let started = docker
-            .start_exec(&exec.id, None)
-            .await
-            .map_err(|e| NodeError::Io(e.to_string()))?;
-        let StartExecResults::Attached { mut output, input } = started else {
-            return Err(NodeError::Io("the exec did not attach".into()));
-        };
+        let (mut output, input) =
+            exec_attached(docker, container, cmd, None, user, Some("/workspace"))
+                .await
+                .map_err(NodeError::Io)?;
         let pending: Pending = Arc::default();
         let alive = Arc::new(AtomicBool::new(true));
         let stderr: Arc<Mutex<VecDeque<u8>>> = Arc::default();
@@ -369,6 +351,47 @@ impl Drop for Forget<'_> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.1);
+    }
+}
+
+/// The output stream of an attached `docker exec`.
+pub type ExecOutput =
+    Pin<Box<dyn futures::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>>;
+
+/// Start `cmd` in running container `container` with its stdin, stdout and
+/// stderr attached: what every process toolhost talks to in a container
+/// (a driver, an MCP server) starts with.
+pub async fn exec_attached(
+    docker: &Docker,
+    container: &str,
+    cmd: Vec<String>,
+    env: Option<Vec<String>>,
+    user: Option<&str>,
+    working_dir: Option<&str>,
+) -> Result<(ExecOutput, Pin<Box<dyn AsyncWrite + Send>>), String> {
+    let exec = docker
+        .create_exec(
+            container,
+            CreateExecOptions {
+                attach_stdin: Some(true),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                cmd: Some(cmd),
+                env,
+                user: user.map(str::to_owned),
+                working_dir: working_dir.map(str::to_owned),
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    match docker
+        .start_exec(&exec.id, None)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        StartExecResults::Attached { output, input } => Ok((output, input)),
+        StartExecResults::Detached => Err("the exec did not attach".into()),
     }
 }
 

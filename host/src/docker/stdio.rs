@@ -3,20 +3,19 @@
 //! becomes. The container has the node hardening and no network unless
 //! asked; it is removed when the process handle is dropped.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use bollard::container::LogOutput;
-use bollard::exec::{CreateExecOptions, StartExecResults};
 use bollard::models::ContainerCreateBody;
 use bollard::query_parameters::CreateContainerOptionsBuilder;
 use bytes::Bytes;
 use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::containers::hardened;
-use super::{DockerBackend, RUN_LABEL, SCOPE_LABEL, SESSION_LABEL, TOOLKIT_LABEL, missing_image};
+use super::containers::{container_name, hardened};
+use super::{DockerBackend, missing_image};
 use crate::tool::CallError;
 
 /// Stderr kept for messages.
@@ -104,13 +103,7 @@ impl DockerBackend {
             ));
         }
         let docker = self.docker().await?;
-        let labels: HashMap<String, String> = [
-            (SCOPE_LABEL.to_owned(), self.scope.clone()),
-            (RUN_LABEL.to_owned(), self.run.clone()),
-            (TOOLKIT_LABEL.to_owned(), spec.toolkit.clone()),
-            (SESSION_LABEL.to_owned(), session.to_owned()),
-        ]
-        .into();
+        let labels = self.labels(&spec.toolkit, session);
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
             cmd: Some(vec!["sleep".into(), "infinity".into()]),
@@ -124,11 +117,7 @@ impl DockerBackend {
             )),
             ..Default::default()
         };
-        let name = format!(
-            "toolhost-{}-{}",
-            spec.toolkit,
-            &uuid::Uuid::new_v4().simple().to_string()[..12]
-        );
+        let name = container_name(&spec.toolkit);
         let options = CreateContainerOptionsBuilder::default().name(&name).build();
         let created = match docker.create_container(Some(options), body).await {
             Ok(c) => c,
@@ -147,29 +136,16 @@ impl DockerBackend {
             .map_err(|e| {
                 CallError::BackendUnavailable(format!("Docker refused starting a container: {e}"))
             })?;
-        let exec = docker
-            .create_exec(
-                &created.id,
-                CreateExecOptions {
-                    attach_stdin: Some(true),
-                    attach_stdout: Some(true),
-                    attach_stderr: Some(true),
-                    cmd: Some(spec.command.clone()),
-                    env: Some(spec.env.clone()),
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(|e| CallError::BackendUnavailable(format!("cannot start the command: {e}")))?;
-        let started = docker
-            .start_exec(&exec.id, None)
-            .await
-            .map_err(|e| CallError::BackendUnavailable(format!("cannot start the command: {e}")))?;
-        let StartExecResults::Attached { output, input } = started else {
-            return Err(CallError::BackendUnavailable(
-                "the command did not attach".into(),
-            ));
-        };
+        let (output, input) = super::node::exec_attached(
+            &docker,
+            &created.id,
+            spec.command.clone(),
+            Some(spec.env.clone()),
+            None,
+            None,
+        )
+        .await
+        .map_err(|e| CallError::BackendUnavailable(format!("cannot start the command: {e}")))?;
         let stderr: Arc<Mutex<VecDeque<u8>>> = Arc::default();
         let kept = stderr.clone();
         let toolkit = spec.toolkit.clone();
