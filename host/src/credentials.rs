@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use serde::Deserialize;
 
 /// A manifest's `auth` table: the kind, the header or query parameter, and
@@ -47,6 +48,25 @@ impl Auth {
         }
         Ok(())
     }
+
+    /// The header that carries `secret` (bearer: `Authorization: Bearer`),
+    /// marked sensitive so it is never printed; none for a query secret.
+    pub fn header(&self, secret: &str) -> Result<Option<(HeaderName, HeaderValue)>, String> {
+        let (name, value) = match self.kind {
+            AuthKind::Query => return Ok(None),
+            AuthKind::Bearer => (AUTHORIZATION, format!("Bearer {secret}")),
+            AuthKind::Header => {
+                let name = self.name.as_deref().unwrap_or_default();
+                let name = HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|_| format!("the auth header name `{name}` is not valid"))?;
+                (name, secret.to_owned())
+            }
+        };
+        let mut value = HeaderValue::from_str(&value)
+            .map_err(|_| "the secret is not valid in an HTTP header".to_owned())?;
+        value.set_sensitive(true);
+        Ok(Some((name, value)))
+    }
 }
 
 fn is_secret_name(name: &str) -> bool {
@@ -88,6 +108,44 @@ mod tests {
         assert!(
             missing.contains("TOOLHOST_SECRET_NOT_SET_ANYWHERE_42"),
             "{missing}"
+        );
+    }
+
+    #[test]
+    fn secrets_travel_in_sensitive_headers_or_the_query() {
+        let auth = |kind, name: Option<&str>| Auth {
+            kind,
+            name: name.map(str::to_owned),
+            secret: "K".into(),
+        };
+        let (name, value) = auth(AuthKind::Bearer, None).header("s3").unwrap().unwrap();
+        assert_eq!(
+            (name.as_str(), value.to_str().unwrap()),
+            ("authorization", "Bearer s3")
+        );
+        assert!(value.is_sensitive());
+        let (name, value) = auth(AuthKind::Header, Some("X-Key"))
+            .header("s3")
+            .unwrap()
+            .unwrap();
+        assert_eq!((name.as_str(), value.to_str().unwrap()), ("x-key", "s3"));
+        assert!(
+            auth(AuthKind::Query, Some("k"))
+                .header("s3")
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            auth(AuthKind::Header, Some("a b"))
+                .header("s3")
+                .unwrap_err()
+                .contains("a b")
+        );
+        assert!(
+            auth(AuthKind::Bearer, None)
+                .header("bad\nvalue")
+                .unwrap_err()
+                .contains("not valid")
         );
     }
 

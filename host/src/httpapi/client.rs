@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue};
+use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use reqwest::{Method, RequestBuilder, Url};
 
 use super::manifest::{Auth, AuthKind};
@@ -29,7 +29,11 @@ pub struct Outbound {
     client: reqwest::Client,
     policy: Arc<HttpPolicy>,
     max_bytes: usize,
-    auth: Option<(Auth, String)>,
+    /// The secret's value (scrubbed from what comes back) ...
+    secret: Option<String>,
+    /// ... and how it travels: a header made once, or a query parameter.
+    header: Option<(HeaderName, HeaderValue)>,
+    query: Option<(String, String)>,
 }
 
 impl Outbound {
@@ -70,11 +74,21 @@ impl Outbound {
             }))
             .build()
             .map_err(|e| format!("cannot make the HTTP client: {e}"))?;
+        let header = match &auth {
+            Some((a, secret)) => a.header(secret)?,
+            None => None,
+        };
+        let query = auth.as_ref().and_then(|(a, secret)| {
+            (a.kind == AuthKind::Query)
+                .then(|| (a.name.clone().unwrap_or_default(), secret.clone()))
+        });
         Ok(Outbound {
             client,
             policy,
             max_bytes,
-            auth,
+            secret: auth.map(|(_, secret)| secret),
+            header,
+            query,
         })
     }
 
@@ -90,28 +104,12 @@ impl Outbound {
         }
         let method = Method::from_bytes(method.as_bytes())
             .map_err(|_| CallError::Internal(format!("bad method {method}")))?;
-        let mut headers = Vec::new();
-        if let Some((auth, secret)) = &self.auth {
-            let name = auth.name.as_deref().unwrap_or_default();
-            match auth.kind {
-                AuthKind::Query => {
-                    url.query_pairs_mut().append_pair(name, secret);
-                }
-                AuthKind::Header => headers.push((name.to_owned(), secret.clone())),
-                AuthKind::Bearer => {
-                    headers.push((AUTHORIZATION.to_string(), format!("Bearer {secret}")))
-                }
-            }
+        if let Some((name, secret)) = &self.query {
+            url.query_pairs_mut().append_pair(name, secret);
         }
         let mut request = self.client.request(method, url);
-        for (name, value) in headers {
-            let name = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| CallError::Internal("the auth header name is not valid".into()))?;
-            let mut value = HeaderValue::from_str(&value).map_err(|_| {
-                CallError::Internal("the secret is not valid in an HTTP header".into())
-            })?;
-            value.set_sensitive(true);
-            request = request.header(name, value);
+        if let Some((name, value)) = &self.header {
+            request = request.header(name.clone(), value.clone());
         }
         Ok(request)
     }
@@ -207,8 +205,8 @@ impl Outbound {
 
     /// `bytes` with every occurrence of the secret replaced.
     fn scrub(&self, bytes: Vec<u8>) -> Vec<u8> {
-        match &self.auth {
-            Some((_, secret)) if !secret.is_empty() => {
+        match &self.secret {
+            Some(secret) if !secret.is_empty() => {
                 replace_all(bytes, secret.as_bytes(), b"[secret]")
             }
             _ => bytes,

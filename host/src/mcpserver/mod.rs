@@ -305,13 +305,9 @@ impl McpBackend {
                     return Err("[mcp.auth] kind: header or bearer".into());
                 }
                 manifest::AuthKind::Header => {
-                    let header = auth.name.as_deref().unwrap_or_default();
-                    let name = reqwest::header::HeaderName::from_bytes(header.as_bytes())
-                        .map_err(|_| format!("[mcp.auth] name `{header}` is not a header name"))?;
-                    let mut value = reqwest::header::HeaderValue::from_str(&secret)
-                        .map_err(|_| "the secret is not valid in an HTTP header".to_owned())?;
-                    value.set_sensitive(true);
-                    config.custom_headers.insert(name, value);
+                    if let Some((name, value)) = auth.header(&secret)? {
+                        config.custom_headers.insert(name, value);
+                    }
                 }
             }
         }
