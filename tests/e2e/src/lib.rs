@@ -8,6 +8,7 @@
 
 pub mod mcp;
 pub mod services;
+pub mod xagent;
 
 use std::io::Read;
 use std::net::TcpListener;

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolhost_e2e::mcp::McpClient;
 use toolhost_e2e::services::{Kind, Service};
+use toolhost_e2e::xagent::XAgent;
 use toolhost_e2e::*;
 
 const SECRET: &str = "s3cr3t-Value-4242";
@@ -179,17 +180,9 @@ fn real_specs_become_tools_on_every_surface() {
     );
 
     // XAgent's surface.
-    let http = reqwest::blocking::Client::new();
-    let r = http.post(s.url("/get_cookie")).send().unwrap();
-    let cookie = xagent_cookie(&r);
-    let r = http
-        .post(s.url("/execute_tool"))
-        .header("cookie", &cookie)
-        .json(&json!({"tool_name": "hb_get_base64_value", "arguments": {"value": "eGFnZW50"}}))
-        .send()
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
-    assert_eq!(r.json::<Value>().unwrap(), json!("xagent"));
+    let x = XAgent::connect(&s);
+    let executed = x.execute("hb_get_base64_value", json!({"value": "eGFnZW50"}));
+    assert_eq!(executed, (200, json!("xagent")));
     // MCP's.
     let mut mcp = McpClient::new(&s);
     mcp.initialize("2025-06-18");

@@ -9,9 +9,10 @@ use std::io::Read;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use toolhost_e2e::mcp::McpClient;
 use toolhost_e2e::services::Service;
+use toolhost_e2e::xagent::XAgent;
 use toolhost_e2e::*;
 
 fn manifest(service: &Service, extra: &str) -> String {
@@ -110,17 +111,9 @@ fn a_remote_mcp_server_is_mounted_and_served_on_every_surface() {
     );
 
     // XAgent.
-    let http = reqwest::blocking::Client::new();
-    let r = http.post(s.url("/get_cookie")).send().unwrap();
-    let cookie = xagent_cookie(&r);
-    let r = http
-        .post(s.url("/execute_tool"))
-        .header("cookie", &cookie)
-        .json(&json!({"tool_name": "every_echo", "arguments": {"message": "via xagent"}}))
-        .send()
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
-    assert_eq!(r.json::<Value>().unwrap(), json!("Echo: via xagent"));
+    let x = XAgent::connect(&s);
+    let executed = x.execute("every_echo", json!({"message": "via xagent"}));
+    assert_eq!(executed, (200, json!("Echo: via xagent")));
     // MCP (toolhost's own surface, forwarding to the server).
     let mut mcp = McpClient::new(&s);
     mcp.initialize("2025-06-18");

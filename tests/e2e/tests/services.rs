@@ -6,7 +6,6 @@
 
 use std::time::{Duration, Instant};
 
-use reqwest::blocking::multipart;
 use serde_json::{Value, json};
 use toolhost_e2e::*;
 
@@ -29,24 +28,10 @@ fn tiny_manifest(extra: &str) -> String {
 
 /// An XAgent session with `gradient.png` uploaded to its workspace; its id.
 fn session_with_image(s: &Server) -> String {
-    let http = reqwest::blocking::Client::new();
-    let r = http.post(s.url("/get_cookie")).send().unwrap();
-    let cookie = xagent_cookie(&r);
+    let x = toolhost_e2e::xagent::XAgent::connect(s);
     let png = std::fs::read(repo_root().join("tests/fixtures/images/gradient.png")).unwrap();
-    let form = multipart::Form::new()
-        .part(
-            "file",
-            multipart::Part::bytes(png).file_name("gradient.png"),
-        )
-        .text("filename", "gradient.png");
-    let r = http
-        .post(s.url("/upload_file"))
-        .header("cookie", &cookie)
-        .multipart(form)
-        .send()
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
-    cookie.trim_start_matches("node_id=").to_owned()
+    assert_eq!(x.upload("gradient.png", png), 200);
+    x.session().to_owned()
 }
 
 fn compress(s: &Server, session: &str, quality: u32) -> (u16, Value) {

@@ -5,49 +5,10 @@
 
 use std::time::Duration;
 
-use reqwest::blocking::{Client, multipart};
-use serde_json::{Value, json};
+use reqwest::blocking::multipart;
+use serde_json::json;
+use toolhost_e2e::xagent::XAgent;
 use toolhost_e2e::{PluginsDir, Server, require_docker, wait_for};
-
-struct XAgent<'a> {
-    s: &'a Server,
-    http: Client,
-    cookie: String,
-}
-
-impl<'a> XAgent<'a> {
-    /// `POST /get_cookie`, as the client's `lazy_init` does.
-    fn connect(s: &'a Server) -> XAgent<'a> {
-        let http = Client::builder()
-            .timeout(Duration::from_secs(60))
-            .build()
-            .unwrap();
-        let r = http.post(s.url("/get_cookie")).send().unwrap();
-        assert_eq!(r.status().as_u16(), 200);
-        let set = r.headers()["set-cookie"].to_str().unwrap().to_owned();
-        let cookie = set.split(';').next().unwrap().to_owned();
-        assert!(cookie.starts_with("node_id="), "{set}");
-        XAgent { s, http, cookie }
-    }
-
-    fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        let r = self
-            .http
-            .post(self.s.url(path))
-            .header("cookie", &self.cookie)
-            .json(&body)
-            .send()
-            .unwrap();
-        (r.status().as_u16(), r.json().unwrap_or(Value::Null))
-    }
-
-    fn execute(&self, tool: &str, arguments: Value) -> (u16, Value) {
-        self.post(
-            "/execute_tool",
-            json!({"tool_name": tool, "arguments": arguments}),
-        )
-    }
-}
 
 fn server() -> Server {
     Server::start(
