@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod manifest;
+mod toolkit;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,11 +19,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use rmcp::ServiceExt;
-use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, RequestId,
-    ServerResult,
-};
-use rmcp::service::{Peer, PeerRequestOptions, RoleClient, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
@@ -30,11 +26,11 @@ use crate::backend::{
     Backend, BackendFuture, EntryFile, Loaded, Refresh, content_hash, folder_entry, folder_files,
     folder_manifest,
 };
-use crate::catalog::{BoxFuture, Invocation, Toolkit};
 use crate::credentials::Secrets;
 use crate::outbound::HttpPolicy;
-use crate::tool::{self, CallError, Content, Limits, ToolDescriptor};
+use crate::tool::{self, CallError, Limits, ToolDescriptor};
 use client::{Connection, Handler};
+use toolkit::McpToolkit;
 
 /// A server that ran this long before it exited is not counted as failing
 /// again (its restarts in a row start over), nor shown degraded after it.
@@ -42,7 +38,7 @@ const STABLE: Duration = Duration::from_secs(60);
 
 /// How long a streamed call waits, once answered, for progress the server
 /// sent just before the answer.
-const PROGRESS_GRACE: Duration = Duration::from_millis(20);
+pub(crate) const PROGRESS_GRACE: Duration = Duration::from_millis(20);
 
 /// A session's server of a toolkit, made once.
 type SessionCell = Arc<tokio::sync::OnceCell<Arc<Connection>>>;
@@ -503,128 +499,6 @@ impl Backend for McpBackend {
             futures::future::join_all(all.iter().map(|c| c.close())).await;
             self.close_sessions(|_| true).await;
         })
-    }
-}
-
-/// An MCP server's tools as the catalog sees them.
-struct McpToolkit {
-    /// The toolkit's own connection (its tools listed there; its calls,
-    /// unless each session has a server of its own).
-    conn: Arc<Connection>,
-    /// Each session's own server: how to start it.
-    per_session: Option<(
-        std::sync::Weak<McpBackend>,
-        crate::docker::stdio::StdioSpec,
-        u64,
-    )>,
-    /// Our tool name -> the server's.
-    names: HashMap<String, String>,
-    toolkit: String,
-    refresh: Option<Refresh>,
-}
-
-impl Toolkit for McpToolkit {
-    fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
-        Box::pin(async move {
-            let server_name = self
-                .names
-                .get(&call.tool)
-                .ok_or_else(|| CallError::NotFound(call.tool.clone()))?;
-            let mut params = CallToolRequestParams::new(server_name.clone());
-            params.arguments = match call.input {
-                serde_json::Value::Object(map) => Some(map),
-                _ => None,
-            };
-            let limit = Duration::from_millis(call.limits.timeout_ms);
-            let conn = match &self.per_session {
-                None => self.conn.clone(),
-                Some((backend, spec, init)) => {
-                    let backend = backend.upgrade().ok_or_else(|| {
-                        CallError::BackendUnavailable("the server is shutting down".into())
-                    })?;
-                    backend
-                        .session_connection(&self.toolkit, spec, *init, &call.session)
-                        .await?
-                }
-            };
-            let peer = conn.service.peer();
-            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-            let sent = tokio::time::timeout(
-                limit,
-                peer.send_request_with_option(request, PeerRequestOptions::no_options()),
-            )
-            .await
-            .map_err(|_| CallError::Timeout {
-                limit_ms: call.limits.timeout_ms,
-            })?;
-            let result = match sent {
-                Ok(handle) => {
-                    // rmcp gives every request its own progress token: the
-                    // server's progress on it goes to this call's stream.
-                    let _progress = call
-                        .progress
-                        .map(|sink| conn.route(handle.progress_token.clone(), sink));
-                    // However this call ends early (its caller went away, its
-                    // time limit), the server is told to cancel it.
-                    let mut cancel = CancelOnDrop(Some((peer.clone(), handle.id.clone())));
-                    let answer = tokio::time::timeout(limit, handle.await_response())
-                        .await
-                        .map_err(|_| CallError::Timeout {
-                            limit_ms: call.limits.timeout_ms,
-                        })?;
-                    cancel.0 = None;
-                    // rmcp hands notifications to the handler on tasks of
-                    // their own: the last progress, sent just before the
-                    // answer, may still be on its way. A moment for it.
-                    if _progress.is_some() {
-                        tokio::time::sleep(PROGRESS_GRACE).await;
-                    }
-                    answer
-                }
-                Err(e) => Err(e),
-            };
-            match result {
-                Ok(ServerResult::CallToolResult(result)) => client::into_content(result),
-                Ok(_) => Err(CallError::ToolError(
-                    "the MCP server answered tools/call with something else than a result".into(),
-                )),
-                Err(ServiceError::McpError(e)) if e.code.0 == -32602 => {
-                    Err(CallError::invalid_input(e.message.to_string()))
-                }
-                Err(ServiceError::McpError(e)) => Err(CallError::ToolError(e.message.to_string())),
-                Err(e) => {
-                    // The connection is gone (the server exited): the
-                    // toolkit is loaded again, which restarts the server.
-                    if !conn.broken.swap(true, std::sync::atomic::Ordering::AcqRel)
-                        && self.per_session.is_none()
-                        && let Some(r) = &self.refresh
-                    {
-                        r.entry(&self.toolkit);
-                    }
-                    Err(CallError::BackendUnavailable(format!(
-                        "the MCP server {} is not reachable: {e}",
-                        self.toolkit
-                    )))
-                }
-            }
-        })
-    }
-}
-
-/// Tells the server to cancel a request whose caller stopped waiting.
-struct CancelOnDrop(Option<(Peer<RoleClient>, RequestId)>);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if let Some((peer, id)) = self.0.take() {
-            tokio::spawn(async move {
-                let params = CancelledNotificationParam::new(
-                    Some(id),
-                    Some("the caller stopped waiting (went away or timed out)".into()),
-                );
-                let _ = peer.notify_cancelled(params).await;
-            });
-        }
     }
 }
 

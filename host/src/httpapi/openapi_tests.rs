@@ -1,0 +1,193 @@
+//! Tests of [`super`]: specs of each version in, operations out.
+
+use super::*;
+
+fn all() -> Selection<'static> {
+    Selection::default()
+}
+
+#[test]
+fn openapi_3_parameters_body_refs_and_output() {
+    let doc = parse_document(
+        r##"
+openapi: 3.0.3
+servers: [{url: /v1}]
+paths:
+  /pets/{petId}:
+    parameters:
+      - {name: petId, in: path, schema: {type: integer}}
+    put:
+      operationId: updatePet
+      summary: Update a pet.
+      tags: [pets]
+      parameters:
+        - {name: dry-run, in: query, schema: {type: boolean}, description: Only check.}
+        - {name: X-Trace, in: header, required: true, schema: {type: string}}
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {$ref: '#/components/schemas/Pet'}
+      responses:
+        '200':
+          description: ok
+          content:
+            application/json:
+              schema: {$ref: '#/components/schemas/Pet'}
+components:
+  schemas:
+    Pet:
+      type: object
+      required: [name]
+      properties:
+        name: {type: string, nullable: true}
+        parent: {$ref: '#/components/schemas/Pet'}
+"##,
+    )
+    .unwrap();
+    let ops = operations(&doc, &all(), 40).unwrap();
+    assert_eq!(ops.len(), 1);
+    let op = &ops[0];
+    assert_eq!((op.name.as_str(), op.method.as_str()), ("updatepet", "PUT"));
+    assert_eq!(op.body.as_deref(), Some("body"));
+    let s = &op.input_schema;
+    assert_eq!(s["properties"]["petId"]["type"], "integer");
+    assert_eq!(s["properties"]["dry-run"]["description"], "Only check.");
+    assert_eq!(
+        s["properties"]["body"]["properties"]["name"]["type"],
+        json!(["string", "null"])
+    );
+    assert!(
+        s["properties"]["body"]["properties"]["parent"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("recursive")
+    );
+    let mut required: Vec<&str> = s["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    required.sort();
+    assert_eq!(required, ["X-Trace", "body", "petId"]);
+    assert_eq!(
+        op.output_schema.as_ref().unwrap()["required"],
+        json!(["name"])
+    );
+    assert_eq!(
+        base_url(&doc, Some("http://h:1/spec/openapi.yaml")).unwrap(),
+        "http://h:1/v1"
+    );
+    assert!(jsonschema::validator_for(s).is_ok());
+}
+
+#[test]
+fn swagger_2_quirks_and_names() {
+    let doc = json!({
+        "swagger": "2.0", "host": "example.org", "basePath": "/api", "schemes": ["http"],
+        "paths": {
+            "/status/{codes}": {"get": {"parameters": [{"name": "codes", "in": "path", "type": "int"}],
+                                         "produces": ["text/plain"], "responses": {"200": {"description": "x"}}}},
+            "/status/{codes}/": {"get": {"responses": {}}},
+            "/form": {"post": {"parameters": [{"name": "n", "in": "formData", "type": "number",
+                                                "minimum": 1, "exclusiveMinimum": true}],
+                               "responses": {"200": {"description": "x", "schema": {"type": "object"}}}}}
+        }
+    });
+    let ops = operations(&doc, &all(), 40).unwrap();
+    let names: Vec<&str> = ops.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["post_form", "get_status_codes", "get_status_codes_2"]
+    );
+    assert_eq!(
+        ops[1].input_schema["properties"]["codes"]["type"],
+        "integer"
+    );
+    assert_eq!(ops[0].params[0].location, In::Form);
+    assert_eq!(
+        ops[0].input_schema["properties"]["n"]["exclusiveMinimum"],
+        1
+    );
+    assert!(ops[0].output_schema.is_some());
+    assert_eq!(ops[1].description, "GET /status/{codes}");
+    assert_eq!(base_url(&doc, None).unwrap(), "http://example.org/api");
+}
+
+#[test]
+fn selection_by_id_tag_and_path() {
+    let doc = json!({"openapi": "3.1.0", "paths": {
+        "/a": {"get": {"operationId": "getA", "responses": {}}},
+        "/b/x": {"get": {"tags": ["bee"], "responses": {}}},
+        "/c/1": {"get": {"responses": {}}},
+        "/d": {"get": {"responses": {}}}
+    }});
+    let ids = ["getA".to_string()];
+    let tags = ["bee".to_string()];
+    let paths = ["/c/*".to_string()];
+    let select = Selection {
+        operations: &ids,
+        tags: &tags,
+        paths: &paths,
+    };
+    let names: Vec<String> = operations(&doc, &select, 40)
+        .unwrap()
+        .into_iter()
+        .map(|o| o.name)
+        .collect();
+    assert_eq!(names, ["geta", "get_b_x", "get_c_1"]);
+    let none = ["nope".to_string()];
+    let err = operations(
+        &doc,
+        &Selection {
+            operations: &none,
+            ..all()
+        },
+        40,
+    )
+    .unwrap_err();
+    assert!(err.contains("no operation"), "{err}");
+}
+
+#[test]
+fn bad_documents_say_why() {
+    let dangling = json!({"openapi": "3.0.0", "paths": {"/a": {"get": {
+            "parameters": [{"$ref": "#/components/parameters/Missing"}], "responses": {}}}}});
+    let err = operations(&dangling, &all(), 40).unwrap_err();
+    assert!(
+        err.contains("unresolvable $ref `#/components/parameters/Missing`"),
+        "{err}"
+    );
+    assert!(err.starts_with("GET /a"), "{err}");
+    let external = json!({"openapi": "3.0.0", "paths": {"/a": {"get": {"responses": {"200": {
+            "description": "x", "content": {"application/json": {"schema": {"$ref": "other.yaml#/X"}}}}}}}}});
+    assert!(
+        operations(&external, &all(), 40)
+            .unwrap_err()
+            .contains("another document")
+    );
+    assert!(
+        operations(&json!({"openapi": "4.0"}), &all(), 40)
+            .unwrap_err()
+            .contains("4.0")
+    );
+    assert!(
+        operations(&json!({"info": {}}), &all(), 40)
+            .unwrap_err()
+            .contains("not an OpenAPI")
+    );
+    assert!(
+        parse_document("{ nope")
+            .unwrap_err()
+            .contains("neither JSON")
+    );
+    assert_eq!(
+        tool_name("get_status_codes_status__codes__get"),
+        "get_status_codes_status_codes_get"
+    );
+    assert_eq!(tool_name("__"), "call");
+    let mut taken = HashSet::new();
+    assert_eq!(unique("abcdefghijk", 8, &mut taken), "abcdefgh");
+    assert_eq!(unique("abcdefghijk", 8, &mut taken), "abcdef_2");
+}
