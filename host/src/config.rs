@@ -14,6 +14,7 @@ use crate::tool::Limits;
 pub struct Config {
     pub server: ServerConfig,
     pub sessions: SessionsConfig,
+    pub xagent: XAgentConfig,
     /// Limits of plugins whose manifest does not set them.
     pub limits: Limits,
     pub engine: EngineConfig,
@@ -186,6 +187,24 @@ impl Default for SessionsConfig {
             idle_timeout_s: 3600,
             reap_interval_s: 60,
             max_sessions: 10_000,
+        }
+    }
+}
+
+/// The XAgent ToolServer surface.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct XAgentConfig {
+    /// How long `/execute_tool` waits for a call, ms. A call still running
+    /// then is answered 450 with its latest progress and a continuation
+    /// (`next_calling`) that waits as long again; the call goes on meanwhile.
+    pub patience_ms: u64,
+}
+
+impl Default for XAgentConfig {
+    fn default() -> Self {
+        XAgentConfig {
+            patience_ms: 30_000,
         }
     }
 }

@@ -252,6 +252,9 @@ impl Server {
                 admin_token: config.auth.admin_token.as_deref().map(AdminToken::new),
                 limits,
                 retriever: Default::default(),
+                parked: Arc::new(api::xagent::Parked::new(std::time::Duration::from_millis(
+                    config.xagent.patience_ms,
+                ))),
                 shutdown: self.shutdown.clone(),
             },
             limits,

@@ -221,6 +221,7 @@ pub const PROGRESS_BUFFER: usize = 64;
 pub struct ProgressSink {
     tx: tokio::sync::mpsc::Sender<Progress>,
     dropped: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    reported: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl ProgressSink {
@@ -231,6 +232,7 @@ impl ProgressSink {
             ProgressSink {
                 tx,
                 dropped: Default::default(),
+                reported: Default::default(),
             },
             rx,
         )
@@ -238,10 +240,17 @@ impl ProgressSink {
 
     /// Pass `progress` on if there is room; never waits.
     pub fn report(&self, progress: Progress) {
+        self.reported
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if self.tx.try_send(progress).is_err() {
             self.dropped
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
+    }
+
+    /// Reports made so far (passed on or dropped).
+    pub fn reported(&self) -> u64 {
+        self.reported.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Reports dropped because the reader was behind (or gone).

@@ -35,6 +35,8 @@ pub struct AppState {
     pub limits: ApiLimits,
     /// Tool retrieval index (XAgent's `/retrieving_tools`).
     pub retriever: Arc<retrieval::Retriever>,
+    /// XAgent calls still running after the surface's patience.
+    pub parked: Arc<xagent::Parked>,
     /// Cancelled when the server shuts down: long-lived streams (MCP) end.
     pub shutdown: tokio_util::sync::CancellationToken,
 }

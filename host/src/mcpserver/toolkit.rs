@@ -73,7 +73,8 @@ impl Toolkit for McpToolkit {
                 Ok(handle) => {
                     // rmcp gives every request its own progress token: the
                     // server's progress on it goes to this call's stream.
-                    let _progress = call
+                    let sink = call.progress.clone();
+                    let _route = call
                         .progress
                         .map(|sink| conn.route(handle.progress_token.clone(), sink));
                     // However this call ends early (its caller went away, its
@@ -86,9 +87,10 @@ impl Toolkit for McpToolkit {
                         })?;
                     cancel.0 = None;
                     // rmcp hands notifications to the handler on tasks of
-                    // their own: the last progress, sent just before the
-                    // answer, may still be on its way. A moment for it.
-                    if _progress.is_some() {
+                    // their own: the last progress of a server that reports
+                    // it, sent just before the answer, may still be on its
+                    // way. A moment for it.
+                    if sink.is_some_and(|s| s.reported() > 0) {
                         tokio::time::sleep(PROGRESS_GRACE).await;
                     }
                     answer

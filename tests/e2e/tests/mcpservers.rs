@@ -538,3 +538,85 @@ fn a_remote_servers_new_tools_are_followed() {
     }
     assert_eq!(s.tool_ids().len(), 3);
 }
+
+/// The continuation toolhost's XAgent surface names for a call still
+/// running after its patience.
+const AWAIT_CALL: &str = "ToolhostEnv_await_call";
+const PATIENCE: &str = "[xagent]\npatience_ms = 1000\n";
+
+#[test]
+fn an_xagent_caller_follows_a_long_calls_progress_through_450s() {
+    let everything = Service::everything();
+    let s = Server::start_with(
+        PluginsDir::new().folder("every", &[("every.toml", &manifest(&everything, ""))]),
+        Some(PATIENCE),
+    )
+    .unwrap();
+    let x = XAgent::connect(&s);
+    // Eight steps of 0.5 s: the first answer comes after one or two.
+    let (status, body) = x.execute(
+        "every_trigger-long-running-operation",
+        json!({"duration": 4, "steps": 8}),
+    );
+    assert_eq!(status, 450, "{body}");
+    assert_eq!(body["detail"]["next_calling"], AWAIT_CALL, "{body}");
+    let progress = &body["detail"]["partial"]["progress"];
+    assert_eq!(progress["total"], 8.0, "the server's progress: {body}");
+    let mut done = progress["done"].as_f64().unwrap();
+    let arguments = body["detail"]["arguments"].clone();
+    let result = loop {
+        let (status, body) = x.execute(AWAIT_CALL, arguments.clone());
+        match status {
+            450 => {
+                // Progress only goes forward.
+                let now = body["detail"]["partial"]["progress"]["done"]
+                    .as_f64()
+                    .unwrap();
+                assert!(now >= done, "{now} after {done}: {body}");
+                done = now;
+            }
+            200 => break body,
+            _ => panic!("{status} {body}"),
+        }
+    };
+    assert!(done >= 4.0, "progress seen on the way: {done}");
+    assert!(
+        result
+            .to_string()
+            .contains("Long running operation completed"),
+        "{result}"
+    );
+}
+
+#[test]
+fn closing_an_xagent_session_cancels_its_parked_call_on_the_server() {
+    if !require_docker() {
+        return;
+    }
+    // One server shared by the sessions (no /workspace: it writes to /tmp).
+    let (manifest, script) = misbehaving("");
+    let s = Server::start_with(
+        PluginsDir::new().folder(
+            "slowpoke",
+            &[("slowpoke.toml", &manifest), ("misbehaving.py", &script)],
+        ),
+        Some(PATIENCE),
+    )
+    .unwrap();
+    let x = XAgent::connect(&s);
+    let (status, body) = x.execute("slowpoke_slow", json!({}));
+    assert_eq!(status, 450, "{body}");
+    assert_eq!(x.post("/close_session", json!({})).0, 200);
+    let [container] = containers_of(&s, "slowpoke").try_into().unwrap();
+    let told = wait_for(Duration::from_secs(10), || {
+        let out = std::process::Command::new("docker")
+            .args(["exec", &container, "cat", "/tmp/cancelled.txt"])
+            .output()
+            .unwrap();
+        out.status.success().then_some(out.stdout)
+    })
+    .expect("the server saw the cancellation");
+    assert_eq!(String::from_utf8_lossy(&told), "cancelled by the client");
+    // The server serves on.
+    assert_eq!(s.invoke("slowpoke_ok", json!({})).0, 200);
+}

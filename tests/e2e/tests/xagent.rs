@@ -276,3 +276,113 @@ fn a_long_shell_command_answers_450_with_the_next_call() {
         .is_some()
     );
 }
+
+/// The continuation toolhost names for a call still running after the
+/// patience (`[xagent] patience_ms`).
+const AWAIT_CALL: &str = "ToolhostEnv_await_call";
+
+#[test]
+fn a_call_still_running_after_the_patience_answers_450_and_is_awaited() {
+    let s = Server::start_with(
+        PluginsDir::new().add("hostile", "hostile"),
+        Some("[xagent]\npatience_ms = 300\n"),
+    )
+    .unwrap();
+    let x = XAgent::connect(&s);
+    // Quick calls are answered as before.
+    assert_eq!(
+        x.execute("hostile_echo", json!({"value": 7})),
+        (200, json!(7))
+    );
+
+    let (status, body) = x.execute("hostile_sleep", json!({"ms": 1500}));
+    assert_eq!(status, 450, "{body}");
+    let detail = &body["detail"];
+    assert_eq!(
+        (&detail["type"], &detail["next_calling"]),
+        (&json!("retry"), &json!(AWAIT_CALL)),
+        "{body}"
+    );
+    assert_eq!(detail["partial"]["finished"], false, "{body}");
+    assert!(
+        detail["partial"]["elapsed_ms"].as_u64().unwrap() >= 300,
+        "{body}"
+    );
+    let arguments = detail["arguments"].clone();
+    assert!(arguments["call_id"].is_string(), "{body}");
+
+    // XAgent's client can look the continuation up like any tool.
+    let (status, schemas) = x.post(
+        "/get_json_schema_for_tools",
+        json!({"tool_names": [AWAIT_CALL]}),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(schemas["tools_json"][0]["name"], AWAIT_CALL, "{schemas}");
+    assert_eq!(
+        schemas["tools_json"][0]["parameters"]["required"],
+        json!(["call_id"])
+    );
+
+    // Bad continuations: no id (422); another session's call (404).
+    assert_eq!(x.execute(AWAIT_CALL, json!({})).0, 422);
+    let other = XAgent::connect(&s);
+    let (status, body) = other.execute(AWAIT_CALL, arguments.clone());
+    assert_eq!(status, 404, "{body}");
+
+    // Awaited: 450 again while it runs, then its result, once.
+    let mut retries = 0;
+    let result = loop {
+        let (status, body) = x.execute(AWAIT_CALL, arguments.clone());
+        match status {
+            450 => {
+                assert_eq!(body["detail"]["arguments"], arguments, "{body}");
+                retries += 1;
+                assert!(retries < 20, "{body}");
+            }
+            200 => break body,
+            _ => panic!("{status} {body}"),
+        }
+    };
+    assert_eq!(result, json!("woke up"));
+    assert_eq!(x.execute(AWAIT_CALL, arguments.clone()).0, 404);
+
+    // A tool's own errors come through the continuation with their status.
+    let (status, body) = x.execute("hostile_sleep", json!({"ms": 5000}));
+    assert_eq!(status, 450, "{body}");
+    let arguments = body["detail"]["arguments"].clone();
+    let (status, body) = loop {
+        let (status, body) = x.execute(AWAIT_CALL, arguments.clone());
+        if status != 450 {
+            break (status, body);
+        }
+    };
+    assert_eq!(status, 500, "{body}");
+    assert!(
+        body["detail"].as_str().unwrap().starts_with("timeout:"),
+        "{body}"
+    );
+
+    // At most 8 calls of a session are parked (running, or done and not
+    // yet asked for); the ninth is waited for.
+    let parked: Vec<_> = (0..8)
+        .map(|_| {
+            let (status, body) = x.execute("hostile_sleep", json!({"ms": 1000}));
+            assert_eq!(status, 450, "{body}");
+            body["detail"]["arguments"].clone()
+        })
+        .collect();
+    assert_eq!(
+        x.execute("hostile_sleep", json!({"ms": 600})),
+        (200, json!("woke up"))
+    );
+    for arguments in parked {
+        assert_eq!(x.execute(AWAIT_CALL, arguments), (200, json!("woke up")));
+    }
+    // Closing the session cancels its parked calls.
+    let (status, body) = x.execute("hostile_sleep", json!({"ms": 1500}));
+    assert_eq!(status, 450, "{body}");
+    let arguments = body["detail"]["arguments"].clone();
+    assert_eq!(x.post("/close_session", json!({})).0, 200);
+    let (status, body) = x.execute(AWAIT_CALL, arguments);
+    assert_eq!(status, 404, "{body}");
+}

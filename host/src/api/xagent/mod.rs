@@ -16,9 +16,12 @@
 //! registration; this module the routes, errors, cookie and sessions.
 
 mod files;
+mod parked;
 mod tools;
 
 use files::*;
+use parked::*;
+pub use parked::{AWAIT_CALL, Parked};
 use tools::*;
 pub use tools::{PRINT_TREE, tool_json, wrap};
 
@@ -36,9 +39,9 @@ use super::AppState;
 use super::body::JsonBody;
 use super::workspace::{self, WorkspaceError};
 use crate::catalog::ToolEntry;
-use crate::dispatch::CallOptions;
+use crate::dispatch::CallOutput;
 use crate::sessions::Session;
-use crate::tool::{Content, ErrorKind};
+use crate::tool::{CallError, Content, ErrorKind};
 
 /// The session cookie XAgent's client keeps.
 pub const COOKIE: &str = "node_id";
@@ -246,6 +249,7 @@ async fn close_session(
     headers: HeaderMap,
 ) -> Result<Json<Value>, Detail> {
     let session = session(&state, &headers)?;
+    state.parked.forget_session(session.id());
     state.dispatcher.sessions().release(session.id()).await;
     Ok(Json(
         json!({"message": "session closed", COOKIE: session.id()}),
@@ -260,6 +264,7 @@ async fn release_session(
     let session = session(&state, &headers)?;
     let id = session.id().to_owned();
     drop(session);
+    state.parked.forget_session(&id);
     state.dispatcher.sessions().close(&id).await.map_err(|e| {
         Detail::new(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -84,6 +84,7 @@ pub(super) async fn schema_for_tools(
     for name in req.tool_names {
         match catalog.get(&name) {
             Some(t) => found.push(tool_json(&t)),
+            None if name == AWAIT_CALL => found.push(await_call_json()),
             None => missing.push(name),
         }
     }
@@ -167,29 +168,85 @@ pub(super) async fn execute_tool(
     if id == PRINT_TREE {
         return print_tree(&session, &arguments).await;
     }
-    let tool = state.dispatcher.catalog().get(&id);
-    let result = state
-        .dispatcher
-        .dispatch(&session, &id, arguments, CallOptions::default())
-        .await;
+    if id == AWAIT_CALL {
+        return await_call(&state, &session, &arguments).await;
+    }
+    let mut running = Running::start(
+        state.dispatcher.clone(),
+        session.clone(),
+        id.clone(),
+        arguments,
+    );
+    let result = match running.wait(state.parked.patience).await {
+        Some(done) => done,
+        None => match state.parked.park(session.id(), &id, running) {
+            Ok(detail) => return Ok(still_running(detail)),
+            // The session has its fill of parked calls: this one is waited for.
+            Err(running) => running.finish().await,
+        },
+    };
+    answer(&state, &id, result)
+}
+
+/// [`AWAIT_CALL`]: the result of a parked call, or 450 again.
+async fn await_call(
+    state: &AppState,
+    session: &Arc<Session>,
+    arguments: &Value,
+) -> Result<Response, Detail> {
+    let Some(call) = arguments.get("call_id").and_then(Value::as_str) else {
+        return Err(Detail::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "`call_id` (a string, from the 450 answer) is required",
+        ));
+    };
+    match state.parked.wait(session.id(), call).await {
+        Awaited::Done(tool, result) => answer(state, &tool, result),
+        Awaited::Retry(detail) => Ok(still_running(detail)),
+        Awaited::Unknown => Err(Detail::new(
+            StatusCode::NOT_FOUND,
+            format!(
+                "no running call `{call}` in this session (its result was already given, or it was cancelled with its session or after {} s unclaimed)",
+                UNCLAIMED.as_secs()
+            ),
+        )),
+        Awaited::Busy => Err(Detail::new(
+            StatusCode::CONFLICT,
+            format!("call `{call}` is being awaited by another request"),
+        )),
+    }
+}
+
+/// XAgent's 450: the call is not finished.
+fn still_running(detail: Value) -> Response {
+    (
+        StatusCode::from_u16(450).expect("450 is a valid status"),
+        Json(json!({ "detail": detail })),
+    )
+        .into_response()
+}
+
+/// The answer to a call of `id` that ended with `result`.
+fn answer(
+    state: &AppState,
+    id: &str,
+    result: Result<CallOutput, CallError>,
+) -> Result<Response, Detail> {
     match result {
         Ok(out) => {
             // A tool that says it is not finished (`"finished": false`) and
             // names its continuation: XAgent's 450 retry.
+            let tool = state.dispatcher.catalog().get(id);
             if let (Some(tool), [.., Content::Json(v)]) = (&tool, out.content.as_slice())
                 && v.get("finished") == Some(&Value::Bool(false))
                 && let Some(next) = &tool.descriptor.continue_with
             {
-                return Ok((
-                    StatusCode::from_u16(450).expect("450 is a valid status"),
-                    Json(json!({"detail": {
-                        "type": "retry",
-                        "next_calling": crate::tool::tool_id(&tool.toolkit.name, next),
-                        "arguments": {},
-                        "partial": v,
-                    }})),
-                )
-                    .into_response());
+                return Ok(still_running(json!({
+                    "type": "retry",
+                    "next_calling": crate::tool::tool_id(&tool.toolkit.name, next),
+                    "arguments": {},
+                    "partial": v,
+                })));
             }
             Ok(Json(wrap(&out.content)).into_response())
         }
