@@ -201,8 +201,8 @@ pub fn folder_entry(child: &Path) -> Option<String> {
 /// The files of folder entry `<dir>/<name>/` if its manifest `<name>.toml`
 /// has a top-level `[kind]` table: the manifest and every other visible
 /// file of the folder, sorted. None otherwise (another backend's folder, or
-/// no manifest yet). A manifest that does not parse belongs to every folder
-/// backend, so each reports why it cannot load it.
+/// no manifest yet). A manifest that does not parse belongs to one folder
+/// backend (see [`owner_of_unparsable`]), which reports why.
 pub fn folder_files(dir: &Path, name: &str, kind: &str) -> Vec<PathBuf> {
     let folder = dir.join(name);
     let Ok(text) = std::fs::read_to_string(folder.join(format!("{name}.toml"))) else {
@@ -210,7 +210,7 @@ pub fn folder_files(dir: &Path, name: &str, kind: &str) -> Vec<PathBuf> {
     };
     let mine = match text.parse::<toml::Table>() {
         Ok(table) => table.contains_key(kind),
-        Err(_) => true,
+        Err(_) => owner_of_unparsable(&text) == kind,
     };
     if !mine {
         return Vec::new();
@@ -230,6 +230,27 @@ pub fn folder_files(dir: &Path, name: &str, kind: &str) -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
+}
+
+/// The tables folder manifests are told apart by; the first owns a
+/// manifest that names none of them.
+const FOLDER_KINDS: [&str; 3] = ["docker", "api", "mcp"];
+
+/// The folder backend that owns a manifest that does not parse, so it is
+/// listed once, failed with the parser's reason: the kind whose table
+/// header (`[kind]`, `[kind.x]`) its first such line opens, else Docker's.
+fn owner_of_unparsable(text: &str) -> &'static str {
+    text.lines()
+        .filter_map(|l| l.trim_start().strip_prefix('['))
+        .find_map(|header| {
+            FOLDER_KINDS.into_iter().find(|k| {
+                header
+                    .trim_start()
+                    .strip_prefix(k)
+                    .is_some_and(|rest| rest.starts_with([']', '.', ' ']))
+            })
+        })
+        .unwrap_or(FOLDER_KINDS[0])
 }
 
 /// The folder and manifest text of folder entry `name` among its `files`.
@@ -254,4 +275,32 @@ pub fn folder_manifest<'f>(
     let text = std::str::from_utf8(&manifest.bytes)
         .map_err(|_| format!("{manifest_name} is not UTF-8 text"))?;
     Ok((folder, text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unparsable_folder_manifest_has_one_owner() {
+        assert_eq!(owner_of_unparsable("[mcp]\nurl = \"x\n"), "mcp");
+        assert_eq!(
+            owner_of_unparsable("description = 1\n[api.auth]\nkind = \n"),
+            "api"
+        );
+        assert_eq!(
+            owner_of_unparsable("[mcpx]\n[docker]\nimage = \n"),
+            "docker"
+        );
+        assert_eq!(owner_of_unparsable("this is not toml"), "docker");
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("broken")).unwrap();
+        std::fs::write(dir.path().join("broken/broken.toml"), "[mcp]\nurl = ").unwrap();
+        let owners: Vec<&str> = FOLDER_KINDS
+            .into_iter()
+            .filter(|k| !folder_files(dir.path(), "broken", k).is_empty())
+            .collect();
+        assert_eq!(owners, ["mcp"]);
+    }
 }
