@@ -9,15 +9,16 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use serde::Serialize;
 use tokio::sync::{Semaphore, watch};
 
 use crate::backend::Backend;
+use crate::registry::{Registry, Saved, ToolMeta, ToolRecord, ToolStatus, Write};
+pub use crate::registry::{StatsView, ToolStats};
 use crate::sessions::Session;
 use crate::tool::{self, CallError, Content, Limits, ProgressSink, ToolDescriptor};
 
@@ -53,6 +54,8 @@ pub struct ToolkitEntry {
     pub backend: Arc<dyn Backend>,
     pub name: String,
     pub description: String,
+    /// The manifest's `category`, if it gives one.
+    pub category: Option<String>,
     /// Content hash or other version label.
     pub version: String,
     pub limits: Limits,
@@ -76,6 +79,7 @@ impl ToolkitEntry {
             backend,
             name: name.into(),
             description: description.into(),
+            category: None,
             version: version.into(),
             slots: Semaphore::new(limits.max_concurrency as usize),
             waiting: AtomicU64::new(0),
@@ -91,59 +95,18 @@ pub struct ToolEntry {
     pub toolkit: Arc<ToolkitEntry>,
     pub descriptor: ToolDescriptor,
     pub validator: jsonschema::Validator,
-    pub stats: Arc<ToolStats>,
+    /// Its status and statistics (kept across versions and restarts).
+    pub record: Arc<ToolRecord>,
 }
 
-/// Call statistics of a tool id; kept across reloads of its toolkit.
-#[derive(Default)]
-pub struct ToolStats {
-    calls: AtomicU64,
-    errors: AtomicU64,
-    total_latency_us: AtomicU64,
-    last_used_ms: AtomicU64,
-}
-
-/// A snapshot of [`ToolStats`] for the API.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct StatsView {
-    pub call_count: u64,
-    pub error_count: u64,
-    pub avg_latency_ms: f64,
-    pub error_rate: f64,
-    /// Unix time in milliseconds, none before the first call.
-    pub last_used_time: Option<u64>,
-}
-
-impl ToolStats {
-    pub fn record(&self, latency: Duration, ok: bool) {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        if !ok {
-            self.errors.fetch_add(1, Ordering::Relaxed);
-        }
-        self.total_latency_us.fetch_add(
-            latency.as_micros().min(u64::MAX as u128) as u64,
-            Ordering::Relaxed,
-        );
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        self.last_used_ms
-            .store(now.as_millis() as u64, Ordering::Relaxed);
-    }
-
-    pub fn view(&self) -> StatsView {
-        let calls = self.calls.load(Ordering::Relaxed);
-        let errors = self.errors.load(Ordering::Relaxed);
-        let total_us = self.total_latency_us.load(Ordering::Relaxed);
-        let last = self.last_used_ms.load(Ordering::Relaxed);
-        let ratio = |n: f64| if calls == 0 { 0.0 } else { n / calls as f64 };
-        StatsView {
-            call_count: calls,
-            error_count: errors,
-            avg_latency_ms: ratio(total_us as f64 / 1000.0),
-            error_rate: ratio(errors as f64),
-            last_used_time: (last != 0).then_some(last),
-        }
+impl ToolEntry {
+    /// What `GET /tools` calls its category: the manifest's `category`,
+    /// else the toolkit's name.
+    pub fn category(&self) -> &str {
+        self.toolkit
+            .category
+            .as_deref()
+            .unwrap_or(&self.toolkit.name)
     }
 }
 
@@ -179,7 +142,9 @@ pub struct Catalog {
     snapshot: ArcSwap<Snapshot>,
     /// Serialises writers; readers never take it.
     write: Mutex<()>,
-    stats: Mutex<HashMap<String, Arc<ToolStats>>>,
+    records: Mutex<HashMap<String, Arc<ToolRecord>>>,
+    /// Where records are saved (none: in memory only).
+    registry: OnceLock<Arc<Registry>>,
     changes: watch::Sender<u64>,
     /// Toolkits on their way in (a plugin on disk still compiling, with no
     /// version serving yet): their tools are not listed, but a call to one
@@ -195,7 +160,8 @@ impl Default for Catalog {
         Catalog {
             snapshot: ArcSwap::from_pointee(Snapshot::default()),
             write: Mutex::new(()),
-            stats: Mutex::new(HashMap::new()),
+            records: Mutex::new(HashMap::new()),
+            registry: OnceLock::new(),
             changes: watch::channel(0).0,
             pending: Mutex::new(HashSet::new()),
             pending_done: watch::channel(0).0,
@@ -244,7 +210,7 @@ impl Catalog {
                 toolkit: toolkit.clone(),
                 descriptor,
                 validator,
-                stats: self.stats_for(&id),
+                record: self.record(&id),
             };
             if entries.insert(id, Arc::new(entry)).is_some() {
                 return Err(CatalogError::DuplicateTool {
@@ -273,6 +239,20 @@ impl Catalog {
                 .collect(),
             toolkits: current.toolkits.clone(),
         };
+        if let Some(registry) = self.registry.get() {
+            for t in entries.values() {
+                registry.write(Write::Tool(ToolMeta {
+                    tool_id: t.id.clone(),
+                    toolkit: toolkit.name.clone(),
+                    name: t.descriptor.name.clone(),
+                    description: t.descriptor.description.clone(),
+                    category: t.category().to_owned(),
+                    backend: toolkit.backend.name().to_owned(),
+                    version: toolkit.version.clone(),
+                    input_schema: t.descriptor.input_schema.to_string(),
+                }));
+            }
+        }
         next.tools.extend(entries);
         next.toolkits.insert(toolkit.name.clone(), toolkit);
         self.snapshot.store(Arc::new(next));
@@ -313,9 +293,26 @@ impl Catalog {
         self.snapshot.load().tools.get(id).cloned()
     }
 
-    /// Every tool, sorted by id.
+    /// The tools that serve (status `active`), sorted by id: what every
+    /// surface lists.
     pub fn tools(&self) -> Vec<Arc<ToolEntry>> {
+        self.snapshot
+            .load()
+            .tools
+            .values()
+            .filter(|t| t.record.status().serves())
+            .cloned()
+            .collect()
+    }
+
+    /// Every tool whatever its status, sorted by id (admins' view).
+    pub fn all_tools(&self) -> Vec<Arc<ToolEntry>> {
         self.snapshot.load().tools.values().cloned().collect()
+    }
+
+    /// Tool `id` if it is listed (status `active`): discovery by name.
+    pub fn listed(&self, id: &str) -> Option<Arc<ToolEntry>> {
+        self.get(id).filter(|t| t.record.status().serves())
     }
 
     /// Every toolkit, sorted by name.
@@ -387,9 +384,66 @@ impl Catalog {
         self.changes.subscribe()
     }
 
-    fn stats_for(&self, id: &str) -> Arc<ToolStats> {
-        let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
-        stats.entry(id.to_owned()).or_default().clone()
+    /// The record of tool id `id` (made, `active`, for a new id).
+    pub fn record(&self, id: &str) -> Arc<ToolRecord> {
+        let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        records.entry(id.to_owned()).or_default().clone()
+    }
+
+    /// Save records in `registry` from now on, starting from what it held.
+    /// Before any toolkit is registered.
+    pub fn attach_registry(&self, registry: Arc<Registry>, saved: Saved) {
+        let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        let mut statuses: HashMap<String, ToolStatus> = saved.statuses.into_iter().collect();
+        for (id, row) in saved.stats {
+            let status = statuses.remove(&id).unwrap_or(ToolStatus::Active);
+            let stats = ToolStats::restore(&row);
+            records.insert(id, Arc::new(ToolRecord::new(stats, status)));
+        }
+        for (id, status) in statuses {
+            records.insert(id, Arc::new(ToolRecord::new(ToolStats::default(), status)));
+        }
+        let _ = self.registry.set(registry);
+    }
+
+    /// The registry records are saved in, if any.
+    pub fn registry(&self) -> Option<&Arc<Registry>> {
+        self.registry.get()
+    }
+
+    /// Hand statistics changed since the last flush to the registry.
+    pub fn flush_stats(&self) {
+        let Some(registry) = self.registry.get() else {
+            return;
+        };
+        let records: Vec<(String, Arc<ToolRecord>)> = self
+            .records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(id, r)| (id.clone(), r.clone()))
+            .collect();
+        for (id, record) in records {
+            if let Some(row) = record.stats.unpersisted() {
+                registry.write(Write::Stats(id, row));
+            }
+        }
+    }
+
+    /// Set the status of tool `id` (saved, and every surface's list
+    /// changes); the status it had. A status set before the tool is
+    /// registered (a build task's) applies when it is.
+    pub fn set_status(&self, id: &str, status: ToolStatus) -> ToolStatus {
+        let record = self.record(id);
+        let was = record.status();
+        record.set_status(status);
+        if let Some(registry) = self.registry.get() {
+            registry.write(Write::Status(id.to_owned(), status));
+        }
+        if was != status {
+            self.changes.send_modify(|g| *g += 1);
+        }
+        was
     }
 }
 
@@ -569,10 +623,11 @@ mod tests {
         c.register(kit("a"), vec![tool("x")]).unwrap();
         c.get("a_x")
             .unwrap()
+            .record
             .stats
             .record(Duration::from_millis(4), false);
         c.register(kit("a"), vec![tool("x")]).unwrap();
-        let v = c.get("a_x").unwrap().stats.view();
+        let v = c.get("a_x").unwrap().record.stats.view();
         assert_eq!(v.call_count, 1);
         assert_eq!(v.error_rate, 1.0);
         assert_eq!(v.avg_latency_ms, 4.0);

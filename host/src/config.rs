@@ -15,6 +15,7 @@ pub struct Config {
     pub server: ServerConfig,
     pub sessions: SessionsConfig,
     pub xagent: XAgentConfig,
+    pub registry: RegistryConfig,
     /// Limits of plugins whose manifest does not set them.
     pub limits: Limits,
     pub engine: EngineConfig,
@@ -188,6 +189,21 @@ impl Default for SessionsConfig {
             reap_interval_s: 60,
             max_sessions: 10_000,
         }
+    }
+}
+
+/// The tool registry (`<data>/registry.db`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RegistryConfig {
+    /// How often changed call statistics are written, ms: what a crash can
+    /// lose at most. Statuses are written before they are acknowledged.
+    pub flush_ms: u64,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        RegistryConfig { flush_ms: 1000 }
     }
 }
 

@@ -83,11 +83,18 @@ impl Dispatcher {
             Some(tool) => tool,
             None => self.wait_for_tool(tool_id, &options).await?,
         };
+        let status = tool.record.status();
+        if !status.serves() {
+            return Err(CallError::NotActive {
+                tool: tool_id.to_owned(),
+                status: status.as_str(),
+            });
+        }
         let started = Instant::now();
         let usage = Arc::new(Usage::default());
         let result = run(&tool, session, input, options, &usage, &self.metrics).await;
         let elapsed = started.elapsed();
-        tool.stats.record(elapsed, result.is_ok());
+        tool.record.stats.record(elapsed, result.is_ok());
         let outcome = match &result {
             Ok(_) => "ok",
             Err(e) => e.kind().as_str(),
@@ -337,7 +344,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(err, CallError::NotFound("sleepy_nope".into()));
 
-        let stats = d.catalog().get("sleepy_wait").unwrap().stats.view();
+        let stats = d.catalog().get("sleepy_wait").unwrap().record.stats.view();
         assert_eq!((stats.call_count, stats.error_count), (2, 1));
     }
 

@@ -29,6 +29,7 @@ pub mod mcpserver;
 pub mod metrics;
 pub mod outbound;
 pub mod plugins;
+pub mod registry;
 pub mod scaffold;
 pub mod schema;
 pub mod server;

@@ -89,6 +89,16 @@ impl Server {
         let (plugins, data) = resolve_dirs(plugins, data)?;
         let (plugins, data) = (plugins.as_path(), data.as_path());
         tracing::info!(plugins = %plugins.display(), data = %data.display(), "directories");
+        // The registry first: it is locked for this process, so a second
+        // server on the same data directory stops here, before it touches
+        // the sessions' workspaces or the containers.
+        let (registry, saved) = crate::registry::Registry::open(data)?;
+        tracing::info!(
+            statuses = saved.statuses.len(),
+            stats = saved.stats.len(),
+            known_tools = saved.tools.len(),
+            "tool registry open"
+        );
         let cache_dir = data.join("compile-cache");
         let wasm = WasmBackend::new(
             &config.engine,
@@ -114,7 +124,20 @@ impl Server {
         let reaper =
             sessions.spawn_reaper(Duration::from_secs(config.sessions.reap_interval_s.max(1)));
         let catalog = Arc::new(Catalog::new());
-        let mut tasks = vec![reaper];
+        catalog.attach_registry(registry, saved);
+        let flusher = {
+            let catalog = catalog.clone();
+            let every = Duration::from_millis(config.registry.flush_ms.max(10));
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    catalog.flush_stats();
+                }
+            })
+        };
+        let mut tasks = vec![reaper, flusher];
         let docker = config.docker.enabled.then(|| {
             let docker = DockerBackend::new(data, sessions.clone())
                 .with_allocation(crate::docker::Allocation::of_host(&config.docker));
@@ -227,6 +250,14 @@ impl Server {
     /// every backend's shutdown.
     pub async fn shutdown(&self) {
         self.plugins.shutdown().await;
+        let catalog = self.dispatcher.catalog();
+        catalog.flush_stats();
+        if let Some(registry) = catalog.registry() {
+            if let Err(e) = registry.sync().await {
+                tracing::error!(error = %e, "the last statistics were not saved");
+            }
+            registry.close();
+        }
     }
 
     /// Plugins that failed to load, with the reason.

@@ -291,9 +291,24 @@ pub enum CallError {
     /// down, the node image is missing ...); retry when it is back.
     #[error("{0}")]
     BackendUnavailable(String),
+    /// The tool is not in service (`staging`, `inactive`, `building`).
+    #[error("{}", not_active_message(tool, status))]
+    NotActive { tool: String, status: &'static str },
     /// The host itself failed (not the tool, not the caller).
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+fn not_active_message(tool: &str, status: &str) -> String {
+    match status {
+        "inactive" => format!(
+            "tool `{tool}` is inactive: an admin can activate it (PUT /tools/{tool}/status)"
+        ),
+        "staging" => {
+            format!("tool `{tool}` is staging (being tested): it is served once active")
+        }
+        _ => format!("tool `{tool}` is {status}: it is not served yet"),
+    }
 }
 
 impl CallError {
@@ -317,6 +332,7 @@ impl CallError {
             CallError::OutputTooLarge { .. } => ErrorKind::OutputTooLarge,
             CallError::Overloaded(_) => ErrorKind::Overloaded,
             CallError::BackendUnavailable(_) => ErrorKind::BackendUnavailable,
+            CallError::NotActive { .. } => ErrorKind::NotActive,
             CallError::Internal(_) => ErrorKind::Internal,
         }
     }
@@ -336,6 +352,7 @@ pub enum ErrorKind {
     OutputTooLarge,
     Overloaded,
     BackendUnavailable,
+    NotActive,
     Internal,
 }
 
@@ -352,6 +369,7 @@ impl ErrorKind {
             ErrorKind::OutputTooLarge => "output_too_large",
             ErrorKind::Overloaded => "overloaded",
             ErrorKind::BackendUnavailable => "backend_unavailable",
+            ErrorKind::NotActive => "not_active",
             ErrorKind::Internal => "internal",
         }
     }

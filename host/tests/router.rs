@@ -564,3 +564,232 @@ async fn readiness_never_runs_ahead_of_the_plugins_on_disk() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert!(body["tools"].as_u64().unwrap() > 0, "{body}");
 }
+
+fn admin(req: axum::http::request::Builder) -> axum::http::request::Builder {
+    req.header("authorization", "Bearer admin-admin-admin-admin")
+}
+
+fn set_status(id: &str, body: &str, as_admin: bool) -> Request<Body> {
+    let req =
+        Request::put(format!("/tools/{id}/status")).header("content-type", "application/json");
+    let req = if as_admin { admin(req) } else { req };
+    req.body(Body::from(body.to_owned())).unwrap()
+}
+
+/// MCP `tools/list` (2026-07-28, stateless): the names listed.
+async fn mcp_tool_names(app: &axum::Router) -> Vec<String> {
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "router-test", "version": "0"}
+        }
+    }});
+    let req = Request::post("/mcp")
+        .header("host", "localhost")
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/list")
+        .body(Body::from(list.to_string()))
+        .unwrap();
+    let (status, _, body) = send(app, req).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_inactive_tool_leaves_every_surface_and_stays_inactive_across_a_restart() {
+    let mut config = Config::default();
+    config.auth.admin_token = Some("admin-admin-admin-admin".into());
+    let plugins = calc_plugins();
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(&config, plugins.path(), data.path())
+        .await
+        .unwrap();
+    let app = server.router(&config);
+    let get = |path: &str| Request::get(path).body(Body::empty()).unwrap();
+
+    let (_, _, body) = send(&app, get("/tools")).await;
+    let evaluate = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tool_id"] == "calc_evaluate")
+        .cloned()
+        .unwrap();
+    assert_eq!(evaluate["status"], "active");
+    assert_eq!(evaluate["category"], "calc");
+    let (status, _, _) = send(
+        &app,
+        post(
+            "/tools/calc_evaluate/invoke",
+            r#"{"params":{"expression":"1+2"}}"#,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+
+    // Only admins change statuses, and only along the lifecycle.
+    let (status, _, _) = send(
+        &app,
+        set_status("calc_evaluate", r#"{"status":"inactive"}"#, false),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _, body) = send(
+        &app,
+        set_status("calc_evaluate", r#"{"status":"retired"}"#, true),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (status, _, body) = send(
+        &app,
+        set_status("calc_evaluate", r#"{"status":"building"}"#, true),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let (status, _, body) = send(
+        &app,
+        set_status("calc_nope", r#"{"status":"inactive"}"#, true),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, _, body) = send(
+        &app,
+        set_status("calc_evaluate", r#"{"status":"inactive"}"#, true),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        (&body["status"], &body["previous"]),
+        (&json!("inactive"), &json!("active"))
+    );
+
+    // Hidden from discovery on every surface.
+    let listed = |body: &Value, key: &str| -> bool {
+        body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t[key] == "calc_evaluate" || t["function"]["name"] == "calc_evaluate")
+    };
+    let (_, _, body) = send(&app, get("/tools")).await;
+    assert!(!listed(&body, "tool_id"), "{body}");
+    let (_, _, body) = send(&app, get("/tools?format=openai")).await;
+    assert!(!listed(&body, "name"), "{body}");
+    let (_, _, body) = send(&app, get("/tools?format=mcp")).await;
+    assert!(!listed(&body, "name"), "{body}");
+    assert!(
+        !mcp_tool_names(&app)
+            .await
+            .iter()
+            .any(|n| n == "calc_evaluate")
+    );
+    let (_, _, body) = send(&app, post("/get_available_tools", "{}")).await;
+    assert!(
+        !body["available_tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "calc_evaluate"),
+        "{body}"
+    );
+    let (_, _, body) = send(
+        &app,
+        post(
+            "/get_json_schema_for_tools",
+            r#"{"tool_names":["calc_evaluate"]}"#,
+        ),
+    )
+    .await;
+    assert_eq!(body["missing_tools"], json!(["calc_evaluate"]), "{body}");
+    let (_, _, body) = send(
+        &app,
+        post(
+            "/retrieving_tools",
+            r#"{"question":"evaluate an arithmetic expression"}"#,
+        ),
+    )
+    .await;
+    assert!(
+        !body["retrieved_tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "calc_evaluate"),
+        "{body}"
+    );
+    // Calls get 409 naming the status.
+    let (status, _, body) = send(
+        &app,
+        post(
+            "/tools/calc_evaluate/invoke",
+            r#"{"params":{"expression":"1+2"}}"#,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"]["kind"], "not_active");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("inactive"),
+        "{body}"
+    );
+    // Admins see it, with its status and statistics.
+    let (status, _, _) = send(&app, get("/tools?include=all")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _, body) = send(
+        &app,
+        admin(Request::get("/tools?include=all&status=inactive"))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["tools"].as_array().unwrap().len(), 1, "{body}");
+    assert_eq!(body["tools"][0]["tool_id"], "calc_evaluate");
+    let (_, _, body) = send(&app, get("/tools/calc_evaluate")).await;
+    assert_eq!(body["status"], "inactive");
+    assert_eq!(body["stats"]["call_count"], 1, "{body}");
+    assert!(
+        body["stats"]["p50_latency_ms"].as_f64().unwrap() > 0.0,
+        "{body}"
+    );
+
+    // A restart on the same data directory: still inactive, same statistics.
+    server.shutdown().await;
+    drop(app);
+    drop(server);
+    let server = Server::start(&config, plugins.path(), data.path())
+        .await
+        .unwrap();
+    let app = server.router(&config);
+    let (_, _, body) = send(&app, get("/tools/calc_evaluate")).await;
+    assert_eq!(body["status"], "inactive", "{body}");
+    assert_eq!(body["stats"]["call_count"], 1, "{body}");
+    let (status, _, _) = send(
+        &app,
+        set_status("calc_evaluate", r#"{"status":"active"}"#, true),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, body) = send(
+        &app,
+        post(
+            "/tools/calc_evaluate/invoke",
+            r#"{"params":{"expression":"1+2"}}"#,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, _, body) = send(&app, get("/tools")).await;
+    assert!(listed(&body, "tool_id"), "{body}");
+}

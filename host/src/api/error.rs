@@ -52,6 +52,7 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
         ErrorKind::Overloaded => StatusCode::TOO_MANY_REQUESTS,
         ErrorKind::BackendUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::NotActive => StatusCode::CONFLICT,
         ErrorKind::ToolError
         | ErrorKind::OutOfFuel
         | ErrorKind::OutOfMemory

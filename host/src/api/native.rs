@@ -20,6 +20,7 @@ use super::error::ApiError;
 use super::formats;
 use crate::catalog::ToolEntry;
 use crate::dispatch::{CallOptions, CallOutput};
+use crate::registry::ToolStatus;
 use crate::sessions::Session;
 use crate::tool::{CallError, Content, LimitOverrides, ProgressSink};
 
@@ -37,6 +38,7 @@ pub fn routes() -> Router<AppState> {
         .route("/tools/{id}", routing::get(describe_tool))
         .route("/tools/{id}/schema", routing::get(tool_schema))
         .route("/tools/{id}/invoke", routing::post(invoke))
+        .route("/tools/{id}/status", routing::put(set_status))
         .route("/sessions/{id}", routing::delete(close_session))
 }
 
@@ -102,15 +104,48 @@ struct ListQuery {
     /// `openai`, `lagent` or `mcp`; the native summary when absent.
     #[serde(default)]
     format: Option<String>,
+    /// Only tools of this category.
+    #[serde(default)]
+    category: Option<String>,
+    /// Only tools of this status.
+    #[serde(default)]
+    status: Option<String>,
+    /// `all`: tools of every status, not only active ones (admin token).
+    #[serde(default)]
+    include: Option<String>,
 }
 
 async fn list_tools(
     State(state): State<AppState>,
+    headers: HeaderMap,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let catalog = state.dispatcher.catalog();
-    let tools = catalog.tools();
+    let mut tools = match query.include.as_deref() {
+        None => catalog.tools(),
+        Some("all") => {
+            super::admin::check(state.admin_token.as_ref(), &headers)?;
+            catalog.all_tools()
+        }
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "unknown include `{other}`: use include=all (admin token) for tools of every status"
+            )));
+        }
+    };
+    if let Some(status) = &query.status {
+        let Some(status) = ToolStatus::parse(status) else {
+            return Err(ApiError::bad_request(format!(
+                "unknown status `{status}`: use {}",
+                statuses()
+            )));
+        };
+        tools.retain(|t| t.record.status() == status);
+    }
+    if let Some(category) = &query.category {
+        tools.retain(|t| t.category() == category);
+    }
     let body = match query.format.as_deref() {
         None | Some("native") => {
             json!({ "tools": tools.iter().map(|t| summary(t)).collect::<Vec<_>>() })
@@ -131,14 +166,19 @@ async fn list_tools(
     Ok(Json(body))
 }
 
-/// What `GET /tools` lists of a tool.
+/// The statuses, for error messages.
+pub fn statuses() -> String {
+    ToolStatus::ALL.map(ToolStatus::as_str).join(", ")
+}
+
+/// What `GET /tools` lists of a tool (seed 004's shape).
 fn summary(t: &ToolEntry) -> Value {
     json!({
         "tool_id": t.id,
         "name": t.descriptor.name,
-        "category": t.toolkit.name,
+        "category": t.category(),
         "description": t.descriptor.description,
-        "status": "available",
+        "status": t.record.status().as_str(),
     })
 }
 
@@ -166,8 +206,64 @@ async fn describe_tool(
     body["input_schema"] = t.descriptor.input_schema.clone();
     body["output_schema"] = json!(t.descriptor.output_schema);
     body["limits"] = json!(t.toolkit.limits);
-    body["stats"] = json!(t.stats.view());
+    body["stats"] = json!(t.record.stats.view());
     Ok(Json(body))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StatusChange {
+    status: String,
+}
+
+/// `PUT /tools/{id}/status` (admin token): move a tool along its lifecycle
+/// (`staging → active ⇄ inactive`); saved before the answer. Inactive and
+/// staging tools leave every surface's lists and their calls get 409.
+async fn set_status(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    JsonBody(change): JsonBody<StatusChange>,
+) -> Result<Json<Value>, ApiError> {
+    super::admin::check(state.admin_token.as_ref(), &headers)?;
+    let t = find(&state, &id)?;
+    let Some(to) = ToolStatus::parse(&change.status) else {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_input",
+            format!("unknown status `{}`: use {}", change.status, statuses()),
+        ));
+    };
+    let from = t.record.status();
+    if !from.may_become(to) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!(
+                "tool `{id}` is {}: it cannot become {} (staging -> active <-> inactive; building is the builder's)",
+                from.as_str(),
+                to.as_str()
+            ),
+        ));
+    }
+    let catalog = state.dispatcher.catalog();
+    catalog.set_status(&id, to);
+    if let Some(registry) = catalog.registry() {
+        registry.sync().await.map_err(|e| {
+            tracing::error!(tool = %id, error = %e, "status not saved");
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "the status changed but could not be saved; see the server log",
+            )
+        })?;
+    }
+    tracing::info!(tool = %id, from = from.as_str(), to = to.as_str(), "tool status changed");
+    Ok(Json(json!({
+        "tool_id": id,
+        "status": to.as_str(),
+        "previous": from.as_str(),
+    })))
 }
 
 async fn tool_schema(

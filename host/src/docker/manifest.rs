@@ -54,6 +54,9 @@ use crate::tool::ToolDescriptor;
 pub struct ToolkitManifest {
     #[serde(default)]
     pub description: String,
+    /// What `GET /tools` files its tools under (else the toolkit's name).
+    #[serde(default)]
+    pub category: Option<String>,
     pub docker: NodeSpec,
     pub tools: Vec<ToolSpec>,
 }

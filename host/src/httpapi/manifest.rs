@@ -44,6 +44,9 @@ use serde_json::Value;
 pub struct Manifest {
     #[serde(default)]
     pub description: Option<String>,
+    /// What `GET /tools` files its tools under (else the toolkit's name).
+    #[serde(default)]
+    pub category: Option<String>,
     pub api: ApiSection,
     #[serde(default)]
     pub tools: Vec<Endpoint>,

@@ -39,6 +39,9 @@ pub use crate::credentials::{Auth, AuthKind};
 pub struct Manifest {
     #[serde(default)]
     pub description: Option<String>,
+    /// What `GET /tools` files its tools under (else the toolkit's name).
+    #[serde(default)]
+    pub category: Option<String>,
     pub mcp: McpSection,
 }
 

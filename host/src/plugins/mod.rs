@@ -401,8 +401,9 @@ impl PluginManager {
             }
         });
         let report = |phase| self.phase(key, phase);
+        let category = manifest_category(&key.0, &files);
         let result = match backend.load(&key.0, files, &report).await {
-            Ok(loaded) => self.register(key, backend, loaded),
+            Ok(loaded) => self.register(key, backend, loaded, category),
             Err(message) => Err(ChangeError::Load {
                 name: key.0.clone(),
                 message,
@@ -436,6 +437,7 @@ impl PluginManager {
         key: &Key,
         backend: &Arc<dyn Backend>,
         loaded: Loaded,
+        category: Option<String>,
     ) -> Result<PluginStatus, ChangeError> {
         let name = &key.0;
         let ids: Vec<String> = loaded
@@ -446,7 +448,7 @@ impl PluginManager {
         let version = loaded.version.clone();
         let compile = loaded.compile;
         let replaced = self.get_key(key).is_some_and(|s| s.version.is_some());
-        let entry = ToolkitEntry::new(
+        let mut entry = ToolkitEntry::new(
             backend.clone(),
             name.clone(),
             loaded.description,
@@ -454,6 +456,7 @@ impl PluginManager {
             loaded.limits,
             loaded.toolkit,
         );
+        entry.category = category;
         self.catalog
             .register(entry, loaded.tools)
             .map_err(|e| ChangeError::Register {
@@ -538,4 +541,15 @@ fn identity(files: &[EntryFile]) -> String {
         })
         .collect::<Vec<_>>()
         .join("+")
+}
+
+/// The top-level `category` of entry `name`'s manifest (`<name>.toml`, every
+/// kind's), if it gives one.
+fn manifest_category(name: &str, files: &[EntryFile]) -> Option<String> {
+    let manifest = format!("{name}.toml");
+    let file = files
+        .iter()
+        .find(|f| f.path.file_name().is_some_and(|n| n == manifest.as_str()))?;
+    let table: toml::Table = std::str::from_utf8(&file.bytes).ok()?.parse().ok()?;
+    table.get("category")?.as_str().map(str::to_owned)
 }

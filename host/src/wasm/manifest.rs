@@ -36,6 +36,9 @@ pub struct Manifest {
     /// What the plugin is for (shown as the toolkit's description).
     #[serde(default)]
     pub description: Option<String>,
+    /// What `GET /tools` files its tools under (else the toolkit's name).
+    #[serde(default)]
+    pub category: Option<String>,
     #[serde(default)]
     pub limits: ManifestLimits,
     #[serde(default)]

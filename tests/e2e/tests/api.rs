@@ -39,7 +39,7 @@ fn discovery_schema_and_invoke() {
         .unwrap();
     assert_eq!(calc["category"], "calc");
     assert_eq!(calc["name"], "evaluate");
-    assert_eq!(calc["status"], "available");
+    assert_eq!(calc["status"], "active");
     assert!(!calc["description"].as_str().unwrap().is_empty());
 
     let (status, schema) = s.get("/tools/calc_evaluate/schema");

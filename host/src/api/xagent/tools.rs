@@ -61,7 +61,7 @@ pub(super) async fn retrieving_tools(
         .search(catalog, &req.question, req.top_k.min(100));
     let tools_json: Vec<Value> = ids
         .iter()
-        .filter_map(|id| catalog.get(id))
+        .filter_map(|id| catalog.listed(id))
         .map(|t| tool_json(&t))
         .collect();
     Json(json!({"retrieved_tools": ids, "tools_json": tools_json}))
@@ -82,7 +82,7 @@ pub(super) async fn schema_for_tools(
     let catalog = state.dispatcher.catalog();
     let (mut found, mut missing) = (Vec::new(), Vec::new());
     for name in req.tool_names {
-        match catalog.get(&name) {
+        match catalog.listed(&name) {
             Some(t) => found.push(tool_json(&t)),
             None if name == AWAIT_CALL => found.push(await_call_json()),
             None => missing.push(name),
@@ -254,6 +254,7 @@ fn answer(
             let status = match e.kind() {
                 ErrorKind::NotFound => StatusCode::NOT_FOUND,
                 ErrorKind::InvalidInput => StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorKind::NotActive => StatusCode::CONFLICT,
                 ErrorKind::Overloaded | ErrorKind::BackendUnavailable => {
                     StatusCode::SERVICE_UNAVAILABLE
                 }

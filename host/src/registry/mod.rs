@@ -1,0 +1,248 @@
+//! The tool registry: what the catalog knows of each tool id beyond its
+//! current toolkit (its status in the lifecycle and its call statistics),
+//! kept in an embedded SQLite database under the data directory so it
+//! survives restarts and crashes.
+//!
+//! The call path only touches atomics ([`ToolStats::record`]); a flusher
+//! task hands changed statistics to the writer thread every
+//! `[registry] flush_ms`, which commits what has queued in one transaction
+//! ([`store`]). A status change is written before it is acknowledged.
+
+pub mod stats;
+pub mod store;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+
+use serde::{Deserialize, Serialize};
+
+pub use stats::{StatsRow, StatsView, ToolStats};
+pub use store::{Saved, StoreError, ToolMeta, Write};
+
+/// Where a tool is in its lifecycle: `building → staging → active ⇄
+/// inactive`. Only active tools are listed and callable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolStatus {
+    /// Being built by a task: not served yet.
+    Building,
+    /// Loaded, being tested: hidden, calls refused.
+    Staging,
+    Active,
+    /// Taken out of service by an admin: hidden, calls refused.
+    Inactive,
+}
+
+impl ToolStatus {
+    pub const ALL: [ToolStatus; 4] = [
+        ToolStatus::Building,
+        ToolStatus::Staging,
+        ToolStatus::Active,
+        ToolStatus::Inactive,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolStatus::Building => "building",
+            ToolStatus::Staging => "staging",
+            ToolStatus::Active => "active",
+            ToolStatus::Inactive => "inactive",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ToolStatus> {
+        Self::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    /// Whether a tool of this status is listed and callable.
+    pub fn serves(self) -> bool {
+        self == ToolStatus::Active
+    }
+
+    /// Whether an admin may move a tool from this status to `to` (the same
+    /// status is a no-op; `building` is the builder's to leave).
+    pub fn may_become(self, to: ToolStatus) -> bool {
+        use ToolStatus::*;
+        self == to
+            || matches!(
+                (self, to),
+                (Staging, Active) | (Staging, Inactive) | (Active, Inactive) | (Inactive, Active)
+            )
+    }
+
+    fn from_u8(n: u8) -> ToolStatus {
+        Self::ALL
+            .get(n as usize)
+            .copied()
+            .unwrap_or(ToolStatus::Active)
+    }
+
+    fn to_u8(self) -> u8 {
+        Self::ALL.iter().position(|s| *s == self).unwrap_or(2) as u8
+    }
+}
+
+/// What the catalog keeps of a tool id across its toolkit's versions.
+pub struct ToolRecord {
+    pub stats: ToolStats,
+    status: AtomicU8,
+}
+
+impl Default for ToolRecord {
+    fn default() -> Self {
+        ToolRecord::new(ToolStats::default(), ToolStatus::Active)
+    }
+}
+
+impl ToolRecord {
+    pub fn new(stats: ToolStats, status: ToolStatus) -> Self {
+        ToolRecord {
+            stats,
+            status: AtomicU8::new(status.to_u8()),
+        }
+    }
+
+    pub fn status(&self) -> ToolStatus {
+        ToolStatus::from_u8(self.status.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn set_status(&self, status: ToolStatus) {
+        self.status.store(status.to_u8(), Ordering::Relaxed);
+    }
+}
+
+enum Job {
+    Write(Write),
+    /// Answered once everything queued before it is committed.
+    Sync(tokio::sync::oneshot::Sender<Result<(), String>>),
+}
+
+/// The registry database's writer. Dropping it commits what is queued and
+/// closes the file.
+pub struct Registry {
+    jobs: Mutex<Option<mpsc::Sender<Job>>>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// Most writes committed in one transaction.
+const BATCH: usize = 4096;
+
+impl Registry {
+    /// Open `<data>/registry.db` and what it holds.
+    pub fn open(data: &Path) -> Result<(Arc<Registry>, Saved), StoreError> {
+        let path = data.join("registry.db");
+        let mut store = store::Store::open(&path)?;
+        let saved = store
+            .load()
+            .map_err(|e| StoreError::Corrupt(path.clone(), e.to_string()))?;
+        let (tx, rx) = mpsc::channel::<Job>();
+        let writer = std::thread::Builder::new()
+            .name("toolhost-registry".into())
+            .spawn(move || {
+                while let Ok(first) = rx.recv() {
+                    let mut writes = Vec::new();
+                    let mut syncs = Vec::new();
+                    let mut next = Some(first);
+                    while let Some(job) = next.take() {
+                        match job {
+                            Job::Write(w) => writes.push(w),
+                            Job::Sync(s) => syncs.push(s),
+                        }
+                        if writes.len() < BATCH {
+                            next = rx.try_recv().ok();
+                        }
+                    }
+                    let done = store.apply(&writes).map_err(|e| e.to_string());
+                    if let Err(e) = &done {
+                        tracing::error!(error = %e, writes = writes.len(), "registry write failed");
+                    }
+                    for s in syncs {
+                        let _ = s.send(done.clone());
+                    }
+                }
+            })
+            .map_err(|e| StoreError::Open(path.clone(), e.to_string()))?;
+        Ok((
+            Arc::new(Registry {
+                jobs: Mutex::new(Some(tx)),
+                writer: Mutex::new(Some(writer)),
+            }),
+            saved,
+        ))
+    }
+
+    fn send(&self, job: Job) -> bool {
+        let jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        jobs.as_ref().is_some_and(|tx| tx.send(job).is_ok())
+    }
+
+    /// Queue `write`; never waits.
+    pub fn write(&self, write: Write) {
+        self.send(Job::Write(write));
+    }
+
+    /// Wait until everything queued so far is on disk.
+    pub async fn sync(&self) -> Result<(), String> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if !self.send(Job::Sync(tx)) {
+            return Err("the registry is closed".into());
+        }
+        rx.await
+            .unwrap_or_else(|_| Err("the registry writer stopped".into()))
+    }
+
+    /// Commit what is queued and close the file (at shutdown).
+    pub fn close(&self) {
+        drop(self.jobs.lock().unwrap_or_else(|e| e.into_inner()).take());
+        if let Some(writer) = self.writer.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admins_move_tools_along_the_lifecycle_only() {
+        use ToolStatus::*;
+        assert!(Active.may_become(Inactive) && Inactive.may_become(Active));
+        assert!(Staging.may_become(Active));
+        assert!(!Active.may_become(Staging) && !Active.may_become(Building));
+        assert!(!Building.may_become(Active));
+        for s in ToolStatus::ALL {
+            assert_eq!(ToolStatus::parse(s.as_str()), Some(s));
+            assert_eq!(ToolStatus::from_u8(s.to_u8()), s);
+        }
+        assert_eq!(ToolStatus::parse("retired"), None);
+    }
+
+    #[tokio::test]
+    async fn queued_writes_are_on_disk_after_sync_and_after_close() {
+        let dir = tempfile::tempdir().unwrap();
+        let (registry, saved) = Registry::open(dir.path()).unwrap();
+        assert!(saved.statuses.is_empty());
+        registry.write(Write::Status("a_b".into(), ToolStatus::Inactive));
+        registry.sync().await.unwrap();
+        registry.write(Write::Status("a_c".into(), ToolStatus::Staging));
+        drop(registry);
+        let (_registry, saved) = Registry::open(dir.path()).unwrap();
+        let mut statuses = saved.statuses;
+        statuses.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            statuses,
+            vec![
+                ("a_b".to_owned(), ToolStatus::Inactive),
+                ("a_c".to_owned(), ToolStatus::Staging)
+            ]
+        );
+    }
+}

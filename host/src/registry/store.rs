@@ -1,0 +1,316 @@
+//! The registry's SQLite file (`<data>/registry.db`, WAL): tools' metadata,
+//! statuses and statistics. One connection, on a writer thread of its own
+//! that commits whatever has queued up in one transaction: nothing on the
+//! call path waits for the disk. The file is held with an exclusive lock
+//! while the server runs, so a second server on the same data directory is
+//! refused at start, as is a file that is not a sound SQLite database: it
+//! is never reset silently.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+
+use super::ToolStatus;
+use super::stats::StatsRow;
+
+/// The schema this build writes (`PRAGMA user_version`).
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS tools (
+    tool_id      TEXT PRIMARY KEY,
+    toolkit      TEXT NOT NULL,
+    name         TEXT NOT NULL,
+    description  TEXT NOT NULL,
+    category     TEXT NOT NULL,
+    backend      TEXT NOT NULL,
+    version      TEXT NOT NULL,
+    input_schema TEXT NOT NULL,
+    created_ms   INTEGER NOT NULL,
+    updated_ms   INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS statuses (
+    tool_id    TEXT PRIMARY KEY,
+    status     TEXT NOT NULL,
+    updated_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS stats (
+    tool_id          TEXT PRIMARY KEY,
+    calls            INTEGER NOT NULL,
+    errors           INTEGER NOT NULL,
+    total_latency_us INTEGER NOT NULL,
+    last_used_ms     INTEGER NOT NULL,
+    latency          TEXT NOT NULL
+);
+";
+
+/// Why the registry cannot be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "the tool registry {0} is locked by another process (is another toolhost using this data directory?)"
+    )]
+    Locked(PathBuf),
+    #[error(
+        "the tool registry {0} is not a sound SQLite database ({1}): move it away to start with an empty registry (tool statuses and statistics are then lost), or put back a copy"
+    )]
+    Corrupt(PathBuf, String),
+    #[error(
+        "the tool registry {0} was written by a newer toolhost (schema {1}, this one knows {SCHEMA_VERSION})"
+    )]
+    Newer(PathBuf, i64),
+    #[error("cannot open the tool registry {0}: {1}")]
+    Open(PathBuf, String),
+}
+
+/// A tool as the registry keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolMeta {
+    pub tool_id: String,
+    pub toolkit: String,
+    pub name: String,
+    pub description: String,
+    pub category: String,
+    pub backend: String,
+    pub version: String,
+    pub input_schema: String,
+}
+
+/// One change to write.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    Tool(ToolMeta),
+    Status(String, ToolStatus),
+    Stats(String, StatsRow),
+}
+
+/// What the registry held at start: per tool id, its status and statistics.
+#[derive(Debug, Default)]
+pub struct Saved {
+    pub statuses: Vec<(String, ToolStatus)>,
+    pub stats: Vec<(String, StatsRow)>,
+    pub tools: Vec<ToolMeta>,
+}
+
+pub struct Store {
+    conn: Connection,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as i64
+}
+
+impl Store {
+    /// Open (or create) the registry at `path`, locked for this process.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let classify = |e: rusqlite::Error| -> StoreError {
+            use rusqlite::ErrorCode::*;
+            match e.sqlite_error_code() {
+                Some(DatabaseBusy | DatabaseLocked) => StoreError::Locked(path.to_owned()),
+                Some(NotADatabase | DatabaseCorrupt) => {
+                    StoreError::Corrupt(path.to_owned(), e.to_string())
+                }
+                _ => StoreError::Open(path.to_owned(), e.to_string()),
+            }
+        };
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(classify)?;
+        conn.busy_timeout(Duration::from_millis(250))
+            .map_err(classify)?;
+        // Exclusive before WAL: the lock is held from the first write to the
+        // end, and WAL then needs no shared-memory file.
+        conn.pragma_update(None, "locking_mode", "EXCLUSIVE")
+            .map_err(classify)?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(classify)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Open(
+                path.to_owned(),
+                format!("WAL journal refused (journal_mode = {mode})"),
+            ));
+        }
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(classify)?;
+        let check: String = conn
+            .query_row("PRAGMA quick_check", [], |r| r.get(0))
+            .map_err(classify)?;
+        if check != "ok" {
+            return Err(StoreError::Corrupt(path.to_owned(), check));
+        }
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(classify)?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::Newer(path.to_owned(), version));
+        }
+        // A write takes the exclusive lock now, not at the first flush.
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+        ))
+        .map_err(classify)?;
+        Ok(Store { conn })
+    }
+
+    /// Everything saved.
+    pub fn load(&self) -> rusqlite::Result<Saved> {
+        let mut saved = Saved::default();
+        let mut q = self.conn.prepare("SELECT tool_id, status FROM statuses")?;
+        for row in q.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))? {
+            let (id, status) = row?;
+            if let Some(status) = ToolStatus::parse(&status) {
+                saved.statuses.push((id, status));
+            }
+        }
+        let mut q = self.conn.prepare(
+            "SELECT tool_id, calls, errors, total_latency_us, last_used_ms, latency FROM stats",
+        )?;
+        for row in q.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                StatsRow {
+                    calls: r.get::<_, i64>(1)? as u64,
+                    errors: r.get::<_, i64>(2)? as u64,
+                    total_latency_us: r.get::<_, i64>(3)? as u64,
+                    last_used_ms: r.get::<_, i64>(4)? as u64,
+                    latency: serde_json::from_str(&r.get::<_, String>(5)?).unwrap_or_default(),
+                },
+            ))
+        })? {
+            saved.stats.push(row?);
+        }
+        let mut q = self.conn.prepare(
+            "SELECT tool_id, toolkit, name, description, category, backend, version, input_schema FROM tools ORDER BY tool_id",
+        )?;
+        for row in q.query_map([], |r| {
+            Ok(ToolMeta {
+                tool_id: r.get(0)?,
+                toolkit: r.get(1)?,
+                name: r.get(2)?,
+                description: r.get(3)?,
+                category: r.get(4)?,
+                backend: r.get(5)?,
+                version: r.get(6)?,
+                input_schema: r.get(7)?,
+            })
+        })? {
+            saved.tools.push(row?);
+        }
+        Ok(saved)
+    }
+
+    /// Write `batch` in one transaction.
+    pub fn apply(&mut self, batch: &[Write]) -> rusqlite::Result<()> {
+        let now = now_ms();
+        let tx = self.conn.transaction()?;
+        for w in batch {
+            match w {
+                Write::Tool(m) => {
+                    tx.execute(
+                        "INSERT INTO tools (tool_id, toolkit, name, description, category, backend, version, input_schema, created_ms, updated_ms)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)
+                         ON CONFLICT(tool_id) DO UPDATE SET toolkit = ?2, name = ?3, description = ?4,
+                           category = ?5, backend = ?6, version = ?7, input_schema = ?8, updated_ms = ?9",
+                        params![m.tool_id, m.toolkit, m.name, m.description, m.category, m.backend, m.version, m.input_schema, now],
+                    )?;
+                }
+                Write::Status(id, status) => {
+                    tx.execute(
+                        "INSERT INTO statuses (tool_id, status, updated_ms) VALUES (?1, ?2, ?3)
+                         ON CONFLICT(tool_id) DO UPDATE SET status = ?2, updated_ms = ?3",
+                        params![id, status.as_str(), now],
+                    )?;
+                }
+                Write::Stats(id, s) => {
+                    let latency = serde_json::to_string(&s.latency).unwrap_or_else(|_| "[]".into());
+                    tx.execute(
+                        "INSERT INTO stats (tool_id, calls, errors, total_latency_us, last_used_ms, latency)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                         ON CONFLICT(tool_id) DO UPDATE SET calls = ?2, errors = ?3,
+                           total_latency_us = ?4, last_used_ms = ?5, latency = ?6",
+                        params![id, s.calls as i64, s.errors as i64, s.total_latency_us as i64, s.last_used_ms as i64, latency],
+                    )?;
+                }
+            }
+        }
+        tx.commit()
+    }
+
+    /// The status saved for `id`, if any (tests).
+    pub fn status(&self, id: &str) -> rusqlite::Result<Option<ToolStatus>> {
+        self.conn
+            .query_row(
+                "SELECT status FROM statuses WHERE tool_id = ?1",
+                [id],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()
+            .map(|s| s.and_then(|s| ToolStatus::parse(&s)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(calls: u64) -> StatsRow {
+        StatsRow {
+            calls,
+            errors: 1,
+            total_latency_us: 2500,
+            last_used_ms: 1_700_000_000_000,
+            latency: vec![(40, calls)],
+        }
+    }
+
+    #[test]
+    fn what_is_written_is_there_after_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.db");
+        {
+            let mut store = Store::open(&path).unwrap();
+            store
+                .apply(&[
+                    Write::Status("calc_evaluate".into(), ToolStatus::Inactive),
+                    Write::Stats("calc_evaluate".into(), row(3)),
+                    Write::Stats("calc_evaluate".into(), row(4)),
+                ])
+                .unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        let saved = store.load().unwrap();
+        assert_eq!(
+            saved.statuses,
+            vec![("calc_evaluate".to_owned(), ToolStatus::Inactive)]
+        );
+        assert_eq!(saved.stats, vec![("calc_evaluate".to_owned(), row(4))]);
+    }
+
+    #[test]
+    fn a_second_opener_and_a_damaged_file_are_refused_with_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.db");
+        let first = Store::open(&path).unwrap();
+        let err = Store::open(&path).err().expect("locked");
+        assert!(matches!(err, StoreError::Locked(_)), "{err}");
+        drop(first);
+        assert!(Store::open(&path).is_ok(), "free again");
+
+        let garbage = dir.path().join("garbage.db");
+        std::fs::write(&garbage, vec![0x5a; 8192]).unwrap();
+        let err = Store::open(&garbage).err().expect("not a database");
+        assert!(matches!(err, StoreError::Corrupt(..)), "{err}");
+        assert!(err.to_string().contains("move it away"), "{err}");
+        // Nothing was reset.
+        assert_eq!(std::fs::read(&garbage).unwrap(), vec![0x5a; 8192]);
+    }
+}

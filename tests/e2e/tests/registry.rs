@@ -1,0 +1,122 @@
+//! The tool registry (`<data>/registry.db`): statuses and statistics
+//! survive a crash (SIGKILL) and a restart; a damaged registry, or one
+//! another server holds, stops the start with the reason and is left as it
+//! was.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use toolhost_e2e::*;
+
+const CONFIG: &str =
+    "[registry]\nflush_ms = 100\n[auth]\nadmin_token = \"admin-admin-admin-admin\"\n";
+
+fn set_status(s: &Server, id: &str, status: &str) -> (u16, Value) {
+    let r = s
+        .client()
+        .put(s.url(&format!("/tools/{id}/status")))
+        .bearer_auth("admin-admin-admin-admin")
+        .json(&json!({ "status": status }))
+        .send()
+        .unwrap();
+    (r.status().as_u16(), r.json().unwrap_or(Value::Null))
+}
+
+#[test]
+fn statuses_and_statistics_survive_a_crash() {
+    let mut s = Server::start_with(
+        PluginsDir::new()
+            .add("calc", "calc")
+            .add("hostile", "hostile"),
+        Some(CONFIG),
+    )
+    .unwrap();
+    for expression in ["1+1", "2*3", "nope("] {
+        s.invoke("calc_evaluate", json!({ "expression": expression }));
+    }
+    assert_eq!(set_status(&s, "hostile_spin", "inactive").0, 200);
+    let (_, before) = s.get("/tools/calc_evaluate");
+    assert_eq!(before["stats"]["call_count"], 3, "{before}");
+    // Past a flush, the process is killed: no shutdown, no last flush.
+    std::thread::sleep(Duration::from_millis(600));
+    s.restart().unwrap();
+
+    let (_, after) = s.get("/tools/calc_evaluate");
+    assert_eq!(after["stats"], before["stats"], "{after}");
+    assert_eq!(after["stats"]["error_count"], 1);
+    assert!(after["stats"]["p95_latency_ms"].is_number(), "{after}");
+    let (status, body) = s.get("/tools/hostile_spin");
+    assert_eq!(
+        (status, &body["status"]),
+        (200, &json!("inactive")),
+        "{body}"
+    );
+    let (status, body) = s.invoke("hostile_spin", json!({}));
+    assert_eq!((status, kind(&body)), (409, "not_active"), "{body}");
+    assert!(!s.tool_ids().iter().any(|t| t == "hostile_spin"));
+
+    // New calls add to what was there.
+    s.invoke("calc_evaluate", json!({ "expression": "4" }));
+    let (_, now) = s.get("/tools/calc_evaluate");
+    assert_eq!(now["stats"]["call_count"], 4, "{now}");
+}
+
+/// Run `toolhost serve` on `data` and expect it to stop by itself within
+/// 30 s: its exit code and what it wrote to stderr.
+fn serve_expecting_exit(
+    plugins: &std::path::Path,
+    data: &std::path::Path,
+) -> (Option<i32>, String) {
+    let mut child = Command::new(binary())
+        .args(["serve", "--bind", "127.0.0.1:0", "--plugins"])
+        .arg(plugins)
+        .arg("--data")
+        .arg(data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the server did not stop by itself");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_damaged_or_taken_registry_stops_the_start_with_the_reason() {
+    let plugins = PluginsDir::new().add("calc", "calc");
+    let data = tempfile::tempdir().unwrap();
+    let garbage = vec![0x5au8; 16384];
+    std::fs::write(data.path().join("registry.db"), &garbage).unwrap();
+    let (code, log) = serve_expecting_exit(plugins.path(), data.path());
+    assert_ne!(code, Some(0), "{log}");
+    assert!(
+        log.contains("registry.db")
+            && log.contains("not a sound SQLite database")
+            && log.contains("move it away"),
+        "{log}"
+    );
+    assert_eq!(
+        std::fs::read(data.path().join("registry.db")).unwrap(),
+        garbage,
+        "never reset silently"
+    );
+
+    // A second server on a running server's data directory.
+    let s = Server::start(PluginsDir::new().add("calc", "calc"));
+    let (code, log) = serve_expecting_exit(plugins.path(), &s.data.path().join("data"));
+    assert_ne!(code, Some(0), "{log}");
+    assert!(log.contains("locked by another process"), "{log}");
+    // The first one serves on.
+    assert_eq!(s.invoke("calc_evaluate", json!({"expression": "1"})).0, 200);
+}
