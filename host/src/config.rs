@@ -16,6 +16,7 @@ pub struct Config {
     pub sessions: SessionsConfig,
     pub xagent: XAgentConfig,
     pub registry: RegistryConfig,
+    pub tasks: TasksConfig,
     /// Limits of plugins whose manifest does not set them.
     pub limits: Limits,
     pub engine: EngineConfig,
@@ -204,6 +205,26 @@ pub struct RegistryConfig {
 impl Default for RegistryConfig {
     fn default() -> Self {
         RegistryConfig { flush_ms: 1000 }
+    }
+}
+
+/// Tool requests and their builds (`POST /tools/request`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TasksConfig {
+    /// Wall clock and CPU time of one build, seconds.
+    pub build_timeout_s: u64,
+    /// Hosts a task's `callback_url` may point at (`host`, `host:port`,
+    /// `*.domain`); empty: callbacks are refused at submit.
+    pub callback_allow: Vec<String>,
+}
+
+impl Default for TasksConfig {
+    fn default() -> Self {
+        TasksConfig {
+            build_timeout_s: 600,
+            callback_allow: Vec::new(),
+        }
     }
 }
 

@@ -34,5 +34,6 @@ pub mod scaffold;
 pub mod schema;
 pub mod server;
 pub mod sessions;
+pub mod tasks;
 pub mod tool;
 pub mod wasm;

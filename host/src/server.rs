@@ -26,6 +26,9 @@ pub struct Server {
     pub wasm: Arc<WasmBackend>,
     pub docker: Option<Arc<DockerBackend>>,
     pub plugins: Arc<PluginManager>,
+    /// Tool requests and their builds.
+    pub requests: Arc<crate::tasks::Tasks>,
+    callbacks: Arc<crate::tasks::build::Callbacks>,
     _watcher: Option<watch::DirWatcher>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// Cancelled by [`serve`] when a shutdown signal arrives.
@@ -124,7 +127,9 @@ impl Server {
         let reaper =
             sessions.spawn_reaper(Duration::from_secs(config.sessions.reap_interval_s.max(1)));
         let catalog = Arc::new(Catalog::new());
-        catalog.attach_registry(registry, saved);
+        let mut saved = saved;
+        let saved_tasks = std::mem::take(&mut saved.tasks);
+        catalog.attach_registry(registry.clone(), saved);
         let flusher = {
             let catalog = catalog.clone();
             let every = Duration::from_millis(config.registry.flush_ms.max(10));
@@ -174,17 +179,35 @@ impl Server {
         } else {
             None
         };
+        let dispatcher = Arc::new(Dispatcher::new(catalog, sessions).with_metrics(
+            if config.server.metrics {
+                Metrics::new()
+            } else {
+                Metrics::off()
+            },
+        ));
+        let callbacks = Arc::new(
+            crate::tasks::build::Callbacks::new(&config.tasks.callback_allow)
+                .map_err(|e| anyhow::anyhow!("[tasks] callback_allow: {e}"))?,
+        );
+        let (tasks_, queue) = crate::tasks::Tasks::new(Some(registry), saved_tasks);
+        let builder = Arc::new(crate::tasks::build::Builder {
+            tasks: tasks_.clone(),
+            plugins: manager.clone(),
+            dispatcher: dispatcher.clone(),
+            builds: data.join("builds"),
+            sdk: crate::scaffold::sdk_dir(),
+            timeout: Duration::from_secs(config.tasks.build_timeout_s.max(1)),
+            callbacks: callbacks.clone(),
+        });
+        tasks.push(builder.spawn(queue));
         Ok(Server {
-            dispatcher: Arc::new(Dispatcher::new(catalog, sessions).with_metrics(
-                if config.server.metrics {
-                    Metrics::new()
-                } else {
-                    Metrics::off()
-                },
-            )),
+            dispatcher,
             wasm,
             docker,
             plugins: manager,
+            requests: tasks_,
+            callbacks,
             _watcher: watcher,
             tasks,
             shutdown: CancellationToken::new(),
@@ -283,6 +306,8 @@ impl Server {
                 admin_token: config.auth.admin_token.as_deref().map(AdminToken::new),
                 limits,
                 retriever: Default::default(),
+                tasks: self.requests.clone(),
+                callbacks: self.callbacks.clone(),
                 parked: Arc::new(api::xagent::Parked::new(std::time::Duration::from_millis(
                     config.xagent.patience_ms,
                 ))),

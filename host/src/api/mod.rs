@@ -11,6 +11,7 @@ pub mod native;
 pub mod observe;
 pub mod plugins;
 pub mod retrieval;
+pub mod tasks;
 pub mod workspace;
 pub mod xagent;
 
@@ -35,6 +36,10 @@ pub struct AppState {
     pub limits: ApiLimits,
     /// Tool retrieval index (XAgent's `/retrieving_tools`).
     pub retriever: Arc<retrieval::Retriever>,
+    /// Tool requests and their build worker's tasks.
+    pub tasks: Arc<crate::tasks::Tasks>,
+    /// Where tasks' `callback_url`s may point.
+    pub callbacks: Arc<crate::tasks::build::Callbacks>,
     /// XAgent calls still running after the surface's patience.
     pub parked: Arc<xagent::Parked>,
     /// Cancelled when the server shuts down: long-lived streams (MCP) end.
@@ -71,6 +76,7 @@ pub fn router(
     let router = Router::new()
         .merge(mcp)
         .merge(native::routes())
+        .merge(tasks::routes())
         .merge(plugins::routes(limits.max_upload_bytes))
         .merge(xagent::routes(limits.max_upload_bytes))
         .fallback(

@@ -39,6 +39,28 @@ impl PluginManager {
         })
     }
 
+    /// Load component `wasm` with `manifest` as plugin `name` would load,
+    /// without installing it or touching the catalog (a build's test).
+    pub async fn trial_load(
+        &self,
+        name: &str,
+        wasm: Vec<u8>,
+        manifest: Vec<u8>,
+    ) -> Result<crate::backend::Loaded, String> {
+        let backend = self.uploads().map_err(|e| e.to_string())?;
+        let files = vec![
+            EntryFile {
+                path: self.dir.join(format!("{name}.wasm")),
+                bytes: wasm,
+            },
+            EntryFile {
+                path: self.dir.join(format!("{name}.toml")),
+                bytes: manifest,
+            },
+        ];
+        backend.load(name, files, &|_| {}).await
+    }
+
     /// Install an uploaded component (and manifest) as plugin `name`: load
     /// it first, and only when it loads write the files into the directory
     /// and swap it in. Without a manifest, the plugin's current manifest

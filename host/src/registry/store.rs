@@ -35,6 +35,11 @@ CREATE TABLE IF NOT EXISTS statuses (
     status     TEXT NOT NULL,
     updated_ms INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS tasks (
+    task_id    TEXT PRIMARY KEY,
+    body       TEXT NOT NULL,
+    updated_ms INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS stats (
     tool_id          TEXT PRIMARY KEY,
     calls            INTEGER NOT NULL,
@@ -83,6 +88,8 @@ pub enum Write {
     Tool(ToolMeta),
     Status(String, ToolStatus),
     Stats(String, StatsRow),
+    /// A tool-request task, whole (JSON).
+    Task(String, String),
 }
 
 /// What the registry held at start: per tool id, its status and statistics.
@@ -91,6 +98,8 @@ pub struct Saved {
     pub statuses: Vec<(String, ToolStatus)>,
     pub stats: Vec<(String, StatsRow)>,
     pub tools: Vec<ToolMeta>,
+    /// Tool-request tasks (JSON), oldest first.
+    pub tasks: Vec<String>,
 }
 
 pub struct Store {
@@ -205,6 +214,10 @@ impl Store {
         })? {
             saved.tools.push(row?);
         }
+        let mut q = self.conn.prepare("SELECT body FROM tasks ORDER BY rowid")?;
+        for row in q.query_map([], |r| r.get::<_, String>(0))? {
+            saved.tasks.push(row?);
+        }
         Ok(saved)
     }
 
@@ -228,6 +241,13 @@ impl Store {
                         "INSERT INTO statuses (tool_id, status, updated_ms) VALUES (?1, ?2, ?3)
                          ON CONFLICT(tool_id) DO UPDATE SET status = ?2, updated_ms = ?3",
                         params![id, status.as_str(), now],
+                    )?;
+                }
+                Write::Task(id, body) => {
+                    tx.execute(
+                        "INSERT INTO tasks (task_id, body, updated_ms) VALUES (?1, ?2, ?3)
+                         ON CONFLICT(task_id) DO UPDATE SET body = ?2, updated_ms = ?3",
+                        params![id, body, now],
                     )?;
                 }
                 Write::Stats(id, s) => {

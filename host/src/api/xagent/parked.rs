@@ -12,6 +12,7 @@
 //! did before parking existed.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -46,22 +47,33 @@ pub fn await_call_json() -> Value {
     })
 }
 
-/// A call running on a task of its own, with its latest progress. Dropping
-/// it cancels the call.
+type Call = std::pin::Pin<Box<dyn Future<Output = Result<CallOutput, CallError>> + Send>>;
+
+/// Where a call runs: polled by the request that made it until it is
+/// parked, then on a task of its own (so a quick call costs no task).
+enum Where {
+    Inline(Call),
+    Task(JoinHandle<Result<CallOutput, CallError>>),
+    Done,
+}
+
+/// A call with its latest progress. Dropping it cancels the call.
 pub struct Running {
-    task: JoinHandle<Result<CallOutput, CallError>>,
+    call: Where,
     latest: Arc<Mutex<Option<Progress>>>,
     started: Instant,
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Where::Task(task) = &self.call {
+            task.abort();
+        }
     }
 }
 
 impl Running {
-    /// Start `tool` in `session`.
+    /// Start `tool` in `session` (it runs as it is waited for).
     pub fn start(
         dispatcher: Arc<Dispatcher>,
         session: Arc<Session>,
@@ -71,7 +83,7 @@ impl Running {
         let (sink, mut reports) = ProgressSink::channel();
         let latest = Arc::new(Mutex::new(None));
         let keep = latest.clone();
-        let task = tokio::spawn(async move {
+        let call = Box::pin(async move {
             let options = CallOptions {
                 progress: Some(sink),
                 ..Default::default()
@@ -86,7 +98,7 @@ impl Running {
             }
         });
         Running {
-            task,
+            call: Where::Inline(call),
             latest,
             started: Instant::now(),
         }
@@ -94,16 +106,35 @@ impl Running {
 
     /// The result if the call ends within `patience`.
     pub async fn wait(&mut self, patience: Duration) -> Option<Result<CallOutput, CallError>> {
-        match tokio::time::timeout(patience, &mut self.task).await {
-            Ok(Ok(done)) => Some(done),
-            Ok(Err(e)) => Some(Err(ended(e))),
-            Err(_) => None,
+        let done = match &mut self.call {
+            Where::Inline(call) => tokio::time::timeout(patience, call).await.ok()?,
+            Where::Task(task) => match tokio::time::timeout(patience, task).await {
+                Ok(Ok(done)) => done,
+                Ok(Err(e)) => Err(ended(e)),
+                Err(_) => return None,
+            },
+            Where::Done => Err(CallError::Internal("the call was already answered".into())),
+        };
+        self.call = Where::Done;
+        Some(done)
+    }
+
+    /// Go on running on a task of its own (the request is answering).
+    fn detach(&mut self) {
+        if let Where::Inline(_) = &self.call
+            && let Where::Inline(call) = std::mem::replace(&mut self.call, Where::Done)
+        {
+            self.call = Where::Task(tokio::spawn(call));
         }
     }
 
     /// The result, however long it takes.
     pub async fn finish(mut self) -> Result<CallOutput, CallError> {
-        (&mut self.task).await.unwrap_or_else(|e| Err(ended(e)))
+        match std::mem::replace(&mut self.call, Where::Done) {
+            Where::Inline(call) => call.await,
+            Where::Task(task) => task.await.unwrap_or_else(|e| Err(ended(e))),
+            Where::Done => Err(CallError::Internal("the call was already answered".into())),
+        }
     }
 
     /// What a 450 answer shows of the call so far.
@@ -153,13 +184,14 @@ impl Parked {
     /// Park `running` (still running after the patience) for `session`:
     /// the 450 body's `detail`. `Err(running)` when the session has its
     /// fill of parked calls.
-    pub fn park(&self, session: &str, tool: &str, running: Running) -> Result<Value, Running> {
+    pub fn park(&self, session: &str, tool: &str, mut running: Running) -> Result<Value, Running> {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         sweep(&mut slots);
         if slots.values().filter(|s| s.session == session).count() >= PER_SESSION {
             return Err(running);
         }
         let id = uuid::Uuid::new_v4().simple().to_string();
+        running.detach();
         let detail = retry(&id, tool, &running);
         slots.insert(
             id,

@@ -1,0 +1,231 @@
+//! Tool requests and tasks (seed 004), admin only: `POST /tools/request`,
+//! `GET /tasks`, `GET /tasks/{id}` (with its history), `GET
+//! /tasks/{id}/status`, `DELETE /tasks/{id}`, `GET /tasks/{id}/events`
+//! (SSE), and an external builder's `POST /tasks/{id}/claim` and
+//! `/submit`.
+
+use std::convert::Infallible;
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router, routing};
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::body::JsonBody;
+use super::error::ApiError;
+use crate::tasks::{Example, Refusal, TaskEvent, TaskSpec};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/tools/request", routing::post(request_tool))
+        .route("/tasks", routing::get(list))
+        .route("/tasks/{id}", routing::get(get).delete(cancel))
+        .route("/tasks/{id}/status", routing::get(status))
+        .route("/tasks/{id}/events", routing::get(events))
+        .route("/tasks/{id}/claim", routing::post(claim))
+        .route("/tasks/{id}/submit", routing::post(submit))
+}
+
+fn refused(r: Refusal) -> ApiError {
+    match r {
+        Refusal::NotFound(m) => ApiError::not_found(m),
+        Refusal::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m),
+    }
+}
+
+fn unprocessable(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", message)
+}
+
+async fn request_tool(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    JsonBody(spec): JsonBody<TaskSpec>,
+) -> Result<Response, ApiError> {
+    super::admin::check(state.admin_token.as_ref(), &headers)?;
+    if let Some(problem) = spec.problem() {
+        return Err(unprocessable(problem));
+    }
+    if let Some(url) = &spec.callback_url
+        && let Some(why) = state.callbacks.refusal(url)
+    {
+        return Err(unprocessable(format!("callback_url refused: {why}")));
+    }
+    if let Some(task) = state.tasks.in_flight_for(&spec.name) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!("task {task} is already working on `{}`", spec.name),
+        ));
+    }
+    let taken = state
+        .dispatcher
+        .catalog()
+        .toolkits()
+        .iter()
+        .any(|k| k.name == spec.name)
+        || state.plugins.get(&spec.name).is_some();
+    if taken && !spec.replace {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!(
+                "a toolkit named `{}` exists: ask with \"replace\": true to replace it",
+                spec.name
+            ),
+        ));
+    }
+    let task = state.tasks.submit(spec);
+    tracing::info!(task = %task.task_id, kind = %task.kind, name = %task.spec.name, "tool requested");
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"task_id": task.task_id, "status": task.status})),
+    )
+        .into_response())
+}
+
+async fn list(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+    super::admin::check(state.admin_token.as_ref(), &headers)?;
+    let tasks: Vec<Value> = state.tasks.list().iter().map(|t| t.view()).collect();
+    Ok(Json(json!({ "tasks": tasks })))
+}
+
+fn find(state: &AppState, id: &str) -> Result<crate::tasks::Task, ApiError> {
+    state
+        .tasks
+        .get(id)
+        .ok_or_else(|| ApiError::not_found(format!("no task `{id}`")))
+}
+
+async fn status(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    super::admin::check(state.admin_token.as_ref(), &headers)?;
+    Ok(Json(find(&state, &id)?.view()))
+}
+
+async fn get(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    super::admin::check(state.admin_token.as_ref(), &headers)?;
+    let task = find(&state, &id)?;
+    let mut view = task.view();
+    view["events"] = json!(task.events);
+    Ok(Json(view))
+}
+
+async fn cancel(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    super::admin::check(state.admin_token.as_ref(), &headers)?;
+    let task = state.tasks.cancel(&id).map_err(refused)?;
+    Ok(Json(task.view()))
+}
+
+/// The task's history, then its events as they happen, each an SSE `task`
+/// event; the stream ends with the final one.
+async fn events(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    super::admin::check(state.admin_token.as_ref(), &headers)?;
+    let (task, live) = state
+        .tasks
+        .follow(&id)
+        .ok_or_else(|| ApiError::not_found(format!("no task `{id}`")))?;
+    // The past events, then live ones, up to and with the final one.
+    let stream = futures::stream::unfold(
+        (task.events.into_iter(), live, false),
+        |(mut past, mut live, ended)| async move {
+            if ended {
+                return None;
+            }
+            let event = match past.next() {
+                Some(e) => e,
+                None => loop {
+                    match live.recv().await {
+                        Ok(e) => break e,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                    }
+                },
+            };
+            let ended = event.status.is_final();
+            Some((event, (past, live, ended)))
+        },
+    )
+    .map(|e: TaskEvent| {
+        Ok::<_, Infallible>(
+            Event::default()
+                .event("task")
+                .data(serde_json::to_string(&e).unwrap_or_default()),
+        )
+    });
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Claim {
+    builder: String,
+}
+
+async fn claim(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    JsonBody(claim): JsonBody<Claim>,
+) -> Result<Json<Value>, ApiError> {
+    super::admin::check(state.admin_token.as_ref(), &headers)?;
+    if claim.builder.trim().is_empty() {
+        return Err(unprocessable("`builder` names who claims the task"));
+    }
+    let task = state.tasks.claim(&id, &claim.builder).map_err(refused)?;
+    Ok(Json(task.view()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Submission {
+    language: String,
+    source: String,
+    #[serde(default)]
+    examples: Option<Vec<Example>>,
+}
+
+async fn submit(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    JsonBody(s): JsonBody<Submission>,
+) -> Result<Response, ApiError> {
+    super::admin::check(state.admin_token.as_ref(), &headers)?;
+    if !matches!(s.language.as_str(), "python" | "javascript") {
+        return Err(unprocessable(format!(
+            "unknown language `{}`: use python or javascript",
+            s.language
+        )));
+    }
+    if s.source.is_empty() {
+        return Err(unprocessable("`source` is empty"));
+    }
+    let task = state
+        .tasks
+        .submit_source(&id, s.language, s.source, s.examples)
+        .map_err(refused)?;
+    Ok((StatusCode::ACCEPTED, Json(task.view())).into_response())
+}

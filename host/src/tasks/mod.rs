@@ -1,0 +1,415 @@
+//! Tool requests and their tasks (seed 004): `POST /tools/request` makes a
+//! task, a worker builds it off the request path (one at a time), and its
+//! status, log and events are kept in the registry, so a restart finds
+//! them: `pending → building → testing → completed | failed | cancelled`.
+//!
+//! A `build_tool` task builds the given source with the language's SDK
+//! ([`build`]); a `request` (a description only) waits, `pending`, for an
+//! external builder (a coding agent) to claim it and submit source, then
+//! proceeds the same way.
+
+pub mod build;
+pub mod spec;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{broadcast, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use crate::registry::{Registry, Write};
+pub use spec::{Example, TaskSpec};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    Pending,
+    Building,
+    Testing,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl TaskStatus {
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
+        )
+    }
+}
+
+/// One step's command and what it printed (seed 004's `last_run.log`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunLog {
+    pub command: String,
+    pub exit_code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub duration_ms: u64,
+}
+
+/// A line of a task's history, also sent on `GET /tasks/{id}/events`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TaskEvent {
+    /// Unix time, ms.
+    pub at: u64,
+    pub status: TaskStatus,
+    pub message: String,
+}
+
+/// What a completed task made.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TaskResult {
+    pub tool_id: String,
+    pub tool_ids: Vec<String>,
+    /// Where to call `tool_id`.
+    pub url: String,
+    pub version: String,
+}
+
+/// A task as `GET /tasks/{id}/status` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Task {
+    pub task_id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub status: TaskStatus,
+    pub spec: TaskSpec,
+    pub created_at: u64,
+    pub updated_at: u64,
+    pub result: Option<TaskResult>,
+    pub error: Option<String>,
+    pub last_run: Option<RunLog>,
+    /// The external builder that claimed it.
+    pub claimed_by: Option<String>,
+    pub events: Vec<TaskEvent>,
+}
+
+impl Task {
+    /// Seed 004's task status: everything but the history (see
+    /// `/tasks/{id}/events`) and the source (its size instead).
+    pub fn view(&self) -> serde_json::Value {
+        let mut spec = serde_json::to_value(&self.spec).unwrap_or_default();
+        if let Some(source) = &self.spec.source {
+            spec["source"] = serde_json::json!(format!("<{} bytes>", source.len()));
+        }
+        serde_json::json!({
+            "task_id": self.task_id,
+            "type": self.kind,
+            "status": self.status,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "result": self.result,
+            "error": self.error,
+            "last_run": self.last_run,
+            "claimed_by": self.claimed_by,
+            "spec": spec,
+        })
+    }
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
+
+struct Entry {
+    task: Task,
+    events: broadcast::Sender<TaskEvent>,
+    cancel: CancellationToken,
+}
+
+/// Why a task operation was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    NotFound(String),
+    /// 409: the task's state does not allow it.
+    Conflict(String),
+}
+
+/// Every task, and the queue of the build worker.
+pub struct Tasks {
+    entries: Mutex<HashMap<String, Entry>>,
+    /// Task ids, oldest first.
+    order: Mutex<Vec<String>>,
+    queue: mpsc::UnboundedSender<String>,
+    registry: Option<Arc<Registry>>,
+}
+
+impl Tasks {
+    /// The tasks saved in the registry (`saved`, JSON) and the receiving end
+    /// of the build queue. A task the last run left building or testing
+    /// ends `failed` (the build died with that process); a claimed request
+    /// goes back to `pending`; pending builds are queued again.
+    pub fn new(
+        registry: Option<Arc<Registry>>,
+        saved: Vec<String>,
+    ) -> (Arc<Tasks>, mpsc::UnboundedReceiver<String>) {
+        let (queue, rx) = mpsc::unbounded_channel();
+        let tasks = Arc::new(Tasks {
+            entries: Mutex::new(HashMap::new()),
+            order: Mutex::new(Vec::new()),
+            queue,
+            registry,
+        });
+        for body in saved {
+            let Ok(task) = serde_json::from_str::<Task>(&body) else {
+                tracing::warn!("a saved task does not parse; skipped");
+                continue;
+            };
+            let id = task.task_id.clone();
+            let status = task.status;
+            let external = task.claimed_by.is_some() && task.spec.source.is_none();
+            tasks.insert(task);
+            match status {
+                TaskStatus::Building | TaskStatus::Testing if external => {
+                    tasks.update(&id, |t| {
+                        t.claimed_by = None;
+                        (
+                            TaskStatus::Pending,
+                            "the server restarted: the claim is void, the request is open again"
+                                .into(),
+                        )
+                    });
+                }
+                TaskStatus::Building | TaskStatus::Testing => {
+                    tasks.update(&id, |t| {
+                        let message = format!(
+                            "the server stopped while this task was {}: submit the request again",
+                            serde_json::to_value(status)
+                                .unwrap_or_default()
+                                .as_str()
+                                .unwrap_or("running")
+                        );
+                        t.error = Some(message.clone());
+                        (TaskStatus::Failed, message)
+                    });
+                }
+                TaskStatus::Pending if task_is_buildable(&tasks, &id) => {
+                    let _ = tasks.queue.send(id);
+                }
+                _ => {}
+            }
+        }
+        (tasks, rx)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn insert(&self, task: Task) {
+        let id = task.task_id.clone();
+        self.lock().insert(
+            id.clone(),
+            Entry {
+                task,
+                events: broadcast::channel(256).0,
+                cancel: CancellationToken::new(),
+            },
+        );
+        self.order
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(id);
+    }
+
+    fn save(&self, task: &Task) {
+        if let Some(registry) = &self.registry
+            && let Ok(body) = serde_json::to_string(task)
+        {
+            registry.write(Write::Task(task.task_id.clone(), body));
+        }
+    }
+
+    /// A new task for `spec` (already checked), queued if it can be built.
+    pub fn submit(&self, spec: TaskSpec) -> Task {
+        let now = now_ms();
+        let task = Task {
+            task_id: format!("task-{}", uuid::Uuid::new_v4().simple()),
+            kind: spec.kind().to_owned(),
+            status: TaskStatus::Pending,
+            created_at: now,
+            updated_at: now,
+            result: None,
+            error: None,
+            last_run: None,
+            claimed_by: None,
+            events: vec![TaskEvent {
+                at: now,
+                status: TaskStatus::Pending,
+                message: match spec.kind() {
+                    spec::BUILD_TOOL => "queued for the build worker".to_owned(),
+                    _ => "waiting for a builder to claim it (POST /tasks/{id}/claim)".to_owned(),
+                },
+            }],
+            spec,
+        };
+        let id = task.task_id.clone();
+        self.save(&task);
+        self.insert(task.clone());
+        if task.spec.source.is_some() {
+            let _ = self.queue.send(id);
+        }
+        task
+    }
+
+    /// Change task `id`: `change` returns its new status and the event's
+    /// message. Saved and broadcast.
+    pub fn update(
+        &self,
+        id: &str,
+        change: impl FnOnce(&mut Task) -> (TaskStatus, String),
+    ) -> Option<Task> {
+        let mut entries = self.lock();
+        let entry = entries.get_mut(id)?;
+        let (status, message) = change(&mut entry.task);
+        let event = TaskEvent {
+            at: now_ms(),
+            status,
+            message,
+        };
+        entry.task.status = status;
+        entry.task.updated_at = event.at;
+        entry.task.events.push(event.clone());
+        let task = entry.task.clone();
+        let _ = entry.events.send(event);
+        drop(entries);
+        self.save(&task);
+        Some(task)
+    }
+
+    pub fn get(&self, id: &str) -> Option<Task> {
+        self.lock().get(id).map(|e| e.task.clone())
+    }
+
+    /// Every task, oldest first.
+    pub fn list(&self) -> Vec<Task> {
+        let order = self.order.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let entries = self.lock();
+        order
+            .iter()
+            .filter_map(|id| entries.get(id).map(|e| e.task.clone()))
+            .collect()
+    }
+
+    /// The task's history so far and its events from now on, taken together
+    /// (none missed, none twice).
+    pub fn follow(&self, id: &str) -> Option<(Task, broadcast::Receiver<TaskEvent>)> {
+        let entries = self.lock();
+        let entry = entries.get(id)?;
+        Some((entry.task.clone(), entry.events.subscribe()))
+    }
+
+    /// The cancellation of task `id`'s build.
+    pub fn cancellation(&self, id: &str) -> Option<CancellationToken> {
+        self.lock().get(id).map(|e| e.cancel.clone())
+    }
+
+    /// Whether a task not yet final is about toolkit `name`.
+    pub fn in_flight_for(&self, name: &str) -> Option<String> {
+        self.lock()
+            .values()
+            .find(|e| !e.task.status.is_final() && e.task.spec.name == name)
+            .map(|e| e.task.task_id.clone())
+    }
+
+    /// `DELETE /tasks/{id}`: a pending task ends now; a running build is
+    /// stopped and ends `cancelled`.
+    pub fn cancel(&self, id: &str) -> Result<Task, Refusal> {
+        let (status, token) = {
+            let entries = self.lock();
+            let entry = entries
+                .get(id)
+                .ok_or_else(|| Refusal::NotFound(format!("no task `{id}`")))?;
+            (entry.task.status, entry.cancel.clone())
+        };
+        if status.is_final() {
+            return Err(Refusal::Conflict(format!(
+                "task `{id}` has already ended ({})",
+                serde_json::to_value(status)
+                    .unwrap_or_default()
+                    .as_str()
+                    .unwrap_or("")
+            )));
+        }
+        token.cancel();
+        self.update(id, |_| {
+            (TaskStatus::Cancelled, "cancelled by an admin".into())
+        })
+        .ok_or_else(|| Refusal::NotFound(format!("no task `{id}`")))
+    }
+
+    /// `POST /tasks/{id}/claim`: an external builder takes a pending request.
+    pub fn claim(&self, id: &str, builder: &str) -> Result<Task, Refusal> {
+        let current = self
+            .get(id)
+            .ok_or_else(|| Refusal::NotFound(format!("no task `{id}`")))?;
+        if current.status != TaskStatus::Pending || current.kind != spec::REQUEST {
+            return Err(Refusal::Conflict(format!(
+                "task `{id}` cannot be claimed: only a pending request (a description without source) can, and this is a {} task, {}",
+                current.kind,
+                serde_json::to_value(current.status)
+                    .unwrap_or_default()
+                    .as_str()
+                    .unwrap_or("")
+            )));
+        }
+        let builder = builder.to_owned();
+        self.update(id, |t| {
+            t.claimed_by = Some(builder.clone());
+            (
+                TaskStatus::Building,
+                format!("claimed by {builder}: waiting for its source (POST /tasks/{{id}}/submit)"),
+            )
+        })
+        .ok_or_else(|| Refusal::NotFound(format!("no task `{id}`")))
+    }
+
+    /// `POST /tasks/{id}/submit`: the claiming builder's source; the task is
+    /// built like a `build_tool` one.
+    pub fn submit_source(
+        &self,
+        id: &str,
+        language: String,
+        source: String,
+        examples: Option<Vec<Example>>,
+    ) -> Result<Task, Refusal> {
+        let current = self
+            .get(id)
+            .ok_or_else(|| Refusal::NotFound(format!("no task `{id}`")))?;
+        if current.claimed_by.is_none()
+            || current.status != TaskStatus::Building
+            || current.spec.source.is_some()
+        {
+            return Err(Refusal::Conflict(format!(
+                "task `{id}` takes no source now: claim a pending request first (POST /tasks/{{id}}/claim)"
+            )));
+        }
+        let task = self
+            .update(id, |t| {
+                t.spec.language = Some(language);
+                t.spec.source = Some(source);
+                if let Some(examples) = examples {
+                    t.spec.examples = examples;
+                }
+                (
+                    TaskStatus::Building,
+                    "source submitted: queued for the build worker".into(),
+                )
+            })
+            .ok_or_else(|| Refusal::NotFound(format!("no task `{id}`")))?;
+        let _ = self.queue.send(id.to_owned());
+        Ok(task)
+    }
+}
+
+fn task_is_buildable(tasks: &Tasks, id: &str) -> bool {
+    tasks.get(id).is_some_and(|t| t.spec.source.is_some())
+}

@@ -1,0 +1,164 @@
+//! What `POST /tools/request` takes (seed 004's task spec), checked before a
+//! task is made.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A request for a tool.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSpec {
+    /// `build_tool` (source given), `request` (a description for an
+    /// external builder to claim); `github_deploy` and `repair_tool` are
+    /// named and refused for now. Guessed from the fields when absent.
+    #[serde(rename = "type", default)]
+    pub kind: Option<String>,
+    /// The toolkit the tool lands in: its tools are `<name>_<tool>`.
+    #[serde(alias = "tool_id", alias = "tool_name")]
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub category: Option<String>,
+    /// `python` or `javascript` (the SDKs' tool shape).
+    #[serde(default)]
+    pub language: Option<String>,
+    /// The module: `app.py` or `app.js`.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Calls run before the tool is activated; all must pass.
+    #[serde(default)]
+    pub examples: Vec<Example>,
+    /// Replace a toolkit of the same name (else 409).
+    #[serde(default)]
+    pub replace: bool,
+    /// POSTed the task's final status (its host must be allow-listed).
+    #[serde(default)]
+    pub callback_url: Option<String>,
+}
+
+/// One call of a built tool and, optionally, what it must answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Example {
+    /// The tool's name within the toolkit (or its full id).
+    pub tool: String,
+    #[serde(default = "empty_object")]
+    pub input: Value,
+    /// The JSON result the call must give (a text result is a string).
+    #[serde(default)]
+    pub output: Option<Value>,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
+/// The kinds of task.
+pub const BUILD_TOOL: &str = "build_tool";
+pub const REQUEST: &str = "request";
+
+impl TaskSpec {
+    /// The kind, guessed when not given: source means a build.
+    pub fn kind(&self) -> &str {
+        match &self.kind {
+            Some(k) => k,
+            None if self.source.is_some() => BUILD_TOOL,
+            None => REQUEST,
+        }
+    }
+
+    /// What is wrong with this spec on its own (422), if anything.
+    pub fn problem(&self) -> Option<String> {
+        if !crate::tool::is_valid_plugin_name(&self.name) {
+            return Some(format!(
+                "invalid name `{}`: use lowercase letters, digits and `-`, starting with a letter (its tools are `<name>_<tool>`)",
+                self.name
+            ));
+        }
+        match self.kind() {
+            BUILD_TOOL => {
+                if self.source.as_deref().is_none_or(str::is_empty) {
+                    return Some("a build_tool task needs `source` (the module's code)".into());
+                }
+                match self.language.as_deref() {
+                    Some("python" | "javascript") => {}
+                    Some(other) => {
+                        return Some(format!(
+                            "unknown language `{other}`: use python or javascript"
+                        ));
+                    }
+                    None => {
+                        return Some(
+                            "a build_tool task needs `language` (python or javascript)".into(),
+                        );
+                    }
+                }
+            }
+            REQUEST => {
+                if self.description.trim().is_empty() {
+                    return Some(
+                        "a request without source needs a `description` for its builder".into(),
+                    );
+                }
+            }
+            "github_deploy" | "repair_tool" => {
+                return Some(format!(
+                    "task type `{}` is not supported yet: use build_tool (source), or request (a description for a builder)",
+                    self.kind()
+                ));
+            }
+            other => {
+                return Some(format!(
+                    "unknown task type `{other}`: use build_tool or request"
+                ));
+            }
+        }
+        if let Some(e) = self.examples.iter().find(|e| e.tool.is_empty()) {
+            return Some(format!(
+                "an example names no tool: {}",
+                serde_json::json!(e.input)
+            ));
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(v: Value) -> TaskSpec {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn kinds_are_guessed_and_checked() {
+        let build = spec(json!({"name": "wc", "language": "python", "source": "x = 1"}));
+        assert_eq!((build.kind(), build.problem()), (BUILD_TOOL, None));
+        let request = spec(json!({"name": "wc", "description": "count words"}));
+        assert_eq!((request.kind(), request.problem()), (REQUEST, None));
+        for (v, needle) in [
+            (
+                json!({"name": "Bad_Name", "description": "x"}),
+                "invalid name",
+            ),
+            (json!({"name": "wc"}), "needs a `description`"),
+            (json!({"name": "wc", "source": "x"}), "needs `language`"),
+            (
+                json!({"name": "wc", "source": "x", "language": "cobol"}),
+                "unknown language",
+            ),
+            (
+                json!({"type": "github_deploy", "name": "wc"}),
+                "not supported yet",
+            ),
+            (json!({"type": "dance", "name": "wc"}), "unknown task type"),
+        ] {
+            let problem = spec(v.clone()).problem().unwrap_or_default();
+            assert!(problem.contains(needle), "{v}: {problem}");
+        }
+        assert!(serde_json::from_value::<TaskSpec>(json!({"name": "wc", "colour": 1})).is_err());
+    }
+}

@@ -1,0 +1,347 @@
+//! Tool requests (seed 004's tasks) against the real SDK toolchain: a
+//! Python tool requested by source is built, tested, served on every
+//! surface and still there after a restart; bad source, an example that
+//! loops, a build cut by a restart, a taken name and a callback host not
+//! allowed each end as they should, with the server serving on.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolhost_e2e::mcp::McpClient;
+use toolhost_e2e::xagent::XAgent;
+use toolhost_e2e::*;
+
+const TOKEN: &str = "admin-admin-admin-admin";
+
+const WORDCOUNT: &str = r#"
+from toolhost_sdk import Toolkit, tool  # noqa: F401
+
+
+@tool
+def count(text: str) -> int:
+    """Count the words of a text.
+
+    Args:
+        text: The text.
+    """
+    return len(text.split())
+"#;
+
+fn config(extra: &str) -> String {
+    format!("[auth]\nadmin_token = \"{TOKEN}\"\n[registry]\nflush_ms = 100\n{extra}")
+}
+
+fn admin(s: &Server, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    let mut req = s.client().request(method, s.url(path)).bearer_auth(TOKEN);
+    if let Some(body) = body {
+        req = req.json(&body);
+    }
+    let r = req.send().unwrap();
+    (r.status().as_u16(), r.json().unwrap_or(Value::Null))
+}
+
+fn request(s: &Server, spec: Value) -> (u16, Value) {
+    admin(s, reqwest::Method::POST, "/tools/request", Some(spec))
+}
+
+/// Follow `/tasks/{id}/events` to its end: the events.
+fn events(s: &Server, id: &str) -> Vec<Value> {
+    let r = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(300))
+        .build()
+        .unwrap()
+        .get(s.url(&format!("/tasks/{id}/events")))
+        .bearer_auth(TOKEN)
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    BufReader::new(r)
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| {
+            l.strip_prefix("data: ")
+                .map(|d| serde_json::from_str(d).unwrap())
+        })
+        .collect()
+}
+
+fn status(s: &Server, id: &str) -> Value {
+    admin(
+        s,
+        reqwest::Method::GET,
+        &format!("/tasks/{id}/status"),
+        None,
+    )
+    .1
+}
+
+/// A one-shot HTTP listener on 127.0.0.1: its port, and the body of the
+/// first request it gets.
+fn callback_listener() -> (u16, std::sync::mpsc::Receiver<Value>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(conn.try_clone().unwrap());
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            if line.trim().is_empty() {
+                break;
+            }
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap();
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        conn.write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n")
+            .unwrap();
+        let _ = tx.send(serde_json::from_slice(&body).unwrap());
+    });
+    (port, rx)
+}
+
+#[test]
+fn a_python_tool_requested_by_source_serves_everywhere_and_survives_a_restart() {
+    let (port, called_back) = callback_listener();
+    let mut s = Server::start_with(
+        PluginsDir::new().add("calc", "calc"),
+        Some(&config(&format!(
+            "[tasks]\ncallback_allow = [\"127.0.0.1:{port}\"]\n"
+        ))),
+    )
+    .unwrap();
+    let (code, body) = request(
+        &s,
+        json!({
+            "type": "build_tool",
+            "name": "wordcount",
+            "description": "Counts words.",
+            "category": "text",
+            "language": "python",
+            "source": WORDCOUNT,
+            "examples": [{"tool": "count", "input": {"text": "a b c"}, "output": 3}],
+            "callback_url": format!("http://127.0.0.1:{port}/done"),
+        }),
+    );
+    assert_eq!(code, 202, "{body}");
+    assert_eq!(body["status"], "pending");
+    let id = body["task_id"].as_str().unwrap().to_owned();
+
+    let seen = events(&s, &id);
+    let statuses: Vec<&str> = seen.iter().map(|e| e["status"].as_str().unwrap()).collect();
+    let mut phases = statuses.clone();
+    phases.dedup();
+    assert_eq!(
+        phases,
+        ["pending", "building", "testing", "completed"],
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter().any(|e| e["message"]
+            .as_str()
+            .unwrap()
+            .contains("example 1 (`count`) passed")),
+        "{seen:?}"
+    );
+    let done = status(&s, &id);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["tool_id"], "wordcount_count");
+    assert_eq!(done["result"]["url"], "/tools/wordcount_count/invoke");
+    assert_eq!(done["last_run"]["exit_code"], 0, "{done}");
+    assert!(
+        done["last_run"]["command"]
+            .as_str()
+            .unwrap()
+            .contains("sdk/python/build.sh")
+    );
+    let back = called_back
+        .recv_timeout(Duration::from_secs(30))
+        .expect("called back");
+    assert_eq!(
+        (&back["task_id"], &back["status"]),
+        (&json!(id), &json!("completed")),
+        "{back}"
+    );
+
+    // Served on every surface, as an active tool of its category.
+    let (_, listed) = s.get("/tools?category=text");
+    assert_eq!(listed["tools"][0]["tool_id"], "wordcount_count", "{listed}");
+    assert_eq!(listed["tools"][0]["status"], "active");
+    let (code, body) = s.invoke("wordcount_count", json!({"text": "one two three four"}));
+    assert_eq!((code, &body["result"]), (200, &json!(4)), "{body}");
+    let x = XAgent::connect(&s);
+    assert_eq!(
+        x.execute("wordcount_count", json!({"text": "a b"})),
+        (200, json!(2))
+    );
+    let mut mcp = McpClient::new(&s);
+    mcp.initialize("2025-06-18");
+    let answer = mcp.call(2, "wordcount_count", json!({"text": "x"}));
+    assert_eq!(answer["result"]["content"][0]["text"], "1", "{answer}");
+
+    // A replacement that does not build leaves the old version serving.
+    let (code, body) = request(
+        &s,
+        json!({"name": "wordcount", "language": "python", "source": WORDCOUNT}),
+    );
+    assert_eq!(code, 409, "a taken name without replace: {body}");
+    let (code, body) = request(
+        &s,
+        json!({"name": "wordcount", "language": "python", "replace": true,
+               "source": "from toolhost_sdk import Toolkit, tool\n\ndef broken(:\n"}),
+    );
+    assert_eq!(code, 202, "{body}");
+    let bad = body["task_id"].as_str().unwrap().to_owned();
+    assert_eq!(events(&s, &bad).last().unwrap()["status"], "failed");
+    let failed = status(&s, &bad);
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("the build failed"),
+        "{failed}"
+    );
+    assert!(
+        failed["last_run"]["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("SyntaxError")
+            || failed["last_run"]["stdout"]
+                .as_str()
+                .unwrap()
+                .contains("SyntaxError"),
+        "{failed}"
+    );
+    assert_eq!(s.invoke("wordcount_count", json!({"text": "still"})).0, 200);
+
+    // Restarted (killed past a flush): still active, with its statistics,
+    // and the tasks' records.
+    std::thread::sleep(Duration::from_millis(500));
+    s.restart().unwrap();
+    let (_, tool) = s.get("/tools/wordcount_count");
+    assert_eq!(tool["status"], "active", "{tool}");
+    assert_eq!(tool["stats"]["call_count"], 4, "{tool}");
+    assert_eq!(status(&s, &id)["status"], "completed");
+    assert_eq!(status(&s, &bad)["status"], "failed");
+}
+
+#[test]
+fn loops_bad_requests_and_restarts_end_tasks_cleanly() {
+    let mut s =
+        Server::start_with(PluginsDir::new().add("calc", "calc"), Some(&config(""))).unwrap();
+    // Refused at submit: not an admin, a taken name, a callback host not
+    // allowed, nonsense.
+    let r = s
+        .client()
+        .post(s.url("/tools/request"))
+        .json(&json!({"name": "x", "description": "d"}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    let (code, body) = request(
+        &s,
+        json!({"name": "calc", "language": "python", "source": WORDCOUNT}),
+    );
+    assert_eq!(code, 409, "{body}");
+    let (code, body) = request(
+        &s,
+        json!({"name": "cb", "description": "d", "callback_url": "http://169.254.169.254/"}),
+    );
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("callback_url refused"),
+        "{body}"
+    );
+    let (code, _) = request(&s, json!({"name": "x", "source": "y", "language": "cobol"}));
+    assert_eq!(code, 422);
+
+    // A description only: pending until a builder claims it and submits
+    // source; this source loops in its example, which the limits stop.
+    let (code, body) = request(&s, json!({"name": "spinner", "description": "Spins."}));
+    assert_eq!(code, 202, "{body}");
+    let id = body["task_id"].as_str().unwrap().to_owned();
+    assert_eq!(status(&s, &id)["status"], "pending");
+    let post = |path: String, body: Value| admin(&s, reqwest::Method::POST, &path, Some(body));
+    let (code, _) = post(
+        format!("/tasks/{id}/submit"),
+        json!({"language": "python", "source": "x"}),
+    );
+    assert_eq!(code, 409, "no source before a claim");
+    let (code, body) = post(
+        format!("/tasks/{id}/claim"),
+        json!({"builder": "coding-agent"}),
+    );
+    assert_eq!((code, &body["status"]), (200, &json!("building")), "{body}");
+    let (code, _) = post(format!("/tasks/{id}/claim"), json!({"builder": "another"}));
+    assert_eq!(code, 409, "claimed once");
+    let spin = "from toolhost_sdk import Toolkit, tool  # noqa: F401\n\n\n@tool\ndef spin(n: int) -> int:\n    \"\"\"Spin.\n\n    Args:\n        n: Ignored.\n    \"\"\"\n    while True:\n        n += 1\n";
+    let (code, body) = post(
+        format!("/tasks/{id}/submit"),
+        json!({"language": "python", "source": spin, "examples": [{"tool": "spin", "input": {"n": 1}}]}),
+    );
+    assert_eq!(code, 202, "{body}");
+    assert_eq!(events(&s, &id).last().unwrap()["status"], "failed");
+    let failed = status(&s, &id);
+    let error = failed["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("example 1 (`spin`)")
+            && (error.contains("out_of_fuel") || error.contains("timeout")),
+        "{failed}"
+    );
+    assert!(
+        !s.tool_ids().iter().any(|t| t.starts_with("spinner")),
+        "never installed"
+    );
+    assert_eq!(
+        s.invoke("calc_evaluate", json!({"expression": "1+1"})).0,
+        200
+    );
+
+    // A restart in the middle of a build: the task ends failed, with why.
+    let (code, body) = request(
+        &s,
+        json!({"name": "midway", "language": "python", "source": WORDCOUNT}),
+    );
+    assert_eq!(code, 202, "{body}");
+    let id = body["task_id"].as_str().unwrap().to_owned();
+    wait_for(Duration::from_secs(60), || {
+        (status(&s, &id)["status"] == "building").then_some(())
+    })
+    .expect("building");
+    s.restart().unwrap();
+    let ended = status(&s, &id);
+    assert_eq!(ended["status"], "failed", "{ended}");
+    assert!(
+        ended["error"]
+            .as_str()
+            .unwrap()
+            .contains("the server stopped while this task was building"),
+        "{ended}"
+    );
+
+    // A cancelled task ends at once; an ended one cannot be cancelled.
+    let (_, body) = request(&s, json!({"name": "later", "description": "Some day."}));
+    let id = body["task_id"].as_str().unwrap().to_owned();
+    let (code, body) = admin(&s, reqwest::Method::DELETE, &format!("/tasks/{id}"), None);
+    assert_eq!(
+        (code, &body["status"]),
+        (200, &json!("cancelled")),
+        "{body}"
+    );
+    let (code, _) = admin(&s, reqwest::Method::DELETE, &format!("/tasks/{id}"), None);
+    assert_eq!(code, 409);
+    let (code, _) = admin(&s, reqwest::Method::GET, "/tasks/task-nope/status", None);
+    assert_eq!(code, 404);
+    let (code, list) = admin(&s, reqwest::Method::GET, "/tasks", None);
+    assert_eq!(code, 200);
+    assert_eq!(list["tasks"].as_array().unwrap().len(), 3, "{list}");
+}
