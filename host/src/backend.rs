@@ -125,6 +125,12 @@ pub trait Backend: Send + Sync + 'static {
     /// `/metrics` scrape).
     fn observe(&self, _metrics: &crate::metrics::Metrics) {}
 
+    /// What this backend has allocated of the host (`GET /system`), if it
+    /// allocates anything.
+    fn resources(&self) -> Option<serde_json::Value> {
+        None
+    }
+
     /// Release everything before the process exits.
     fn shutdown(&self) -> BackendFuture<'_, ()> {
         Box::pin(async {})

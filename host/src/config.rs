@@ -17,6 +17,8 @@ pub struct Config {
     pub xagent: XAgentConfig,
     pub registry: RegistryConfig,
     pub tasks: TasksConfig,
+    /// Seed 004's budget for tool requests.
+    pub budget: crate::tasks::budget::BudgetConfig,
     /// Limits of plugins whose manifest does not set them.
     pub limits: Limits,
     pub engine: EngineConfig,

@@ -113,6 +113,9 @@ impl Dispatcher {
             }
         }
         let fuel = usage.fuel.load(Ordering::Relaxed);
+        tool.record
+            .stats
+            .record_usage(fuel, usage.peak_memory.load(Ordering::Relaxed));
         result.map(|content| CallOutput {
             content,
             elapsed,

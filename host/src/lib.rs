@@ -34,6 +34,7 @@ pub mod scaffold;
 pub mod schema;
 pub mod server;
 pub mod sessions;
+pub mod system;
 pub mod tasks;
 pub mod tool;
 pub mod wasm;

@@ -190,7 +190,8 @@ impl Server {
             crate::tasks::build::Callbacks::new(&config.tasks.callback_allow)
                 .map_err(|e| anyhow::anyhow!("[tasks] callback_allow: {e}"))?,
         );
-        let (tasks_, queue) = crate::tasks::Tasks::new(Some(registry), saved_tasks);
+        let (tasks_, queue) =
+            crate::tasks::Tasks::new(Some(registry), saved_tasks, config.budget.clone());
         let builder = Arc::new(crate::tasks::build::Builder {
             tasks: tasks_.clone(),
             plugins: manager.clone(),

@@ -139,6 +139,11 @@ impl Sessions {
     }
 
     /// At most `max` sessions open at once.
+    /// Where the workspaces live (`<data>/workspaces`).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     pub fn with_max(mut self, max: usize) -> Self {
         self.max = max.max(1);
         self

@@ -793,3 +793,129 @@ async fn an_inactive_tool_leaves_every_surface_and_stays_inactive_across_a_resta
     let (_, _, body) = send(&app, get("/tools")).await;
     assert!(listed(&body, "tool_id"), "{body}");
 }
+
+#[tokio::test]
+async fn the_budget_holds_tasks_for_approval_or_refuses_them_and_system_reports_the_host() {
+    let mut config = Config::default();
+    config.auth.admin_token = Some("admin-admin-admin-admin".into());
+    config.budget.monthly_limit_usd = Some(60.0);
+    config.budget.single_tx_limit_usd = Some(50.0);
+    config.budget.require_approval_above_usd = Some(10.0);
+    let (_server, app, _dirs) = calc_server(&config).await;
+    let ask = |name: &str, cost: f64| {
+        admin(Request::post("/tools/request"))
+            .header("content-type", "application/json")
+            .body(Body::from(
+                json!({"name": name, "description": "Some tool.", "cost_usd": cost}).to_string(),
+            ))
+            .unwrap()
+    };
+    let (status, _, cheap) = send(&app, ask("wanted", 3.0)).await;
+    assert_eq!(
+        (status, &cheap["status"]),
+        (StatusCode::ACCEPTED, &json!("pending")),
+        "{cheap}"
+    );
+    // One task per name at a time: the cheap one is cancelled first.
+    let id = cheap["task_id"].as_str().unwrap();
+    let (status, _, _) = send(
+        &app,
+        admin(Request::delete(format!("/tasks/{id}")))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, dear) = send(&app, ask("wanted", 20.0)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{dear}");
+    assert_eq!(dear["status"], "awaiting_approval", "{dear}");
+    let dear_id = dear["task_id"].as_str().unwrap().to_owned();
+    let (status, _, body) = send(&app, ask("pricey", 55.0)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["error"]["kind"], "over_budget");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("single-task"),
+        "{body}"
+    );
+
+    let (_, _, budget) = send(
+        &app,
+        admin(Request::get("/budget")).body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(
+        budget["spent_this_month_usd"], 20.0,
+        "a cancelled task commits nothing: {budget}"
+    );
+    assert_eq!(budget["remaining_usd"], 40.0);
+
+    let approve = |id: &str| {
+        admin(Request::post(format!("/tasks/{id}/approve")))
+            .body(Body::empty())
+            .unwrap()
+    };
+    let (status, _, body) = send(&app, approve(&dear_id)).await;
+    assert_eq!(
+        (status, &body["status"]),
+        (StatusCode::OK, &json!("pending")),
+        "{body}"
+    );
+    let (status, _, _) = send(&app, approve(&dear_id)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "approved once");
+    let (status, _, _) = send(&app, approve("task-nope")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // 20 committed: 45 more is past the monthly 60.
+    let other = admin(Request::post("/tools/request"))
+        .header("content-type", "application/json")
+        .body(Body::from(
+            json!({"name": "another", "description": "x", "cost_usd": 45.0}).to_string(),
+        ))
+        .unwrap();
+    let (status, _, body) = send(&app, other).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("monthly"),
+        "{body}"
+    );
+
+    // GET /system: the host, and each tool's usage.
+    let (status, _, _) = send(
+        &app,
+        post(
+            "/tools/calc_evaluate/invoke",
+            r#"{"params":{"expression":"2*3"}}"#,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, system) =
+        send(&app, Request::get("/system").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{system}");
+    for key in [
+        "cpu_count",
+        "cpu_percent",
+        "memory_total_mb",
+        "memory_available_mb",
+        "memory_percent",
+        "disk_total_gb",
+        "disk_free_gb",
+    ] {
+        assert!(system[key].is_number(), "{key}: {system}");
+    }
+    let calc = system["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tool_id"] == "calc_evaluate")
+        .cloned()
+        .unwrap();
+    assert_eq!(calc["calls_since_start"], 1, "{calc}");
+    assert!(calc["avg_fuel"].as_u64().unwrap() > 0, "{calc}");
+    assert!(calc["peak_memory_mb"].as_f64().unwrap() > 0.0, "{calc}");
+}

@@ -11,6 +11,7 @@ pub mod native;
 pub mod observe;
 pub mod plugins;
 pub mod retrieval;
+pub mod system;
 pub mod tasks;
 pub mod workspace;
 pub mod xagent;
@@ -77,6 +78,7 @@ pub fn router(
         .merge(mcp)
         .merge(native::routes())
         .merge(tasks::routes())
+        .merge(system::routes())
         .merge(plugins::routes(limits.max_upload_bytes))
         .merge(xagent::routes(limits.max_upload_bytes))
         .fallback(

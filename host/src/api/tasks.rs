@@ -29,12 +29,15 @@ pub fn routes() -> Router<AppState> {
         .route("/tasks/{id}/events", routing::get(events))
         .route("/tasks/{id}/claim", routing::post(claim))
         .route("/tasks/{id}/submit", routing::post(submit))
+        .route("/tasks/{id}/approve", routing::post(approve))
+        .route("/budget", routing::get(budget))
 }
 
 fn refused(r: Refusal) -> ApiError {
     match r {
         Refusal::NotFound(m) => ApiError::not_found(m),
         Refusal::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m),
+        Refusal::OverBudget(m) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "over_budget", m),
     }
 }
 
@@ -80,11 +83,11 @@ async fn request_tool(
             ),
         ));
     }
-    let task = state.tasks.submit(spec);
+    let task = state.tasks.submit(spec).map_err(refused)?;
     tracing::info!(task = %task.task_id, kind = %task.kind, name = %task.spec.name, "tool requested");
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({"task_id": task.task_id, "status": task.status})),
+        Json(json!({"task_id": task.task_id, "status": task.status, "message": task.events.last().map(|e| e.message.clone())})),
     )
         .into_response())
 }
@@ -205,6 +208,8 @@ struct Submission {
     source: String,
     #[serde(default)]
     examples: Option<Vec<Example>>,
+    #[serde(default)]
+    cost_usd: Option<f64>,
 }
 
 async fn submit(
@@ -225,7 +230,25 @@ async fn submit(
     }
     let task = state
         .tasks
-        .submit_source(&id, s.language, s.source, s.examples)
+        .submit_source(&id, s.language, s.source, s.examples, s.cost_usd)
         .map_err(refused)?;
     Ok((StatusCode::ACCEPTED, Json(task.view())).into_response())
+}
+
+async fn approve(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    super::admin::check(state.admin_token.as_ref(), &headers)?;
+    let task = state.tasks.approve(&id).map_err(refused)?;
+    Ok(Json(task.view()))
+}
+
+async fn budget(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    super::admin::check(state.admin_token.as_ref(), &headers)?;
+    Ok(Json(state.tasks.budget()))
 }

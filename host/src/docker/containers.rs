@@ -56,6 +56,28 @@ impl Allocation {
         }
     }
 
+    /// The limits, what is held, and by which toolkit (container names
+    /// are `toolhost-<toolkit>-<id>`).
+    pub fn view(&self) -> serde_json::Value {
+        let mut by_toolkit: std::collections::BTreeMap<&str, (u32, f64, u64)> = Default::default();
+        for (key, (cpus, memory)) in &self.held {
+            let toolkit = key
+                .strip_prefix("toolhost-")
+                .and_then(|k| k.rsplit_once('-'))
+                .map_or(key.as_str(), |(t, _)| t);
+            let e = by_toolkit.entry(toolkit).or_default();
+            *e = (e.0 + 1, e.1 + cpus, e.2 + memory);
+        }
+        let finite = |x: f64| x.is_finite().then_some(x);
+        serde_json::json!({
+            "cpus_limit": finite(self.cpus),
+            "cpus_allocated": by_toolkit.values().map(|v| v.1).sum::<f64>(),
+            "memory_limit_mb": (self.memory_mb != u64::MAX).then_some(self.memory_mb),
+            "memory_allocated_mb": by_toolkit.values().map(|v| v.2).sum::<u64>(),
+            "by_toolkit": by_toolkit.iter().map(|(k, (n, c, m))| (k.to_string(), serde_json::json!({"containers": n, "cpus": c, "memory_mb": m}))).collect::<serde_json::Map<_, _>>(),
+        })
+    }
+
     /// Hold `cpus` and `memory_mb` for container `key`, or say why not.
     fn reserve(&mut self, key: &str, cpus: f64, memory_mb: u64) -> Result<(), String> {
         let (used_cpus, used_memory) = self

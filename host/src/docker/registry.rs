@@ -26,6 +26,10 @@ impl Backend for DockerBackend {
         metrics.record_nodes(&self.census());
     }
 
+    fn resources(&self) -> Option<serde_json::Value> {
+        Some(super::lock(&self.allocation).view())
+    }
+
     fn claim(&self, child: &Path) -> Option<String> {
         folder_entry(child)
     }

@@ -106,6 +106,14 @@ impl PluginManager {
         }
     }
 
+    /// Each backend's allocations of the host, by backend name.
+    pub fn resources(&self) -> serde_json::Map<String, serde_json::Value> {
+        self.backends
+            .iter()
+            .filter_map(|b| Some((b.name().to_owned(), b.resources()?)))
+            .collect()
+    }
+
     /// Every entry's status, sorted by name (then backend).
     pub fn list(&self) -> Vec<PluginStatus> {
         let statuses: Vec<PluginStatus> = self.lock_status().values().cloned().collect();

@@ -21,6 +21,11 @@ pub struct ToolStats {
     latency: [AtomicU64; BUCKETS],
     /// `calls` when last written to the registry.
     persisted: AtomicU64,
+    /// Resources the calls used (this run only; wasm tools).
+    fuel: AtomicU64,
+    peak_memory: AtomicU64,
+    /// Calls restored from the registry (made by earlier runs).
+    persisted_at_start: AtomicU64,
 }
 
 impl Default for ToolStats {
@@ -32,6 +37,9 @@ impl Default for ToolStats {
             last_used_ms: AtomicU64::new(0),
             latency: std::array::from_fn(|_| AtomicU64::new(0)),
             persisted: AtomicU64::new(0),
+            fuel: AtomicU64::new(0),
+            peak_memory: AtomicU64::new(0),
+            persisted_at_start: AtomicU64::new(0),
         }
     }
 }
@@ -87,6 +95,30 @@ impl ToolStats {
             .unwrap_or_default();
         self.last_used_ms
             .store(now.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// Add a call's fuel and linear-memory peak (bytes).
+    pub fn record_usage(&self, fuel: u64, peak_memory: u64) {
+        if fuel > 0 {
+            self.fuel.fetch_add(fuel, Ordering::Relaxed);
+        }
+        if peak_memory > 0 {
+            self.peak_memory.fetch_max(peak_memory, Ordering::Relaxed);
+        }
+    }
+
+    /// Seed 004's ResourceUsage of the tool's calls since the start: the
+    /// average fuel per call and the largest linear memory (wasm tools).
+    pub fn usage(&self) -> serde_json::Value {
+        let calls =
+            self.calls.load(Ordering::Relaxed) - self.persisted_at_start.load(Ordering::Relaxed);
+        let fuel = self.fuel.load(Ordering::Relaxed);
+        let peak = self.peak_memory.load(Ordering::Relaxed);
+        serde_json::json!({
+            "calls_since_start": calls,
+            "avg_fuel": (calls > 0 && fuel > 0).then(|| fuel / calls),
+            "peak_memory_mb": (peak > 0).then(|| ((peak as f64 / (1u64 << 20) as f64) * 100.0).round() / 100.0),
+        })
     }
 
     pub fn view(&self) -> StatsView {
@@ -170,6 +202,7 @@ impl ToolStats {
             }
         }
         stats.persisted.store(row.calls, Ordering::Relaxed);
+        stats.persisted_at_start.store(row.calls, Ordering::Relaxed);
         stats
     }
 }

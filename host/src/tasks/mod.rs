@@ -8,6 +8,7 @@
 //! external builder (a coding agent) to claim it and submit source, then
 //! proceeds the same way.
 
+pub mod budget;
 pub mod build;
 pub mod spec;
 
@@ -25,6 +26,8 @@ pub use spec::{Example, TaskSpec};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskStatus {
+    /// Over the budget's approval threshold: waiting for an admin.
+    AwaitingApproval,
     Pending,
     Building,
     Testing,
@@ -131,6 +134,8 @@ pub enum Refusal {
     NotFound(String),
     /// 409: the task's state does not allow it.
     Conflict(String),
+    /// 422: the budget refuses its cost.
+    OverBudget(String),
 }
 
 /// Every task, and the queue of the build worker.
@@ -140,6 +145,7 @@ pub struct Tasks {
     order: Mutex<Vec<String>>,
     queue: mpsc::UnboundedSender<String>,
     registry: Option<Arc<Registry>>,
+    budget: budget::BudgetConfig,
 }
 
 impl Tasks {
@@ -150,6 +156,7 @@ impl Tasks {
     pub fn new(
         registry: Option<Arc<Registry>>,
         saved: Vec<String>,
+        budget: budget::BudgetConfig,
     ) -> (Arc<Tasks>, mpsc::UnboundedReceiver<String>) {
         let (queue, rx) = mpsc::unbounded_channel();
         let tasks = Arc::new(Tasks {
@@ -157,6 +164,7 @@ impl Tasks {
             order: Mutex::new(Vec::new()),
             queue,
             registry,
+            budget,
         });
         for body in saved {
             let Ok(task) = serde_json::from_str::<Task>(&body) else {
@@ -228,13 +236,56 @@ impl Tasks {
         }
     }
 
-    /// A new task for `spec` (already checked), queued if it can be built.
-    pub fn submit(&self, spec: TaskSpec) -> Task {
+    /// What this month's tasks committed (their `cost_usd`, unless they
+    /// failed or were cancelled).
+    fn spent_this_month(entries: &HashMap<String, Entry>) -> f64 {
+        let month = budget::month_of(now_ms());
+        entries
+            .values()
+            .filter(|e| budget::month_of(e.task.created_at) == month)
+            .filter(|e| !matches!(e.task.status, TaskStatus::Failed | TaskStatus::Cancelled))
+            .filter_map(|e| e.task.spec.cost_usd)
+            .sum()
+    }
+
+    /// The budget: limits, and what this month committed.
+    pub fn budget(&self) -> serde_json::Value {
+        let spent = Self::spent_this_month(&self.lock());
+        let b = &self.budget;
+        serde_json::json!({
+            "monthly_limit_usd": b.monthly_limit_usd,
+            "single_tx_limit_usd": b.single_tx_limit_usd,
+            "require_approval_above_usd": b.require_approval_above_usd,
+            "spent_this_month_usd": spent,
+            "remaining_usd": b.monthly_limit_usd.map(|l| (l - spent).max(0.0)),
+        })
+    }
+
+    /// A new task for `spec` (already checked), queued if it can be built;
+    /// over the budget's approval threshold it waits for an admin, over a
+    /// limit it is refused.
+    pub fn submit(&self, spec: TaskSpec) -> Result<Task, Refusal> {
         let now = now_ms();
+        let mut entries = self.lock();
+        let verdict = self
+            .budget
+            .judge(spec.cost_usd, Self::spent_this_month(&entries));
+        let (status, message) = match verdict {
+            budget::Verdict::Refused(why) => return Err(Refusal::OverBudget(why)),
+            budget::Verdict::NeedsApproval(why) => (TaskStatus::AwaitingApproval, why),
+            budget::Verdict::Go if spec.kind() == spec::BUILD_TOOL => (
+                TaskStatus::Pending,
+                "queued for the build worker".to_owned(),
+            ),
+            budget::Verdict::Go => (
+                TaskStatus::Pending,
+                "waiting for a builder to claim it (POST /tasks/{id}/claim)".to_owned(),
+            ),
+        };
         let task = Task {
             task_id: format!("task-{}", uuid::Uuid::new_v4().simple()),
             kind: spec.kind().to_owned(),
-            status: TaskStatus::Pending,
+            status,
             created_at: now,
             updated_at: now,
             result: None,
@@ -243,21 +294,65 @@ impl Tasks {
             claimed_by: None,
             events: vec![TaskEvent {
                 at: now,
-                status: TaskStatus::Pending,
-                message: match spec.kind() {
-                    spec::BUILD_TOOL => "queued for the build worker".to_owned(),
-                    _ => "waiting for a builder to claim it (POST /tasks/{id}/claim)".to_owned(),
-                },
+                status,
+                message,
             }],
             spec,
         };
         let id = task.task_id.clone();
+        entries.insert(
+            id.clone(),
+            Entry {
+                task: task.clone(),
+                events: broadcast::channel(256).0,
+                cancel: CancellationToken::new(),
+            },
+        );
+        drop(entries);
+        self.order
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(id.clone());
         self.save(&task);
-        self.insert(task.clone());
-        if task.spec.source.is_some() {
+        if status == TaskStatus::Pending && task.spec.source.is_some() {
             let _ = self.queue.send(id);
         }
-        task
+        Ok(task)
+    }
+
+    /// `POST /tasks/{id}/approve`: an admin lets a task over the approval
+    /// threshold go on.
+    pub fn approve(&self, id: &str) -> Result<Task, Refusal> {
+        let current = self
+            .get(id)
+            .ok_or_else(|| Refusal::NotFound(format!("no task `{id}`")))?;
+        if current.status != TaskStatus::AwaitingApproval {
+            return Err(Refusal::Conflict(format!(
+                "task `{id}` is not awaiting approval"
+            )));
+        }
+        let has_source = current.spec.source.is_some();
+        let claimed = current.claimed_by.is_some();
+        let task = self
+            .update(id, |_| match (has_source, claimed) {
+                (true, true) => (
+                    TaskStatus::Building,
+                    "approved: queued for the build worker".into(),
+                ),
+                (true, false) => (
+                    TaskStatus::Pending,
+                    "approved: queued for the build worker".into(),
+                ),
+                (false, _) => (
+                    TaskStatus::Pending,
+                    "approved: waiting for a builder to claim it".into(),
+                ),
+            })
+            .ok_or_else(|| Refusal::NotFound(format!("no task `{id}`")))?;
+        if has_source {
+            let _ = self.queue.send(id.to_owned());
+        }
+        Ok(task)
     }
 
     /// Change task `id`: `change` returns its new status and the event's
@@ -380,6 +475,7 @@ impl Tasks {
         language: String,
         source: String,
         examples: Option<Vec<Example>>,
+        cost_usd: Option<f64>,
     ) -> Result<Task, Refusal> {
         let current = self
             .get(id)
@@ -392,6 +488,19 @@ impl Tasks {
                 "task `{id}` takes no source now: claim a pending request first (POST /tasks/{{id}}/claim)"
             )));
         }
+        let verdict = {
+            let entries = self.lock();
+            let spent = Self::spent_this_month(&entries) - current.spec.cost_usd.unwrap_or(0.0);
+            self.budget.judge(cost_usd.or(current.spec.cost_usd), spent)
+        };
+        let (status, message) = match verdict {
+            budget::Verdict::Refused(why) => return Err(Refusal::OverBudget(why)),
+            budget::Verdict::NeedsApproval(why) => (TaskStatus::AwaitingApproval, why),
+            budget::Verdict::Go => (
+                TaskStatus::Building,
+                "source submitted: queued for the build worker".to_owned(),
+            ),
+        };
         let task = self
             .update(id, |t| {
                 t.spec.language = Some(language);
@@ -399,13 +508,15 @@ impl Tasks {
                 if let Some(examples) = examples {
                     t.spec.examples = examples;
                 }
-                (
-                    TaskStatus::Building,
-                    "source submitted: queued for the build worker".into(),
-                )
+                if cost_usd.is_some() {
+                    t.spec.cost_usd = cost_usd;
+                }
+                (status, message)
             })
             .ok_or_else(|| Refusal::NotFound(format!("no task `{id}`")))?;
-        let _ = self.queue.send(id.to_owned());
+        if status == TaskStatus::Building {
+            let _ = self.queue.send(id.to_owned());
+        }
         Ok(task)
     }
 }

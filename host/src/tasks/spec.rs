@@ -35,6 +35,9 @@ pub struct TaskSpec {
     /// POSTed the task's final status (its host must be allow-listed).
     #[serde(default)]
     pub callback_url: Option<String>,
+    /// What the builder says the task costs, USD (see `[budget]`).
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
 }
 
 /// One call of a built tool and, optionally, what it must answer.
