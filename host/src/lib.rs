@@ -18,6 +18,7 @@
 
 pub mod api;
 pub mod backend;
+pub mod builder;
 pub mod catalog;
 pub mod componentize;
 pub mod config;

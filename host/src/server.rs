@@ -29,6 +29,8 @@ pub struct Server {
     /// Tool requests and their builds.
     pub requests: Arc<crate::tasks::Tasks>,
     callbacks: Arc<crate::tasks::build::Callbacks>,
+    /// Coding agents' build environments.
+    pub builders: Arc<crate::builder::Builders>,
     _watcher: Option<watch::DirWatcher>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// Cancelled by [`serve`] when a shutdown signal arrives.
@@ -202,6 +204,8 @@ impl Server {
             callbacks: callbacks.clone(),
         });
         tasks.push(builder.spawn(queue));
+        let builders =
+            crate::builder::Builders::new(docker.clone(), data, "toolhost-node:latest".to_owned());
         Ok(Server {
             dispatcher,
             wasm,
@@ -209,6 +213,7 @@ impl Server {
             plugins: manager,
             requests: tasks_,
             callbacks,
+            builders,
             _watcher: watcher,
             tasks,
             shutdown: CancellationToken::new(),
@@ -273,6 +278,7 @@ impl Server {
     /// Release what outlives the process otherwise (the Docker nodes):
     /// every backend's shutdown.
     pub async fn shutdown(&self) {
+        self.builders.shutdown().await;
         self.plugins.shutdown().await;
         let catalog = self.dispatcher.catalog();
         catalog.flush_stats();
@@ -308,6 +314,7 @@ impl Server {
                 limits,
                 retriever: Default::default(),
                 tasks: self.requests.clone(),
+                builders: self.builders.clone(),
                 callbacks: self.callbacks.clone(),
                 parked: Arc::new(api::xagent::Parked::new(std::time::Duration::from_millis(
                     config.xagent.patience_ms,

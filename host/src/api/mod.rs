@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod auth;
 pub mod body;
+pub mod builder;
 pub mod error;
 pub mod formats;
 pub mod mcp;
@@ -37,6 +38,8 @@ pub struct AppState {
     pub limits: ApiLimits,
     /// Tool retrieval index (XAgent's `/retrieving_tools`).
     pub retriever: Arc<retrieval::Retriever>,
+    /// Coding agents' build environments (the builder tools).
+    pub builders: Arc<crate::builder::Builders>,
     /// Tool requests and their build worker's tasks.
     pub tasks: Arc<crate::tasks::Tasks>,
     /// Where tasks' `callback_url`s may point.
@@ -68,6 +71,7 @@ pub fn router(
     callers: Option<Arc<auth::CallerAuth>>,
 ) -> Router {
     let max_body_bytes = limits.max_body_bytes;
+    let builder = builder::routes(state.clone(), mcp_allowed_hosts.clone());
     let mcp = mcp::router(
         state.clone(),
         max_body_bytes,
@@ -76,6 +80,7 @@ pub fn router(
     );
     let router = Router::new()
         .merge(mcp)
+        .merge(builder)
         .merge(native::routes())
         .merge(tasks::routes())
         .merge(system::routes())

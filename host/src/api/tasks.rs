@@ -33,7 +33,7 @@ pub fn routes() -> Router<AppState> {
         .route("/budget", routing::get(budget))
 }
 
-fn refused(r: Refusal) -> ApiError {
+pub fn refused(r: Refusal) -> ApiError {
     match r {
         Refusal::NotFound(m) => ApiError::not_found(m),
         Refusal::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m),
@@ -45,12 +45,9 @@ fn unprocessable(message: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", message)
 }
 
-async fn request_tool(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    JsonBody(spec): JsonBody<TaskSpec>,
-) -> Result<Response, ApiError> {
-    super::admin::check(state.admin_token.as_ref(), &headers)?;
+/// Whether `spec` may become a task: valid, its callback allowed, its name
+/// not being worked on, and free unless it asks to replace.
+pub fn admit(state: &AppState, spec: &TaskSpec) -> Result<(), ApiError> {
     if let Some(problem) = spec.problem() {
         return Err(unprocessable(problem));
     }
@@ -83,6 +80,16 @@ async fn request_tool(
             ),
         ));
     }
+    Ok(())
+}
+
+async fn request_tool(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    JsonBody(spec): JsonBody<TaskSpec>,
+) -> Result<Response, ApiError> {
+    super::admin::check(state.admin_token.as_ref(), &headers)?;
+    admit(&state, &spec)?;
     let task = state.tasks.submit(spec).map_err(refused)?;
     tracing::info!(task = %task.task_id, kind = %task.kind, name = %task.spec.name, "tool requested");
     Ok((

@@ -91,12 +91,13 @@ pub fn tail(stderr: &Mutex<VecDeque<u8>>) -> String {
 }
 
 impl DockerBackend {
-    /// Start `spec.command` in a fresh node container for `session`.
-    pub async fn spawn_stdio(
+    /// A fresh node container made as `spec` says, idling (`sleep infinity`)
+    /// for execs, labelled for `session`; removed when the guard goes.
+    pub async fn start_idle(
         self: &Arc<Self>,
         spec: &StdioSpec,
         session: &str,
-    ) -> Result<(StdioProcess, ContainerGuard), CallError> {
+    ) -> Result<(bollard::Docker, ContainerGuard), CallError> {
         if self.is_closing() {
             return Err(CallError::BackendUnavailable(
                 "the server is shutting down".into(),
@@ -136,9 +137,20 @@ impl DockerBackend {
             .map_err(|e| {
                 CallError::BackendUnavailable(format!("Docker refused starting a container: {e}"))
             })?;
+        Ok((docker, guard))
+    }
+
+    /// Start `spec.command` in a fresh node container for `session`.
+    pub async fn spawn_stdio(
+        self: &Arc<Self>,
+        spec: &StdioSpec,
+        session: &str,
+    ) -> Result<(StdioProcess, ContainerGuard), CallError> {
+        let (docker, guard) = self.start_idle(spec, session).await?;
+        let id = guard.id.clone();
         let (output, input) = super::node::exec_attached(
             &docker,
-            &created.id,
+            &id,
             spec.command.clone(),
             Some(spec.env.clone()),
             None,
@@ -173,12 +185,93 @@ impl DockerBackend {
         });
         Ok((
             StdioProcess {
-                container: created.id,
+                container: id,
                 output: Box::pin(tokio_util::io::StreamReader::new(stdout)),
                 input,
                 stderr,
             },
             guard,
         ))
+    }
+}
+
+/// What a command run to its end printed, and how it ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ran {
+    pub exit_code: Option<i64>,
+    pub stdout: String,
+    pub stderr: String,
+    pub timed_out: bool,
+}
+
+impl DockerBackend {
+    /// Run `cmd` in running container `container` to its end (at most
+    /// `timeout`; then its exec is left to the container's removal), keeping
+    /// the last `keep` bytes of each output.
+    pub async fn run_in(
+        &self,
+        container: &str,
+        cmd: Vec<String>,
+        working_dir: Option<&str>,
+        timeout: std::time::Duration,
+        keep: usize,
+    ) -> Result<Ran, CallError> {
+        let docker = self.docker().await?;
+        let exec = docker
+            .create_exec(
+                container,
+                bollard::exec::CreateExecOptions {
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    cmd: Some(cmd),
+                    working_dir: working_dir.map(str::to_owned),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| CallError::BackendUnavailable(format!("cannot run the command: {e}")))?;
+        let started = docker
+            .start_exec(&exec.id, None)
+            .await
+            .map_err(|e| CallError::BackendUnavailable(format!("cannot run the command: {e}")))?;
+        let bollard::exec::StartExecResults::Attached { mut output, .. } = started else {
+            return Err(CallError::Internal("the exec did not attach".into()));
+        };
+        let (mut stdout, mut stderr) = (VecDeque::new(), VecDeque::new());
+        let push = |buf: &mut VecDeque<u8>, bytes: &[u8]| {
+            buf.extend(bytes.iter());
+            while buf.len() > keep {
+                buf.pop_front();
+            }
+        };
+        let read = async {
+            while let Some(item) = output.next().await {
+                match item {
+                    Ok(LogOutput::StdOut { message }) => push(&mut stdout, &message),
+                    Ok(LogOutput::StdErr { message }) => push(&mut stderr, &message),
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+        };
+        let timed_out = tokio::time::timeout(timeout, read).await.is_err();
+        let exit_code = if timed_out {
+            None
+        } else {
+            docker
+                .inspect_exec(&exec.id)
+                .await
+                .ok()
+                .and_then(|i| i.exit_code)
+        };
+        let text = |b: VecDeque<u8>| {
+            String::from_utf8_lossy(&b.into_iter().collect::<Vec<_>>()).into_owned()
+        };
+        Ok(Ran {
+            exit_code,
+            stdout: text(stdout),
+            stderr: text(stderr),
+            timed_out,
+        })
     }
 }

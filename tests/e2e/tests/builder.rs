@@ -1,0 +1,152 @@
+//! The builder tools for coding agents (seed 004 §7), admin only, driven
+//! by the official MCP Python SDK as a coding agent would
+//! (`tests/mcp/coding_agent.py`): an environment in a Docker node, files,
+//! commands (no network, killed at their time limit), a tool registered
+//! from a file of it, built, tested and served; every action in the audit
+//! log; nothing of it for callers without the admin token.
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+use toolhost_e2e::*;
+
+const TOKEN: &str = "admin-admin-admin-admin";
+
+fn mcp_python() -> PathBuf {
+    python_venv("tests/mcp/requirements.txt")
+}
+
+#[test]
+fn a_coding_agent_builds_and_registers_a_tool_over_mcp() {
+    if !require_docker() {
+        return;
+    }
+    let s = Server::start_with(
+        PluginsDir::new().add("calc", "calc"),
+        Some(&format!("[auth]\nadmin_token = \"{TOKEN}\"\n")),
+    )
+    .unwrap();
+    // Not for callers without the admin token, and never in the catalog.
+    let r = s
+        .client()
+        .get(s.url("/admin/builder/tools"))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    let r = s
+        .client()
+        .post(s.url("/admin/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    assert!(!s.tool_ids().iter().any(|t| t.contains("create_env")));
+
+    let url = s.url("/admin/mcp");
+    let (ok, report) = run_python(
+        &mcp_python(),
+        "tests/mcp/coding_agent.py",
+        &[
+            "--url".as_ref(),
+            url.as_ref(),
+            "--token".as_ref(),
+            TOKEN.as_ref(),
+        ],
+    );
+    assert!(
+        ok,
+        "the coding agent failed:\n{report}\nserver log:\n{}",
+        s.log()
+    );
+    let seen: Value = report
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no report: {report}"));
+    assert_eq!(
+        seen["tools"],
+        json!([
+            "create_env",
+            "destroy_env",
+            "read_file",
+            "register_tool",
+            "run",
+            "task_status",
+            "write_file"
+        ])
+    );
+    assert_eq!(seen["run"]["exit_code"], 0, "{seen}");
+    assert!(
+        seen["run"]["stdout"].as_str().unwrap().contains("parsed"),
+        "{seen}"
+    );
+    assert_ne!(
+        seen["network_exit"], 0,
+        "no network in an environment: {seen}"
+    );
+    assert_eq!(seen["slow"]["timed_out"], true, "{seen}");
+    assert_eq!(seen["escape_is_error"], true, "{seen}");
+    assert_eq!(seen["task"]["status"], "completed", "{seen}");
+    assert_eq!(seen["task"]["result"]["tool_id"], "shouter_shout");
+    assert_eq!(seen["read_back"], true);
+    assert_eq!(seen["gone_is_error"], true);
+
+    // The tool serves; the environment is gone; every action was audited.
+    let (code, body) = s.invoke("shouter_shout", json!({"text": "done"}));
+    assert_eq!((code, &body["result"]), (200, &json!("DONE!")), "{body}");
+    assert!(
+        wait_for(std::time::Duration::from_secs(20), || s
+            .containers()
+            .is_empty()
+            .then_some(()))
+        .is_some(),
+        "the environment's container is removed"
+    );
+    let audit: Value = s
+        .client()
+        .get(s.url("/admin/audit"))
+        .bearer_auth(TOKEN)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let actions: Vec<&str> = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    for action in [
+        "create_env",
+        "write_file",
+        "run",
+        "register_tool",
+        "task_status",
+        "destroy_env",
+    ] {
+        assert!(actions.contains(&action), "{action} in {actions:?}");
+    }
+    let write = audit["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "write_file")
+        .unwrap();
+    assert!(
+        write["args"]["content"].as_str().unwrap().starts_with('<'),
+        "file contents are not copied into the log: {write}"
+    );
+    let log = std::fs::read_to_string(s.data.path().join("data/audit.log")).unwrap();
+    assert_eq!(log.lines().count(), actions.len());
+
+    // The native surface: the same tools.
+    let r = s
+        .client()
+        .post(s.url("/admin/builder/read_file"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"env_id": "env-nope", "path": "x"}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+}
