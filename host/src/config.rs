@@ -219,6 +219,9 @@ pub struct TasksConfig {
     /// Hosts a task's `callback_url` may point at (`host`, `host:port`,
     /// `*.domain`); empty: callbacks are refused at submit.
     pub callback_allow: Vec<String>,
+    /// Hosts a `github_deploy` may clone from over https; `file` allows
+    /// file:// URLs (local repositories). Empty: git deploys are refused.
+    pub git_allow: Vec<String>,
 }
 
 impl Default for TasksConfig {
@@ -226,6 +229,7 @@ impl Default for TasksConfig {
         TasksConfig {
             build_timeout_s: 600,
             callback_allow: Vec::new(),
+            git_allow: Vec::new(),
         }
     }
 }

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::catalog::{Catalog, Invocation, ToolEntry};
 use crate::metrics::{Metrics, Usage};
+use crate::registry::ToolStatus;
 use crate::sessions::{Session, Sessions};
 use crate::tool::{CallError, Content, LimitOverrides, Limits, ProgressSink};
 
@@ -25,6 +26,9 @@ const MAX_SCHEMA_ERRORS: usize = 8;
 pub struct CallOptions {
     pub limits: LimitOverrides,
     pub progress: Option<ProgressSink>,
+    /// Call a `staging` tool too (a task testing what it installed; never
+    /// set by a surface).
+    pub staging: bool,
 }
 
 /// The successful result of a call.
@@ -84,7 +88,7 @@ impl Dispatcher {
             None => self.wait_for_tool(tool_id, &options).await?,
         };
         let status = tool.record.status();
-        if !status.serves() {
+        if !(status.serves() || options.staging && status == ToolStatus::Staging) {
             return Err(CallError::NotActive {
                 tool: tool_id.to_owned(),
                 status: status.as_str(),

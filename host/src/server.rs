@@ -189,8 +189,11 @@ impl Server {
             },
         ));
         let callbacks = Arc::new(
-            crate::tasks::build::Callbacks::new(&config.tasks.callback_allow)
-                .map_err(|e| anyhow::anyhow!("[tasks] callback_allow: {e}"))?,
+            crate::tasks::build::Callbacks::new(
+                &config.tasks.callback_allow,
+                &config.tasks.git_allow,
+            )
+            .map_err(|e| anyhow::anyhow!("[tasks] callback_allow: {e}"))?,
         );
         let (tasks_, queue) =
             crate::tasks::Tasks::new(Some(registry), saved_tasks, config.budget.clone());

@@ -194,8 +194,7 @@ async fn register(state: &AppState, args: &Value) -> Result<Value, BuilderError>
             .get("replace")
             .and_then(Value::as_bool)
             .unwrap_or(false),
-        callback_url: None,
-        cost_usd: None,
+        ..Default::default()
     };
     super::tasks::admit(state, &spec).map_err(|e| BuilderError(e.status.as_u16(), e.message))?;
     let task = state.tasks.submit(spec).map_err(|r| {

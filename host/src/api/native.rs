@@ -336,6 +336,7 @@ async fn invoke(
         let options = CallOptions {
             limits: req.limits,
             progress: None,
+            staging: false,
         };
         match call(&state, session, implicit, &id, params, options).await {
             Ok(out) => {
@@ -408,6 +409,7 @@ fn invoke_sse(
         let options = CallOptions {
             limits,
             progress: Some(sink),
+            staging: false,
         };
         call(&state, session, implicit, &id, params, options).await
     }));

@@ -56,6 +56,11 @@ pub fn admit(state: &AppState, spec: &TaskSpec) -> Result<(), ApiError> {
     {
         return Err(unprocessable(format!("callback_url refused: {why}")));
     }
+    if let Some(url) = &spec.repo_url
+        && let Some(why) = crate::tasks::deploy::git_refusal(url, &state.callbacks.git_allow)
+    {
+        return Err(unprocessable(format!("repo_url refused: {why}")));
+    }
     if let Some(task) = state.tasks.in_flight_for(&spec.name) {
         return Err(ApiError::new(
             StatusCode::CONFLICT,

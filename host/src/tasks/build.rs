@@ -8,7 +8,7 @@
 //! old version serving. New tools enter the catalog `staging` and are made
 //! `active` once installed.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,10 +43,12 @@ const LOG_TAIL: usize = 32 * 1024;
 pub struct Callbacks {
     pub policy: Arc<crate::outbound::HttpPolicy>,
     pub client: reqwest::Client,
+    /// Where git deploys may clone from (`[tasks] git_allow`).
+    pub git_allow: Vec<String>,
 }
 
 impl Callbacks {
-    pub fn new(allow: &[String]) -> Result<Callbacks, String> {
+    pub fn new(allow: &[String], git_allow: &[String]) -> Result<Callbacks, String> {
         let policy = Arc::new(
             crate::outbound::HttpPolicy::parse(allow, &["POST".to_owned()])?
                 .named("[tasks] callback_allow"),
@@ -57,7 +59,11 @@ impl Callbacks {
             .dns_resolver(Arc::new(crate::outbound::PolicyResolver(policy.clone())))
             .build()
             .map_err(|e| e.to_string())?;
-        Ok(Callbacks { policy, client })
+        Ok(Callbacks {
+            policy,
+            client,
+            git_allow: git_allow.to_vec(),
+        })
     }
 
     /// Why `url` may not be called back, if it may not.
@@ -156,6 +162,12 @@ impl Builder {
     }
 
     async fn build(&self, id: &str, spec: &TaskSpec) -> Result<TaskResult, Failure> {
+        if matches!(
+            spec.kind(),
+            super::spec::SERVICE_DEPLOY | super::spec::GITHUB_DEPLOY
+        ) {
+            return self.deploy(id, spec).await;
+        }
         let language = spec.language.as_deref().unwrap_or("python");
         let (sdk_lang, module) = match language {
             "javascript" => ("js", "app.js"),
@@ -183,7 +195,13 @@ impl Builder {
                 format!("building with {}", script.display()),
             )
         });
-        let log = run_limited(&script, &src, &out, self.timeout).await?;
+        let argv = [
+            "bash".into(),
+            script.clone().into_os_string(),
+            src.clone().into_os_string(),
+            out.clone().into_os_string(),
+        ];
+        let log = run_limited(&argv, self.timeout).await?;
         let ok = log.exit_code == Some(0);
         self.tasks.update(id, |t| {
             t.last_run = Some(log.clone());
@@ -358,6 +376,12 @@ async fn example(
             .to_string()
         })?
         .map_err(|e| format!("{}: {e}", e.kind()))?;
+    Ok(content_json(&content))
+}
+
+/// A result as JSON: a JSON item as it is, text as a string, several items
+/// as an array of those.
+pub(super) fn content_json(content: &[Content]) -> Value {
     let as_json = |c: &Content| match c {
         Content::Json(v) => v.clone(),
         Content::Text(t) => Value::String(t.clone()),
@@ -367,10 +391,10 @@ async fn example(
             serde_json::json!({"media_type": media_type, "bytes": data.len()})
         }
     };
-    Ok(match content.as_slice() {
+    match content {
         [one] => as_json(one),
         many => Value::Array(many.iter().map(as_json).collect()),
-    })
+    }
 }
 
 /// The manifest of a built tool: its description and category, and the
@@ -405,28 +429,25 @@ impl Drop for GroupKill {
     }
 }
 
-/// Run `bash <script> <src> <out>` niced, in a process group of its own,
-/// with a CPU-time limit and a wall clock of `timeout`.
-async fn run_limited(
-    script: &Path,
-    src: &Path,
-    out: &Path,
+/// Run `argv` niced, in a process group of its own, with a CPU-time limit
+/// and a wall clock of `timeout`.
+pub(super) async fn run_limited(
+    argv: &[std::ffi::OsString],
     timeout: Duration,
 ) -> Result<RunLog, Failure> {
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the toolhost binary: {e}"))?;
     let command = format!(
-        "nice -n 10 bash {} {} {}",
-        script.display(),
-        src.display(),
-        out.display()
+        "nice -n 10 {}",
+        argv.iter()
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     let cpu = timeout.as_secs().max(1);
     let mut cmd = tokio::process::Command::new("nice");
-    cmd.args(["-n", "10", "bash"])
-        .arg(script)
-        .arg(src)
-        .arg(out)
+    cmd.args(["-n", "10"])
+        .args(argv)
         .env("TOOLHOST_BIN", exe)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

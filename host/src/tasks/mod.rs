@@ -10,6 +10,7 @@
 
 pub mod budget;
 pub mod build;
+pub mod deploy;
 pub mod spec;
 
 use std::collections::HashMap;
@@ -314,7 +315,7 @@ impl Tasks {
             .unwrap_or_else(|e| e.into_inner())
             .push(id.clone());
         self.save(&task);
-        if status == TaskStatus::Pending && task.spec.source.is_some() {
+        if status == TaskStatus::Pending && task.spec.buildable() {
             let _ = self.queue.send(id);
         }
         Ok(task)
@@ -331,7 +332,7 @@ impl Tasks {
                 "task `{id}` is not awaiting approval"
             )));
         }
-        let has_source = current.spec.source.is_some();
+        let has_source = current.spec.buildable();
         let claimed = current.claimed_by.is_some();
         let task = self
             .update(id, |_| match (has_source, claimed) {
@@ -522,5 +523,5 @@ impl Tasks {
 }
 
 fn task_is_buildable(tasks: &Tasks, id: &str) -> bool {
-    tasks.get(id).is_some_and(|t| t.spec.source.is_some())
+    tasks.get(id).is_some_and(|t| t.spec.buildable())
 }

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// A request for a tool.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TaskSpec {
     /// `build_tool` (source given), `request` (a description for an
@@ -38,6 +38,36 @@ pub struct TaskSpec {
     /// What the builder says the task costs, USD (see `[budget]`).
     #[serde(default)]
     pub cost_usd: Option<f64>,
+    /// A service deploy's build context: file name -> text (flat).
+    #[serde(default)]
+    pub files: Option<std::collections::BTreeMap<String, String>>,
+    /// A `github_deploy`'s repository (https:// host in `[tasks]
+    /// git_allow`, or file:// with `file` there) and branch or tag.
+    #[serde(default)]
+    pub repo_url: Option<String>,
+    #[serde(default)]
+    pub git_ref: Option<String>,
+    /// The service's image (default the node image), or a Dockerfile of
+    /// the context to build one from.
+    #[serde(default)]
+    pub image: Option<String>,
+    #[serde(default)]
+    pub dockerfile: Option<String>,
+    /// The service's command (else the image's).
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    /// The port the service listens on inside its container.
+    #[serde(default)]
+    pub internal_port: Option<u16>,
+    #[serde(default)]
+    pub health_path: Option<String>,
+    /// The service's endpoints as `[[tools]]` entries (name,
+    /// endpoint_path, http_method, description, input_schema) ...
+    #[serde(default)]
+    pub tools: Option<Vec<Value>>,
+    /// ... or an OpenAPI document (JSON) they are derived from.
+    #[serde(default)]
+    pub api_spec: Option<Value>,
 }
 
 /// One call of a built tool and, optionally, what it must answer.
@@ -60,6 +90,8 @@ fn empty_object() -> Value {
 /// The kinds of task.
 pub const BUILD_TOOL: &str = "build_tool";
 pub const REQUEST: &str = "request";
+pub const SERVICE_DEPLOY: &str = "service_deploy";
+pub const GITHUB_DEPLOY: &str = "github_deploy";
 
 impl TaskSpec {
     /// The kind, guessed when not given: source means a build.
@@ -67,8 +99,16 @@ impl TaskSpec {
         match &self.kind {
             Some(k) => k,
             None if self.source.is_some() => BUILD_TOOL,
+            None if self.repo_url.is_some() => GITHUB_DEPLOY,
+            None if self.internal_port.is_some() => SERVICE_DEPLOY,
             None => REQUEST,
         }
+    }
+
+    /// Whether the build worker can take it as it is (a request waits for
+    /// a builder's source).
+    pub fn buildable(&self) -> bool {
+        self.source.is_some() || matches!(self.kind(), SERVICE_DEPLOY | GITHUB_DEPLOY)
     }
 
     /// What is wrong with this spec on its own (422), if anything.
@@ -105,15 +145,44 @@ impl TaskSpec {
                     );
                 }
             }
-            "github_deploy" | "repair_tool" => {
-                return Some(format!(
-                    "task type `{}` is not supported yet: use build_tool (source), or request (a description for a builder)",
-                    self.kind()
-                ));
+            SERVICE_DEPLOY | GITHUB_DEPLOY => {
+                if self.internal_port.is_none() {
+                    return Some("a service deploy needs `internal_port`".into());
+                }
+                if self.tools.is_none() && self.api_spec.is_none() {
+                    return Some(
+                        "a service deploy needs `tools` (its endpoints) or an OpenAPI `api_spec`"
+                            .into(),
+                    );
+                }
+                match (self.kind(), &self.repo_url, &self.files) {
+                    (GITHUB_DEPLOY, None, _) => {
+                        return Some("a github_deploy task needs `repo_url`".into());
+                    }
+                    (SERVICE_DEPLOY, Some(_), _) => {
+                        return Some("`repo_url` is for github_deploy tasks".into());
+                    }
+                    (_, Some(_), Some(_)) => {
+                        return Some("give `files` or `repo_url`, not both".into());
+                    }
+                    _ => {}
+                }
+                if let Err(e) = super::deploy::context_files(self) {
+                    return Some(e);
+                }
+                if let Err(e) = super::deploy::tool_entries(self) {
+                    return Some(e);
+                }
+            }
+            "repair_tool" => {
+                return Some(
+                    "task type `repair_tool` is not supported yet: request a replacement (build_tool with \"replace\": true)"
+                        .into(),
+                );
             }
             other => {
                 return Some(format!(
-                    "unknown task type `{other}`: use build_tool or request"
+                    "unknown task type `{other}`: use build_tool, service_deploy, github_deploy or request"
                 ));
             }
         }
@@ -154,8 +223,16 @@ mod tests {
                 "unknown language",
             ),
             (
-                json!({"type": "github_deploy", "name": "wc"}),
+                json!({"type": "repair_tool", "name": "wc"}),
                 "not supported yet",
+            ),
+            (
+                json!({"type": "github_deploy", "name": "wc", "internal_port": 80, "tools": []}),
+                "needs `repo_url`",
+            ),
+            (
+                json!({"type": "service_deploy", "name": "wc", "internal_port": 80}),
+                "needs `tools`",
             ),
             (json!({"type": "dance", "name": "wc"}), "unknown task type"),
         ] {

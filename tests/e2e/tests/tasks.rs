@@ -345,3 +345,173 @@ fn loops_bad_requests_and_restarts_end_tasks_cleanly() {
     assert_eq!(code, 200);
     assert_eq!(list["tasks"].as_array().unwrap().len(), 3, "{list}");
 }
+
+const SERVICE: &str = r#"
+import json
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+
+class Handler(BaseHTTPRequestHandler):
+    def answer(self, code, body):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        self.answer(200, {"ok": True})
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        self.answer(200, {"reversed": body["text"][::-1]})
+
+
+HTTPServer(("127.0.0.1", 8080), Handler).serve_forever()
+"#;
+
+fn reverse_tool() -> Value {
+    json!({"name": "reverse", "endpoint_path": "/reverse", "http_method": "POST",
+           "description": "Reverse a text.",
+           "input_schema": {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}})
+}
+
+#[test]
+fn services_deploy_from_files_and_from_a_git_repository() {
+    if !require_docker() {
+        return;
+    }
+    let s = Server::start_with(
+        PluginsDir::new().add("calc", "calc"),
+        Some(&config("[tasks]\ngit_allow = [\"file\"]\n")),
+    )
+    .unwrap();
+    // Inline files, the endpoints given.
+    let (code, body) = request(
+        &s,
+        json!({
+            "type": "service_deploy", "name": "reverser", "description": "Reverses texts.",
+            "category": "text",
+            "files": {"service.py": SERVICE},
+            "command": ["python3", "-u", "/toolkit/service.py"],
+            "internal_port": 8080, "health_path": "/health",
+            "tools": [reverse_tool()],
+            "examples": [{"tool": "reverse", "input": {"text": "abc"}, "output": {"reversed": "cba"}}],
+        }),
+    );
+    assert_eq!(code, 202, "{body}");
+    let id = body["task_id"].as_str().unwrap().to_owned();
+    let seen = events(&s, &id);
+    let done = status(&s, &id);
+    assert_eq!(done["status"], "completed", "{done}\n{seen:?}\n{}", s.log());
+    assert!(
+        seen.iter()
+            .any(|e| e["message"].as_str().unwrap().contains("as staging")),
+        "{seen:?}"
+    );
+    let (code, body) = s.invoke("reverser_reverse", json!({"text": "toolhost"}));
+    assert_eq!(
+        (code, &body["result"]["reversed"]),
+        (200, &json!("tsohloot")),
+        "{body}"
+    );
+    let (_, tool) = s.get("/tools/reverser_reverse");
+    assert_eq!(
+        (&tool["runtime"], &tool["category"]),
+        (&json!("docker"), &json!("text"))
+    );
+
+    // From a git repository, the endpoints from its OpenAPI document.
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::write(repo.path().join("service.py"), SERVICE).unwrap();
+    for args in [
+        vec!["init", "-q", "-b", "main"],
+        vec!["add", "service.py"],
+        vec![
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "user.name=t",
+            "commit",
+            "-q",
+            "-m",
+            "service",
+        ],
+    ] {
+        assert!(
+            std::process::Command::new("git")
+                .args(&args)
+                .current_dir(repo.path())
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+    let api_spec = json!({"openapi": "3.0.0", "info": {"title": "reverser", "version": "1"}, "paths": {
+        "/reverse": {"post": {"operationId": "reverse", "summary": "Reverse a text.",
+            "requestBody": {"content": {"application/json": {"schema": {
+                "type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}}}}}}}});
+    let (code, body) = request(
+        &s,
+        json!({
+            "type": "github_deploy", "name": "gitrev", "description": "Reverses, from git.",
+            "repo_url": format!("file://{}", repo.path().display()), "git_ref": "main",
+            "command": ["python3", "-u", "/toolkit/service.py"], "internal_port": 8080,
+            "api_spec": api_spec,
+            "examples": [{"tool": "reverse", "input": {"text": "ab"}, "output": {"reversed": "ba"}}],
+        }),
+    );
+    assert_eq!(code, 202, "{body}");
+    let id = body["task_id"].as_str().unwrap().to_owned();
+    events(&s, &id);
+    let done = status(&s, &id);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["tool_id"], "gitrev_reverse");
+    assert!(
+        done["last_run"]["command"]
+            .as_str()
+            .unwrap()
+            .contains("git clone"),
+        "{done}"
+    );
+    assert_eq!(
+        s.invoke("gitrev_reverse", json!({"text": "xy"})).1["result"]["reversed"],
+        "yx"
+    );
+
+    // An example that fails: the toolkit is removed, the task says why.
+    let (code, body) = request(
+        &s,
+        json!({
+            "type": "service_deploy", "name": "wrongrev", "files": {"service.py": SERVICE},
+            "command": ["python3", "-u", "/toolkit/service.py"], "internal_port": 8080,
+            "tools": [reverse_tool()],
+            "examples": [{"tool": "reverse", "input": {"text": "abc"}, "output": {"reversed": "abc"}}],
+        }),
+    );
+    assert_eq!(code, 202, "{body}");
+    let id = body["task_id"].as_str().unwrap().to_owned();
+    events(&s, &id);
+    let failed = status(&s, &id);
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert!(
+        failed["error"].as_str().unwrap().contains("expected"),
+        "{failed}"
+    );
+    assert!(!s.plugins_dir().join("wrongrev").exists());
+    assert_eq!(s.invoke("wrongrev_reverse", json!({"text": "a"})).0, 404);
+    // Refused at submit: a git host not allowed, a context file out of bounds.
+    let (code, body) = request(
+        &s,
+        json!({"type": "github_deploy", "name": "far", "repo_url": "https://example.com/x.git",
+               "internal_port": 8080, "tools": [reverse_tool()]}),
+    );
+    assert_eq!(code, 422, "{body}");
+    let (code, _) = request(
+        &s,
+        json!({"type": "service_deploy", "name": "sneaky", "files": {"../x": "y"},
+               "internal_port": 8080, "tools": [reverse_tool()]}),
+    );
+    assert_eq!(code, 422);
+}
