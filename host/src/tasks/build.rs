@@ -304,30 +304,45 @@ impl Builder {
                 let got = example(name, loaded, ex, &session)
                     .await
                     .map_err(|e| format!("example {n} (`{}`): {e}", ex.tool))?;
-                if let Some(want) = &ex.output
-                    && &got != want
-                {
-                    return Err(format!(
-                        "example {n} (`{}`): expected {want}, got {got}",
-                        ex.tool
-                    ));
-                }
-                self.tasks.update(id, |_| {
-                    (
-                        TaskStatus::Testing,
-                        format!(
-                            "example {n} (`{}`) passed in {} ms",
-                            ex.tool,
-                            started.elapsed().as_millis()
-                        ),
-                    )
-                });
+                self.example_passed(id, n, ex, &got, started)?;
             }
-            Ok(())
+            Ok::<(), String>(())
         }
         .await;
         let _ = sessions.close(session.id()).await;
         result.map_err(Failure::from)
+    }
+}
+
+impl Builder {
+    /// Whether example `n` answered what it must (then the task says so).
+    pub(super) fn example_passed(
+        &self,
+        id: &str,
+        n: usize,
+        ex: &Example,
+        got: &Value,
+        started: Instant,
+    ) -> Result<(), String> {
+        if let Some(want) = &ex.output
+            && got != want
+        {
+            return Err(format!(
+                "example {n} (`{}`): expected {want}, got {got}",
+                ex.tool
+            ));
+        }
+        self.tasks.update(id, |_| {
+            (
+                TaskStatus::Testing,
+                format!(
+                    "example {n} (`{}`) passed in {} ms",
+                    ex.tool,
+                    started.elapsed().as_millis()
+                ),
+            )
+        });
+        Ok(())
     }
 }
 
@@ -408,7 +423,7 @@ fn manifest(spec: &TaskSpec, language: &str) -> String {
     }
     text.push_str(match language {
         "javascript" => {
-            "[limits]\nfuel = 1_000_000_000\nmemory_mb = 64\ntimeout_ms = 5000\nmax_concurrency = 8\n"
+            "[limits]\nfuel = 2_000_000_000\nmemory_mb = 128\ntimeout_ms = 5000\nmax_concurrency = 8\n"
         }
         _ => "[limits]\nfuel = 200_000_000\nmemory_mb = 64\ntimeout_ms = 5000\nmax_concurrency = 8\n",
     });

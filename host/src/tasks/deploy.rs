@@ -314,7 +314,6 @@ impl super::build::Builder {
     /// The examples of a deploy, called through the dispatcher (the
     /// toolkit is in the catalog, `staging`) in a session of their own.
     async fn service_examples(&self, id: &str, name: &str, spec: &TaskSpec) -> Result<(), String> {
-        use super::TaskStatus;
         let sessions = self.dispatcher.sessions();
         let (session, _) = sessions
             .open(None)
@@ -343,25 +342,10 @@ impl super::build::Builder {
                     break;
                 }
             };
-            if let Some(want) = &ex.output
-                && &got != want
-            {
-                result = Err(format!(
-                    "example {n} (`{}`): expected {want}, got {got}",
-                    ex.tool
-                ));
+            if let Err(e) = self.example_passed(id, n, ex, &got, started) {
+                result = Err(e);
                 break;
             }
-            self.tasks.update(id, |_| {
-                (
-                    TaskStatus::Testing,
-                    format!(
-                        "example {n} (`{}`) passed in {} ms",
-                        ex.tool,
-                        started.elapsed().as_millis()
-                    ),
-                )
-            });
         }
         let _ = sessions.close(session.id()).await;
         result

@@ -265,7 +265,8 @@ fn loops_bad_requests_and_restarts_end_tasks_cleanly() {
     assert_eq!(code, 422);
 
     // A description only: pending until a builder claims it and submits
-    // source; this source loops in its example, which the limits stop.
+    // source; this source builds and loops in its example, which the
+    // limits stop.
     let (code, body) = request(&s, json!({"name": "spinner", "description": "Spins."}));
     assert_eq!(code, 202, "{body}");
     let id = body["task_id"].as_str().unwrap().to_owned();
@@ -283,10 +284,11 @@ fn loops_bad_requests_and_restarts_end_tasks_cleanly() {
     assert_eq!((code, &body["status"]), (200, &json!("building")), "{body}");
     let (code, _) = post(format!("/tasks/{id}/claim"), json!({"builder": "another"}));
     assert_eq!(code, 409, "claimed once");
-    let spin = "from toolhost_sdk import Toolkit, tool  # noqa: F401\n\n\n@tool\ndef spin(n: int) -> int:\n    \"\"\"Spin.\n\n    Args:\n        n: Ignored.\n    \"\"\"\n    while True:\n        n += 1\n";
+    // In JavaScript (the other SDK language a task builds).
+    let spin = "import { tool } from 'toolhost-sdk';\n\ntool({ name: 'spin', description: 'Spin.', input: { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] } },\n  ({ n }) => { while (true) { n += 1; } });\n";
     let (code, body) = post(
         format!("/tasks/{id}/submit"),
-        json!({"language": "python", "source": spin, "examples": [{"tool": "spin", "input": {"n": 1}}]}),
+        json!({"language": "javascript", "source": spin, "examples": [{"tool": "spin", "input": {"n": 1}}]}),
     );
     assert_eq!(code, 202, "{body}");
     assert_eq!(events(&s, &id).last().unwrap()["status"], "failed");
