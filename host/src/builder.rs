@@ -140,6 +140,7 @@ impl Builders {
             cpus,
             pids: 256,
             network: "none",
+            allocate: true,
         };
         let (_, guard) = docker.start_idle(&spec, &id).await?;
         envs.insert(id.clone(), Env { guard, dir });

@@ -52,7 +52,7 @@ async def main() -> int:
     seen: dict = {}
     async with Client(streamable_http_client(args.url, http_client=http), mode="legacy") as c:
         seen["tools"] = sorted(t.name for t in (await c.list_tools()).tools)
-        env = data(await c.call_tool("create_env", {"memory_mb": 512, "cpus": 1}))["env_id"]
+        env = data(await c.call_tool("create_env", {"memory_mb": 512, "cpus": 0.5}))["env_id"]
         data(await c.call_tool("write_file", {"env_id": env, "path": "app.py", "content": SOURCE}))
         ran = data(await c.call_tool("run", {
             "env_id": env,

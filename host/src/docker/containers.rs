@@ -26,7 +26,8 @@ use crate::tool::CallError;
 pub struct Allocation {
     cpus: f64,
     memory_mb: u64,
-    held: HashMap<String, (f64, u64)>,
+    /// Container (name, then id) -> its CPUs, memory and toolkit.
+    held: HashMap<String, (f64, u64, String)>,
 }
 
 impl Allocation {
@@ -56,15 +57,10 @@ impl Allocation {
         }
     }
 
-    /// The limits, what is held, and by which toolkit (container names
-    /// are `toolhost-<toolkit>-<id>`).
+    /// The limits, what is held, and by which toolkit.
     pub fn view(&self) -> serde_json::Value {
         let mut by_toolkit: std::collections::BTreeMap<&str, (u32, f64, u64)> = Default::default();
-        for (key, (cpus, memory)) in &self.held {
-            let toolkit = key
-                .strip_prefix("toolhost-")
-                .and_then(|k| k.rsplit_once('-'))
-                .map_or(key.as_str(), |(t, _)| t);
+        for (cpus, memory, toolkit) in self.held.values() {
             let e = by_toolkit.entry(toolkit).or_default();
             *e = (e.0 + 1, e.1 + cpus, e.2 + memory);
         }
@@ -79,36 +75,43 @@ impl Allocation {
     }
 
     /// Hold `cpus` and `memory_mb` for container `key`, or say why not.
-    fn reserve(&mut self, key: &str, cpus: f64, memory_mb: u64) -> Result<(), String> {
+    pub(super) fn reserve(&mut self, key: &str, cpus: f64, memory_mb: u64) -> Result<(), String> {
         let (used_cpus, used_memory) = self
             .held
             .values()
-            .fold((0.0, 0u64), |(c, m), (hc, hm)| (c + hc, m + hm));
+            .fold((0.0, 0u64), |(c, m), (hc, hm, _)| (c + hc, m + hm));
         if used_cpus + cpus > self.cpus + 1e-9 {
             return Err(format!(
-                "starting it would allocate {:.2} CPUs to service containers, over the host's limit of {:.2} ([docker] max_cpu_share); retry when one stops",
+                "starting it would allocate {:.2} CPUs to long-lived containers (services, build environments), over the host's limit of {:.2} ([docker] max_cpu_share); retry when one stops",
                 used_cpus + cpus,
                 self.cpus
             ));
         }
         if used_memory + memory_mb > self.memory_mb {
             return Err(format!(
-                "starting it would allocate {} MiB to service containers, over the host's limit of {} MiB ([docker] max_memory_share); retry when one stops",
+                "starting it would allocate {} MiB to long-lived containers (services, build environments), over the host's limit of {} MiB ([docker] max_memory_share); retry when one stops",
                 used_memory + memory_mb,
                 self.memory_mb
             ));
         }
-        self.held.insert(key.to_owned(), (cpus, memory_mb));
+        // Held under the container's name (`toolhost-<toolkit>-<id>`) until
+        // it is renamed to the container's id.
+        let toolkit = key
+            .strip_prefix("toolhost-")
+            .and_then(|k| k.rsplit_once('-'))
+            .map_or(key, |(t, _)| t);
+        self.held
+            .insert(key.to_owned(), (cpus, memory_mb, toolkit.to_owned()));
         Ok(())
     }
 
-    fn rename(&mut self, from: &str, to: &str) {
+    pub(super) fn rename(&mut self, from: &str, to: &str) {
         if let Some(v) = self.held.remove(from) {
             self.held.insert(to.to_owned(), v);
         }
     }
 
-    fn release(&mut self, key: &str) {
+    pub(super) fn release(&mut self, key: &str) {
         self.held.remove(key);
     }
 }

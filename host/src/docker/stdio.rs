@@ -35,6 +35,10 @@ pub struct StdioSpec {
     pub pids: u32,
     /// `none` or `host`.
     pub network: &'static str,
+    /// Hold its CPUs and memory under the allocation rule while it lives
+    /// (a long-lived container: a build environment), refused (429) when
+    /// the host's share is taken.
+    pub allocate: bool,
 }
 
 /// The running process: its stdout to read, its stdin to write.
@@ -119,8 +123,21 @@ impl DockerBackend {
             ..Default::default()
         };
         let name = container_name(&spec.toolkit);
+        if spec.allocate {
+            super::lock(&self.allocation)
+                .reserve(&name, spec.cpus, u64::from(spec.memory_mb))
+                .map_err(|why| {
+                    CallError::Overloaded(format!("the container cannot start: {why}"))
+                })?;
+        }
         let options = CreateContainerOptionsBuilder::default().name(&name).build();
-        let created = match docker.create_container(Some(options), body).await {
+        let created = docker.create_container(Some(options), body).await;
+        match &created {
+            Ok(c) if spec.allocate => super::lock(&self.allocation).rename(&name, &c.id),
+            Err(_) if spec.allocate => super::lock(&self.allocation).release(&name),
+            _ => {}
+        }
+        let created = match created {
             Ok(c) => c,
             Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 404, ..

@@ -442,6 +442,9 @@ fn stdio_spec(
         cpus: m.cpus,
         pids: m.pids,
         network: "none",
+        // Bounded by its toolkit (one server, or one per session), like
+        // the interactive nodes.
+        allocate: false,
     })
 }
 

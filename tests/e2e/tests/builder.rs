@@ -21,9 +21,14 @@ fn a_coding_agent_builds_and_registers_a_tool_over_mcp() {
     if !require_docker() {
         return;
     }
+    // The allocation rule leaves room for one environment of 0.5 CPU.
+    let cores = std::thread::available_parallelism().unwrap().get() as f64;
     let s = Server::start_with(
         PluginsDir::new().add("calc", "calc"),
-        Some(&format!("[auth]\nadmin_token = \"{TOKEN}\"\n")),
+        Some(&format!(
+            "[auth]\nadmin_token = \"{TOKEN}\"\n[docker]\nmax_cpu_share = {}\n",
+            0.5 / cores
+        )),
     )
     .unwrap();
     // Not for callers without the admin token, and never in the catalog.
@@ -140,13 +145,46 @@ fn a_coding_agent_builds_and_registers_a_tool_over_mcp() {
     let log = std::fs::read_to_string(s.data.path().join("data/audit.log")).unwrap();
     assert_eq!(log.lines().count(), actions.len());
 
-    // The native surface: the same tools.
-    let r = s
-        .client()
-        .post(s.url("/admin/builder/read_file"))
-        .bearer_auth(TOKEN)
-        .json(&json!({"env_id": "env-nope", "path": "x"}))
-        .send()
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 404);
+    // The native surface: the same tools; environments hold their share
+    // of the host (the allocation rule), shown in GET /system.
+    let builder = |tool: &str, args: Value| {
+        let r = s
+            .client()
+            .post(s.url(&format!("/admin/builder/{tool}")))
+            .bearer_auth(TOKEN)
+            .json(&args)
+            .send()
+            .unwrap();
+        (
+            r.status().as_u16(),
+            r.json::<Value>().unwrap_or(Value::Null),
+        )
+    };
+    assert_eq!(
+        builder("read_file", json!({"env_id": "env-nope", "path": "x"})).0,
+        404
+    );
+    let (code, first) = builder("create_env", json!({"cpus": 0.5, "memory_mb": 256}));
+    assert_eq!(code, 200, "{first}");
+    let (_, system) = s.get("/system");
+    assert_eq!(
+        system["allocations"]["docker"]["by_toolkit"]["builder"]["cpus"], 0.5,
+        "{system}"
+    );
+    let (code, second) = builder("create_env", json!({"cpus": 0.5, "memory_mb": 256}));
+    assert_eq!(code, 429, "{second}");
+    assert!(
+        second["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_cpu_share"),
+        "{second}"
+    );
+    let env = first["result"]["env_id"].as_str().unwrap();
+    assert_eq!(builder("destroy_env", json!({"env_id": env})).0, 200);
+    assert_eq!(
+        builder("create_env", json!({"cpus": 0.5})).0,
+        200,
+        "room again"
+    );
 }
