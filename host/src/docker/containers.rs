@@ -67,7 +67,8 @@ impl Allocation {
         let finite = |x: f64| x.is_finite().then_some(x);
         serde_json::json!({
             "cpus_limit": finite(self.cpus),
-            "cpus_allocated": by_toolkit.values().map(|v| v.1).sum::<f64>(),
+            // (An empty f64 sum is -0.0.)
+            "cpus_allocated": by_toolkit.values().map(|v| v.1).sum::<f64>() + 0.0,
             "memory_limit_mb": (self.memory_mb != u64::MAX).then_some(self.memory_mb),
             "memory_allocated_mb": by_toolkit.values().map(|v| v.2).sum::<u64>(),
             "by_toolkit": by_toolkit.iter().map(|(k, (n, c, m))| (k.to_string(), serde_json::json!({"containers": n, "cpus": c, "memory_mb": m}))).collect::<serde_json::Map<_, _>>(),
