@@ -90,6 +90,8 @@ pub enum Write {
     Stats(String, StatsRow),
     /// A tool-request task, whole (JSON).
     Task(String, String),
+    /// A task forgotten (the oldest ended ones beyond what is kept).
+    ForgetTask(String),
 }
 
 /// What the registry held at start: per tool id, its status and statistics.
@@ -249,6 +251,9 @@ impl Store {
                          ON CONFLICT(task_id) DO UPDATE SET body = ?2, updated_ms = ?3",
                         params![id, body, now],
                     )?;
+                }
+                Write::ForgetTask(id) => {
+                    tx.execute("DELETE FROM tasks WHERE task_id = ?1", [id])?;
                 }
                 Write::Stats(id, s) => {
                     let latency = serde_json::to_string(&s.latency).unwrap_or_else(|_| "[]".into());

@@ -116,6 +116,10 @@ impl Task {
     }
 }
 
+/// Ended tasks kept (in memory and in the registry); the oldest beyond are
+/// forgotten as new tasks come.
+pub const KEEP_ENDED: usize = 1000;
+
 pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -315,6 +319,7 @@ impl Tasks {
             .unwrap_or_else(|e| e.into_inner())
             .push(id.clone());
         self.save(&task);
+        self.forget_oldest_ended(KEEP_ENDED);
         if status == TaskStatus::Pending && task.spec.buildable() {
             let _ = self.queue.send(id);
         }
@@ -354,6 +359,35 @@ impl Tasks {
             let _ = self.queue.send(id.to_owned());
         }
         Ok(task)
+    }
+
+    /// Forget the oldest ended tasks beyond `keep` of them.
+    pub fn forget_oldest_ended(&self, keep: usize) {
+        let mut order = self.order.lock().unwrap_or_else(|e| e.into_inner());
+        let mut entries = self.lock();
+        let ended = order
+            .iter()
+            .filter(|id| entries.get(*id).is_some_and(|e| e.task.status.is_final()))
+            .count();
+        if ended <= keep {
+            return;
+        }
+        let mut excess = ended - keep;
+        let mut gone = Vec::new();
+        order.retain(|id| {
+            if excess > 0 && entries.get(id).is_some_and(|e| e.task.status.is_final()) {
+                excess -= 1;
+                gone.push(id.clone());
+                return false;
+            }
+            true
+        });
+        for id in gone {
+            entries.remove(&id);
+            if let Some(registry) = &self.registry {
+                registry.write(Write::ForgetTask(id));
+            }
+        }
     }
 
     /// Change task `id`: `change` returns its new status and the event's
@@ -524,4 +558,45 @@ impl Tasks {
 
 fn task_is_buildable(tasks: &Tasks, id: &str) -> bool {
     tasks.get(id).is_some_and(|t| t.spec.buildable())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn only_the_newest_ended_tasks_are_kept_and_running_ones_never_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let (registry, _) = Registry::open(dir.path()).unwrap();
+        let (tasks, _queue) = Tasks::new(Some(registry.clone()), Vec::new(), Default::default());
+        let spec = |n: usize| TaskSpec {
+            name: format!("t{n}"),
+            description: "d".into(),
+            ..Default::default()
+        };
+        let running = tasks.submit(spec(0)).unwrap().task_id;
+        let mut ended = Vec::new();
+        for n in 1..=5 {
+            let id = tasks.submit(spec(n)).unwrap().task_id;
+            tasks.cancel(&id).unwrap();
+            ended.push(id);
+        }
+        tasks.forget_oldest_ended(3);
+        let kept: Vec<String> = tasks.list().into_iter().map(|t| t.task_id).collect();
+        assert_eq!(
+            kept,
+            [
+                running.clone(),
+                ended[2].clone(),
+                ended[3].clone(),
+                ended[4].clone()
+            ]
+        );
+        registry.sync().await.unwrap();
+        drop(tasks);
+        registry.close();
+        drop(registry);
+        let (_registry, saved) = Registry::open(dir.path()).unwrap();
+        assert_eq!(saved.tasks.len(), 4, "forgotten in the registry too");
+    }
 }
