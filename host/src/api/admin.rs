@@ -1,6 +1,9 @@
 //! The admin token: who may change the plugins directory through the API.
 
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 
 use super::auth::{Presented, Token, bearer};
 use super::error::ApiError;
@@ -31,6 +34,19 @@ pub fn check(token: Option<&AdminToken>, headers: &HeaderMap) -> Result<(), ApiE
             "unauthorized",
             "this route needs `Authorization: Bearer <admin token>`",
         )),
+    }
+}
+
+/// A layer for routes that are all admin-only: [`check`] before the
+/// handler (and before its body is read).
+pub async fn required(
+    State(state): State<super::AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match check(state.admin_token.as_ref(), request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(e) => e.into_response(),
     }
 }
 

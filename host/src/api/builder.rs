@@ -6,10 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use axum::{Json, Router, routing};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -230,15 +228,10 @@ pub fn routes(state: AppState, allowed_hosts: Option<Vec<String>>) -> Router<App
         .route("/admin/builder/{tool}", routing::post(native_call))
         .route("/admin/audit", routing::get(audit))
         .route_service("/admin/mcp", mcp)
-        .route_layer(axum::middleware::from_fn_with_state(state, admin_only))
-}
-
-/// Every route here needs the admin token.
-async fn admin_only(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    match super::admin::check(state.admin_token.as_ref(), request.headers()) {
-        Ok(()) => next.run(request).await,
-        Err(e) => e.into_response(),
-    }
+        .route_layer(axum::middleware::from_fn_with_state(
+            state,
+            super::admin::required,
+        ))
 }
 
 async fn list() -> Json<Value> {

@@ -82,7 +82,7 @@ pub fn router(
         .merge(mcp)
         .merge(builder)
         .merge(native::routes())
-        .merge(tasks::routes())
+        .merge(tasks::routes(state.clone()))
         .merge(system::routes())
         .merge(plugins::routes(limits.max_upload_bytes))
         .merge(xagent::routes(limits.max_upload_bytes))

@@ -7,7 +7,7 @@
 use std::convert::Infallible;
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router, routing};
@@ -20,7 +20,8 @@ use super::body::JsonBody;
 use super::error::ApiError;
 use crate::tasks::{Example, Refusal, TaskEvent, TaskSpec};
 
-pub fn routes() -> Router<AppState> {
+/// Every route here is admin-only ([`super::admin::required`]).
+pub fn routes(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/tools/request", routing::post(request_tool))
         .route("/tasks", routing::get(list))
@@ -31,6 +32,10 @@ pub fn routes() -> Router<AppState> {
         .route("/tasks/{id}/submit", routing::post(submit))
         .route("/tasks/{id}/approve", routing::post(approve))
         .route("/budget", routing::get(budget))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state,
+            super::admin::required,
+        ))
 }
 
 pub fn refused(r: Refusal) -> ApiError {
@@ -90,10 +95,8 @@ pub fn admit(state: &AppState, spec: &TaskSpec) -> Result<(), ApiError> {
 
 async fn request_tool(
     State(state): State<AppState>,
-    headers: HeaderMap,
     JsonBody(spec): JsonBody<TaskSpec>,
 ) -> Result<Response, ApiError> {
-    super::admin::check(state.admin_token.as_ref(), &headers)?;
     admit(&state, &spec)?;
     let task = state.tasks.submit(spec).map_err(refused)?;
     tracing::info!(task = %task.task_id, kind = %task.kind, name = %task.spec.name, "tool requested");
@@ -104,8 +107,7 @@ async fn request_tool(
         .into_response())
 }
 
-async fn list(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
-    super::admin::check(state.admin_token.as_ref(), &headers)?;
+async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     let tasks: Vec<Value> = state.tasks.list().iter().map(|t| t.view()).collect();
     Ok(Json(json!({ "tasks": tasks })))
 }
@@ -119,19 +121,15 @@ fn find(state: &AppState, id: &str) -> Result<crate::tasks::Task, ApiError> {
 
 async fn status(
     State(state): State<AppState>,
-    headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    super::admin::check(state.admin_token.as_ref(), &headers)?;
     Ok(Json(find(&state, &id)?.view()))
 }
 
 async fn get(
     State(state): State<AppState>,
-    headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    super::admin::check(state.admin_token.as_ref(), &headers)?;
     let task = find(&state, &id)?;
     let mut view = task.view();
     view["events"] = json!(task.events);
@@ -140,10 +138,8 @@ async fn get(
 
 async fn cancel(
     State(state): State<AppState>,
-    headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    super::admin::check(state.admin_token.as_ref(), &headers)?;
     let task = state.tasks.cancel(&id).map_err(refused)?;
     Ok(Json(task.view()))
 }
@@ -152,10 +148,8 @@ async fn cancel(
 /// event; the stream ends with the final one.
 async fn events(
     State(state): State<AppState>,
-    headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    super::admin::check(state.admin_token.as_ref(), &headers)?;
     let (task, live) = state
         .tasks
         .follow(&id)
@@ -201,11 +195,9 @@ struct Claim {
 
 async fn claim(
     State(state): State<AppState>,
-    headers: HeaderMap,
     Path(id): Path<String>,
     JsonBody(claim): JsonBody<Claim>,
 ) -> Result<Json<Value>, ApiError> {
-    super::admin::check(state.admin_token.as_ref(), &headers)?;
     if claim.builder.trim().is_empty() {
         return Err(unprocessable("`builder` names who claims the task"));
     }
@@ -226,11 +218,9 @@ struct Submission {
 
 async fn submit(
     State(state): State<AppState>,
-    headers: HeaderMap,
     Path(id): Path<String>,
     JsonBody(s): JsonBody<Submission>,
 ) -> Result<Response, ApiError> {
-    super::admin::check(state.admin_token.as_ref(), &headers)?;
     if !matches!(s.language.as_str(), "python" | "javascript") {
         return Err(unprocessable(format!(
             "unknown language `{}`: use python or javascript",
@@ -249,18 +239,12 @@ async fn submit(
 
 async fn approve(
     State(state): State<AppState>,
-    headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    super::admin::check(state.admin_token.as_ref(), &headers)?;
     let task = state.tasks.approve(&id).map_err(refused)?;
     Ok(Json(task.view()))
 }
 
-async fn budget(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-) -> Result<Json<Value>, ApiError> {
-    super::admin::check(state.admin_token.as_ref(), &headers)?;
+async fn budget(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     Ok(Json(state.tasks.budget()))
 }

@@ -112,6 +112,15 @@ impl Allocation {
         }
     }
 
+    /// Container `name` was created as `id` (its hold, if any, follows
+    /// the id), or was not (its hold goes).
+    pub(super) fn created(&mut self, name: &str, id: Option<&str>) {
+        match id {
+            Some(id) => self.rename(name, id),
+            None => self.release(name),
+        }
+    }
+
     pub(super) fn release(&mut self, key: &str) {
         self.held.remove(key);
     }
@@ -320,10 +329,7 @@ impl DockerBackend {
         let begun = std::time::Instant::now();
         let created = docker.create_container(Some(options), body).await;
         let create_ms = begun.elapsed().as_secs_f64() * 1e3;
-        match &created {
-            Ok(c) => lock(&self.allocation).rename(&name, &c.id),
-            Err(_) => lock(&self.allocation).release(&name),
-        }
+        lock(&self.allocation).created(&name, created.as_ref().ok().map(|c| c.id.as_str()));
         let created = match created {
             Ok(c) => c,
             Err(bollard::errors::Error::DockerResponseServerError {

@@ -132,11 +132,7 @@ impl DockerBackend {
         }
         let options = CreateContainerOptionsBuilder::default().name(&name).build();
         let created = docker.create_container(Some(options), body).await;
-        match &created {
-            Ok(c) if spec.allocate => super::lock(&self.allocation).rename(&name, &c.id),
-            Err(_) if spec.allocate => super::lock(&self.allocation).release(&name),
-            _ => {}
-        }
+        super::lock(&self.allocation).created(&name, created.as_ref().ok().map(|c| c.id.as_str()));
         let created = match created {
             Ok(c) => c,
             Err(bollard::errors::Error::DockerResponseServerError {

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use rusqlite::{Connection, OpenFlags, params};
 
 use super::ToolStatus;
 use super::stats::StatsRow;
@@ -268,18 +268,6 @@ impl Store {
             }
         }
         tx.commit()
-    }
-
-    /// The status saved for `id`, if any (tests).
-    pub fn status(&self, id: &str) -> rusqlite::Result<Option<ToolStatus>> {
-        self.conn
-            .query_row(
-                "SELECT status FROM statuses WHERE tool_id = ?1",
-                [id],
-                |r| r.get::<_, String>(0),
-            )
-            .optional()
-            .map(|s| s.and_then(|s| ToolStatus::parse(&s)))
     }
 }
 

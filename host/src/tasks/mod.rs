@@ -38,6 +38,19 @@ pub enum TaskStatus {
 }
 
 impl TaskStatus {
+    /// Its name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::AwaitingApproval => "awaiting_approval",
+            TaskStatus::Pending => "pending",
+            TaskStatus::Building => "building",
+            TaskStatus::Testing => "testing",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
+        }
+    }
+
     pub fn is_final(self) -> bool {
         matches!(
             self,
@@ -133,6 +146,16 @@ struct Entry {
     cancel: CancellationToken,
 }
 
+impl Entry {
+    fn new(task: Task) -> Entry {
+        Entry {
+            task,
+            events: broadcast::channel(256).0,
+            cancel: CancellationToken::new(),
+        }
+    }
+}
+
 /// Why a task operation was refused.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refusal {
@@ -195,10 +218,7 @@ impl Tasks {
                     tasks.update(&id, |t| {
                         let message = format!(
                             "the server stopped while this task was {}: submit the request again",
-                            serde_json::to_value(status)
-                                .unwrap_or_default()
-                                .as_str()
-                                .unwrap_or("running")
+                            status.as_str()
                         );
                         t.error = Some(message.clone());
                         (TaskStatus::Failed, message)
@@ -219,14 +239,7 @@ impl Tasks {
 
     fn insert(&self, task: Task) {
         let id = task.task_id.clone();
-        self.lock().insert(
-            id.clone(),
-            Entry {
-                task,
-                events: broadcast::channel(256).0,
-                cancel: CancellationToken::new(),
-            },
-        );
+        self.lock().insert(id.clone(), Entry::new(task));
         self.order
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -305,14 +318,7 @@ impl Tasks {
             spec,
         };
         let id = task.task_id.clone();
-        entries.insert(
-            id.clone(),
-            Entry {
-                task: task.clone(),
-                events: broadcast::channel(256).0,
-                cancel: CancellationToken::new(),
-            },
-        );
+        entries.insert(id.clone(), Entry::new(task.clone()));
         drop(entries);
         self.order
             .lock()
@@ -463,10 +469,7 @@ impl Tasks {
         if status.is_final() {
             return Err(Refusal::Conflict(format!(
                 "task `{id}` has already ended ({})",
-                serde_json::to_value(status)
-                    .unwrap_or_default()
-                    .as_str()
-                    .unwrap_or("")
+                status.as_str()
             )));
         }
         token.cancel();
@@ -485,10 +488,7 @@ impl Tasks {
             return Err(Refusal::Conflict(format!(
                 "task `{id}` cannot be claimed: only a pending request (a description without source) can, and this is a {} task, {}",
                 current.kind,
-                serde_json::to_value(current.status)
-                    .unwrap_or_default()
-                    .as_str()
-                    .unwrap_or("")
+                current.status.as_str()
             )));
         }
         let builder = builder.to_owned();
