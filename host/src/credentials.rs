@@ -1,11 +1,12 @@
-//! Credentials of tools that call out (API tools, remote MCP servers): how a
-//! manifest names a secret (`[api.auth]`, `[mcp.auth]`) and where its value
-//! comes from. Values are injected by the host and never shown.
+//! Credentials of tools that call out (API tools, remote MCP servers, wasm
+//! plugins' outbound HTTP): how a manifest names a secret (`[api.auth]`,
+//! `[mcp.auth]`, `[[http.auth]]`) and where its value comes from. Values are
+//! injected by the host and never shown.
 
 use std::collections::BTreeMap;
 
 use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// A manifest's `auth` table: the kind, the header or query parameter, and
 /// the secret's *name*.
@@ -20,7 +21,7 @@ pub struct Auth {
     pub secret: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AuthKind {
     Header,

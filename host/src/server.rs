@@ -159,6 +159,7 @@ impl Server {
             backends.push(docker.clone());
         }
         let secrets = crate::credentials::Secrets::new(config.secrets.0.clone());
+        wasm.set_secrets(secrets.clone());
         backends.push(Arc::new(crate::httpapi::ApiBackend::new(secrets.clone())));
         let mcp = crate::mcpserver::McpBackend::new(secrets, docker.clone());
         let resources: Arc<dyn crate::sessions::SessionResources> = mcp.clone();

@@ -16,6 +16,11 @@
 //! [http]                  # outbound HTTP (wasi:http): see `wasm::http`
 //! allow = ["api.example.com", "*.wikipedia.org", "127.0.0.1:8080"]
 //! methods = ["GET", "HEAD"]
+//! [[http.auth]]           # a secret the host adds to requests for one host
+//! host = "api.example.com"  # exact, with an optional port; must be allowed
+//! kind = "header"           # "header" (needs `name`) or "bearer"
+//! name = "X-Api-Key"
+//! secret = "EXAMPLE_KEY"    # server config [secrets], else TOOLHOST_SECRET_EXAMPLE_KEY
 //! [env]
 //! pass = ["OPENAI_API_KEY"] # the server's environment variables the plugin sees
 //! ```
@@ -28,6 +33,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::credentials::{Auth, AuthKind};
 use crate::tool::Limits;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -61,6 +67,76 @@ pub struct HttpGrant {
     /// Empty: GET and HEAD.
     #[serde(default)]
     pub methods: Vec<String>,
+    /// Secrets the host injects into requests for given hosts.
+    #[serde(default)]
+    pub auth: Vec<HttpAuth>,
+}
+
+/// `[[http.auth]]`: the secret the host adds, as a sensitive header, to the
+/// plugin's requests for one exact host (and port) once the allow-list let
+/// them through. The plugin names the secret, never sees its value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpAuth {
+    /// The exact host, with an optional port (none: the scheme's default).
+    pub host: String,
+    pub kind: AuthKind,
+    /// The header that carries the secret (not for bearer).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The secret's name (never its value).
+    pub secret: String,
+}
+
+impl HttpAuth {
+    /// The host and port the secret goes to (port none: the scheme's default).
+    pub fn target(&self) -> Result<(String, Option<u16>), String> {
+        let entry = self.host.trim().to_ascii_lowercase();
+        let bad = |why: &str| format!("http.auth host `{}`: {why}", self.host);
+        if entry.contains('/') || entry.contains('*') || entry.is_empty() {
+            return Err(bad(
+                "write one exact host with an optional port, without a scheme, path or `*`",
+            ));
+        }
+        // `[::1]:8080` / `[::1]` (IPv6) or `host:port` / `host`.
+        let (host, port) = match entry.strip_prefix('[') {
+            Some(rest) => {
+                let (addr, after) = rest.split_once(']').ok_or_else(|| bad("unclosed `[`"))?;
+                (format!("[{addr}]"), after.strip_prefix(':'))
+            }
+            None => match entry.rsplit_once(':') {
+                Some((h, p)) => (h.to_owned(), Some(p)),
+                None => (entry.clone(), None),
+            },
+        };
+        let port = port
+            .map(|p| p.parse::<u16>().map_err(|_| bad("bad port")))
+            .transpose()?;
+        let valid = !host.is_empty()
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-.[]:".contains(&b));
+        if !valid {
+            return Err(bad("not a host name or address"));
+        }
+        Ok((host, port))
+    }
+
+    /// Check the entry: its host, its kind (header or bearer) and names.
+    pub fn check(&self) -> Result<(), String> {
+        self.target()?;
+        self.as_auth()
+            .check(&format!("http.auth for `{}`:", self.host), false)
+    }
+
+    /// The same as the `auth` table API tools use.
+    pub fn as_auth(&self) -> Auth {
+        Auth {
+            kind: self.kind,
+            name: self.name.clone(),
+            secret: self.secret.clone(),
+        }
+    }
 }
 
 /// Environment variables of the server passed to the plugin, by name.
@@ -106,7 +182,10 @@ pub const GUEST_WORKSPACE: &str = "/workspace";
 impl Manifest {
     /// Parse manifest text.
     pub fn parse(text: &str) -> Result<Manifest, String> {
-        toml::from_str(text).map_err(|e| e.message().to_owned() + &span_hint(text, e.span()))
+        let m: Manifest = toml::from_str(text)
+            .map_err(|e| e.message().to_owned() + &span_hint(text, e.span()))?;
+        m.http.auth.iter().try_for_each(HttpAuth::check)?;
+        Ok(m)
     }
 
     /// The effective limits: these over `defaults`, checked against the engine.
@@ -201,5 +280,119 @@ mod tests {
         assert!(m.limits(&Limits::default(), 512).is_err());
         let m = Manifest::parse("[limits]\nmax_concurrency = 0").unwrap();
         assert!(m.limits(&Limits::default(), 512).is_err());
+    }
+
+    #[test]
+    fn http_auth_entries_name_a_host_a_kind_and_a_secret() {
+        let m = Manifest::parse(
+            r#"
+            [http]
+            allow = ["api.search.brave.com", "127.0.0.1:8080"]
+            [[http.auth]]
+            host = "api.search.brave.com"
+            kind = "header"
+            name = "X-Subscription-Token"
+            secret = "BRAVE_API_KEY"
+            [[http.auth]]
+            host = "127.0.0.1:8080"
+            kind = "bearer"
+            secret = "LOCAL"
+            "#,
+        )
+        .unwrap();
+        let [brave, local] = &m.http.auth[..] else {
+            panic!("two entries: {:?}", m.http.auth)
+        };
+        assert_eq!(
+            brave.target().unwrap(),
+            ("api.search.brave.com".into(), None)
+        );
+        assert_eq!(brave.kind, AuthKind::Header);
+        assert_eq!(local.target().unwrap(), ("127.0.0.1".into(), Some(8080)));
+        let six = HttpAuth {
+            host: "[::1]:9".into(),
+            ..local.clone()
+        };
+        assert_eq!(six.target().unwrap(), ("[::1]".into(), Some(9)));
+
+        let entry = |body: &str| Manifest::parse(&format!("[[http.auth]]\n{body}"));
+        let cases = [
+            // An unknown kind, and a query secret (no query injection here).
+            (
+                r#"host="a.com"
+kind="cookie"
+secret="K""#,
+                "cookie",
+            ),
+            (
+                r#"host="a.com"
+kind="query"
+name="k"
+secret="K""#,
+                "kind",
+            ),
+            // A header without a name, or with an empty one.
+            (
+                r#"host="a.com"
+kind="header"
+secret="K""#,
+                "name",
+            ),
+            (
+                r#"host="a.com"
+kind="header"
+name=""
+secret="K""#,
+                "name",
+            ),
+            // Secret names: letters, digits, `_`; a missing one.
+            (
+                r#"host="a.com"
+kind="bearer"
+secret="a-b""#,
+                "secret",
+            ),
+            (
+                r#"host="a.com"
+kind="bearer""#,
+                "secret",
+            ),
+            // Hosts: exact, no scheme, path or wildcard; a real port.
+            (
+                r#"host="https://a.com"
+kind="bearer"
+secret="K""#,
+                "https://a.com",
+            ),
+            (
+                r#"host="*.a.com"
+kind="bearer"
+secret="K""#,
+                "*.a.com",
+            ),
+            (
+                r#"host="a.com:http"
+kind="bearer"
+secret="K""#,
+                "bad port",
+            ),
+            (
+                r#"host=""
+kind="bearer"
+secret="K""#,
+                "http.auth host",
+            ),
+            (
+                r#"host="a.com"
+kind="bearer"
+secret="K"
+value="leaked""#,
+                "value",
+            ),
+        ];
+        for (body, expected) in cases {
+            let err = entry(body).unwrap_err();
+            assert!(err.contains(expected), "{body}: {err}");
+        }
     }
 }

@@ -110,6 +110,8 @@ pub struct WasmBackend {
     cache: Option<CompileCache>,
     /// Compilations running at once (each also uses cranelift's own threads).
     compile_slots: Semaphore,
+    /// Named secrets for `[[http.auth]]` (else only the environment's).
+    secrets: std::sync::OnceLock<crate::credentials::Secrets>,
     _ticker: engine::EpochTicker,
 }
 
@@ -150,8 +152,15 @@ impl WasmBackend {
             reservation,
             cache,
             compile_slots: Semaphore::new(parallel),
+            secrets: std::sync::OnceLock::new(),
             _ticker: ticker,
         }))
+    }
+
+    /// The server's named secrets, for manifests' `[[http.auth]]` (set once,
+    /// before plugins load; unset: `TOOLHOST_SECRET_<NAME>` only).
+    pub fn set_secrets(&self, secrets: crate::credentials::Secrets) {
+        let _ = self.secrets.set(secrets);
     }
 
     /// The compile cache, if any.
@@ -212,6 +221,10 @@ impl WasmBackend {
         let pre = PluginPre::new(pre).map_err(|e| LoadError::Link(format!("{e:#}")))?;
         let http = http::HttpPolicy::parse(&manifest.http.allow, &manifest.http.methods)
             .map_err(LoadError::Manifest)?;
+        let method = manifest.http.methods.first().map_or("GET", String::as_str);
+        let secrets = self.secrets.get().cloned().unwrap_or_default();
+        let credentials = http::Credentials::resolve(&manifest.http.auth, &secrets, &http, method)
+            .map_err(LoadError::Manifest)?;
         let env = manifest
             .env
             .pass
@@ -222,6 +235,7 @@ impl WasmBackend {
             name: name.to_owned(),
             config: manifest.config.clone(),
             http: Arc::new(http),
+            credentials: Arc::new(credentials),
             env,
         });
         let toolkit = Arc::new(WasmToolkit::new(

@@ -23,6 +23,8 @@ pub struct PluginContext {
     pub config: BTreeMap<String, String>,
     /// Outbound HTTP the manifest grants.
     pub http: Arc<super::http::HttpPolicy>,
+    /// Secrets the host adds to requests for given hosts (`[[http.auth]]`).
+    pub credentials: Arc<super::http::Credentials>,
     /// Environment variables the manifest passes (name, value at load time).
     pub env: Vec<(String, String)>,
 }
@@ -51,6 +53,7 @@ impl CallState {
     ) -> Self {
         let http_hooks = super::http::PolicyHooks {
             policy: plugin.http.clone(),
+            credentials: plugin.credentials.clone(),
             plugin: plugin.name.clone(),
             tool: tool.clone(),
         };
