@@ -384,8 +384,7 @@ pub fn text_of(n: NodeRef<'_, Node>) -> String {
 fn metadata(doc: &Html) -> (Option<String>, Option<String>, Option<String>) {
     let root = doc.tree.root();
     let find = |pred: &dyn Fn(&scraper::node::Element) -> bool| {
-        root.descendants()
-            .find(|n| element(*n).is_some_and(pred))
+        root.descendants().find(|n| element(*n).is_some_and(pred))
     };
     let meta = |attr: &str, value: &str| {
         find(&|e| e.name() == "meta" && e.attr(attr).is_some_and(|v| v.eq_ignore_ascii_case(value)))
