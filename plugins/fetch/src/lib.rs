@@ -1,17 +1,14 @@
 //! `fetch`: a web page as an agent wants it, readable text plus links.
 //!
-//! The request goes out through `wasi:http/outgoing-handler`; the host checks
-//! it against this plugin's manifest (`[http] allow`) before any connection
+//! The request goes out through `wasi:http/outgoing-handler` (the SDK's
+//! `http::get`); the host checks it against this plugin's manifest (`[http] allow`) before any connection
 //! is made, so the plugin reaches exactly the hosts its operator listed. A
 //! refused request is an error the agent reads (`HTTP-request-denied`).
 
 mod html;
 
 use serde::Serialize;
-use toolhost_sdk::{Deserialize, Json, JsonSchema, ToolError, host};
-use wasip2::http::outgoing_handler;
-use wasip2::http::types::{ErrorCode, Fields, Method, OutgoingRequest, Scheme};
-use wasip2::io::streams::StreamError;
+use toolhost_sdk::{Deserialize, Json, JsonSchema, ToolError, host, http};
 
 /// Largest body read, bytes; the rest is not downloaded.
 const MAX_BODY: usize = 5 << 20;
@@ -46,33 +43,12 @@ struct Page {
 
 /// Fetch a web page and return its readable text and links.
 fn page(input: PageInput) -> Result<Json<Page>, ToolError> {
-    let url = url::Url::parse(&input.url)
-        .map_err(|e| ToolError::invalid_input(format!("`url` is not a URL: {e}")))?;
-    let scheme = match url.scheme() {
-        "http" => Scheme::Http,
-        "https" => Scheme::Https,
-        other => {
-            return Err(ToolError::invalid_input(format!(
-                "`url` must be http or https, not {other}"
-            )));
-        }
-    };
-    let host_part = url
-        .host_str()
-        .ok_or_else(|| ToolError::invalid_input("`url` has no host"))?;
-    let authority = match url.port() {
-        Some(port) => format!("{host_part}:{port}"),
-        None => host_part.to_owned(),
-    };
-    let path = match url.query() {
-        Some(q) => format!("{}?{q}", url.path()),
-        None => url.path().to_owned(),
-    };
-
+    let url = http::parse_url(&input.url)?;
     host::progress(&format!("GET {url}"), None, None);
-    let (status, content_type, body) = get(scheme, &authority, &path)?;
-    let body = String::from_utf8_lossy(&body);
-    let is_html = content_type
+    let response = http::get(&url, "toolhost-fetch/0.1", MAX_BODY, "fetch")?;
+    let body = String::from_utf8_lossy(&response.body);
+    let is_html = response
+        .content_type
         .as_deref()
         .is_none_or(|t| t.contains("html") || t.contains("xml"));
     let (title, text, links) = if is_html {
@@ -90,88 +66,13 @@ fn page(input: PageInput) -> Result<Json<Page>, ToolError> {
     };
     Ok(Json(Page {
         url: url.to_string(),
-        status,
-        content_type,
+        status: response.status,
+        content_type: response.content_type,
         title,
         text,
         truncated,
         links,
     }))
-}
-
-/// One GET; the status, content type and (at most [`MAX_BODY`] bytes of) body.
-fn get(
-    scheme: Scheme,
-    authority: &str,
-    path: &str,
-) -> Result<(u16, Option<String>, Vec<u8>), ToolError> {
-    let headers =
-        Fields::from_list(&[("user-agent".to_owned(), b"toolhost-fetch/0.1".to_vec())])
-            .map_err(|e| ToolError::failed(format!("cannot build the request headers: {e:?}")))?;
-    let request = OutgoingRequest::new(headers);
-    let bad = |what: &str| ToolError::invalid_input(format!("cannot use this URL's {what}"));
-    request
-        .set_method(&Method::Get)
-        .map_err(|()| bad("method"))?;
-    request
-        .set_scheme(Some(&scheme))
-        .map_err(|()| bad("scheme"))?;
-    request
-        .set_authority(Some(authority))
-        .map_err(|()| bad("host"))?;
-    request
-        .set_path_with_query(Some(path))
-        .map_err(|()| bad("path"))?;
-
-    let pending = outgoing_handler::handle(request, None).map_err(http_error)?;
-    let response = loop {
-        match pending.get() {
-            Some(Ok(Ok(response))) => break response,
-            Some(Ok(Err(e))) => return Err(http_error(e)),
-            Some(Err(())) => return Err(ToolError::failed("the response was already taken")),
-            None => pending.subscribe().block(),
-        }
-    };
-    let status = response.status();
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .first()
-        .map(|v| String::from_utf8_lossy(v).into_owned());
-    let body = response
-        .consume()
-        .map_err(|()| ToolError::failed("the response has no body"))?;
-    let stream = body
-        .stream()
-        .map_err(|()| ToolError::failed("cannot read the response body"))?;
-    let mut bytes = Vec::new();
-    while bytes.len() < MAX_BODY {
-        match stream.blocking_read(64 * 1024) {
-            Ok(chunk) => bytes.extend_from_slice(&chunk),
-            Err(StreamError::Closed) => break,
-            Err(StreamError::LastOperationFailed(e)) => {
-                return Err(ToolError::failed(format!(
-                    "reading the body failed: {}",
-                    e.to_debug_string()
-                )));
-            }
-        }
-    }
-    bytes.truncate(MAX_BODY);
-    Ok((status, content_type, bytes))
-}
-
-/// A wasi:http error as the agent should read it.
-fn http_error(e: ErrorCode) -> ToolError {
-    match e {
-        ErrorCode::HttpRequestDenied => ToolError::failed(
-            "HTTP request denied: this host is not in the fetch plugin's allow-list \
-             (the manifest's [http] allow)",
-        ),
-        ErrorCode::DnsError(_) => ToolError::failed("the host name could not be resolved"),
-        ErrorCode::ConnectionRefused => ToolError::failed("the connection was refused"),
-        other => ToolError::failed(format!("the request failed: {other:?}")),
-    }
 }
 
 toolhost_sdk::toolkit! {

@@ -1,11 +1,18 @@
 //! The host's imports: logging, progress reports, configuration values.
+//!
+//! Outside wasm (a plugin's native unit tests) there is no host: records and
+//! progress go nowhere and no configuration value is set.
 
+use crate::LogLevel;
+#[cfg(target_arch = "wasm32")]
 use crate::bindings::toolhost::plugin::host as imports;
-use crate::{LogLevel, Progress};
 
 /// Write a log record into the host's log (tagged with plugin, tool and session).
 pub fn log(level: LogLevel, message: &str) {
+    #[cfg(target_arch = "wasm32")]
     imports::log(level, message);
+    #[cfg(not(target_arch = "wasm32"))]
+    let _ = (level, message);
 }
 
 /// Log at info level.
@@ -25,14 +32,23 @@ pub fn debug(message: &str) {
 
 /// Report progress of the current call; streaming clients receive it as it happens.
 pub fn progress(message: &str, done: Option<f64>, total: Option<f64>) {
-    imports::report_progress(&Progress {
+    #[cfg(target_arch = "wasm32")]
+    imports::report_progress(&crate::Progress {
         message: message.to_owned(),
         done,
         total,
     });
+    #[cfg(not(target_arch = "wasm32"))]
+    let _ = (message, done, total);
 }
 
 /// A value from the `[config]` table of this plugin's manifest.
 pub fn config(key: &str) -> Option<String> {
-    imports::config(key)
+    #[cfg(target_arch = "wasm32")]
+    return imports::config(key);
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let _ = key;
+        None
+    }
 }

@@ -57,6 +57,8 @@ mod output;
 pub use output::{IntoContents, Json};
 
 pub mod host;
+#[cfg(feature = "http")]
+pub mod http;
 
 impl ToolError {
     /// The input was wrong (the agent's fault): it may retry with other input.
