@@ -6,7 +6,7 @@ BIND         ?= 127.0.0.1:8001
 WASM_TARGET  := wasm32-wasip2
 WASM_OUT     := target/$(WASM_TARGET)/plugin
 # Example plugins served by `make run`, and test fixtures (never served).
-PLUGINS      := calc files fetch storage web
+PLUGINS      := calc files fetch storage web doc
 FIXTURES     := hostile wrong-version
 GUESTS       := $(PLUGINS) $(FIXTURES)
 # Python plugins (componentize-py, via sdk/python/build.sh).

@@ -1,0 +1,361 @@
+//! The shipped `doc` plugin (#23): real documents (tests/fixtures/docs, with
+//! their origin and licence) read through the real binary and compared with
+//! what poppler's `pdftotext` and `pandoc` made of them (committed in
+//! `ref/`); structure, metadata and paging; hostile documents ending one call;
+//! retrieval over a session's workspace.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use toolhost_e2e::*;
+
+fn fixtures() -> PathBuf {
+    repo_root().join("tests/fixtures/docs")
+}
+
+/// A server with `doc` and a session `s` whose workspace holds the fixtures.
+fn server_with_docs() -> Server {
+    let s = Server::start(PluginsDir::new().add("doc", "doc"));
+    let ws = workspace(&s, "s");
+    for entry in std::fs::read_dir(fixtures()).unwrap().flatten() {
+        if entry.path().is_file() {
+            std::fs::copy(entry.path(), ws.join(entry.file_name())).unwrap();
+        }
+    }
+    s
+}
+
+fn workspace(s: &Server, session: &str) -> PathBuf {
+    let ws = s.data.path().join("data/workspaces").join(session);
+    std::fs::create_dir_all(&ws).unwrap();
+    ws
+}
+
+/// Words of a text, lower-cased, hyphenation at line ends undone.
+fn words(text: &str) -> Vec<String> {
+    let text = text.replace("-\n", "");
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// F1 of the two bags of words (1.0: the same words, as often).
+fn word_f1(a: &str, b: &str) -> f64 {
+    let count = |t: &str| {
+        let mut m: HashMap<String, usize> = HashMap::new();
+        for w in words(t) {
+            *m.entry(w).or_default() += 1;
+        }
+        m
+    };
+    let (ca, cb) = (count(a), count(b));
+    let common: usize = ca
+        .iter()
+        .map(|(w, n)| (*n).min(*cb.get(w).unwrap_or(&0)))
+        .sum();
+    let total: usize = ca.values().sum::<usize>() + cb.values().sum::<usize>();
+    2.0 * common as f64 / total.max(1) as f64
+}
+
+/// The whole text of a document, read window by window through `next_offset`.
+fn read_all(s: &Server, path: &str, max_chars: usize) -> (Value, String) {
+    let mut offset = 0;
+    let mut text = String::new();
+    let mut first = Value::Null;
+    for _ in 0..1000 {
+        let (code, body) = s.invoke_in(
+            "s",
+            "doc_parser",
+            json!({"path": path, "offset": offset, "max_chars": max_chars}),
+        );
+        assert_eq!(code, 200, "{path}: {body}");
+        let r = &body["result"];
+        for section in r["sections"].as_array().unwrap() {
+            text += section["text"].as_str().unwrap();
+        }
+        if first.is_null() {
+            first = r.clone();
+        }
+        match r["next_offset"].as_u64() {
+            Some(n) => {
+                assert!(n as usize > offset, "{body}");
+                offset = n as usize;
+            }
+            None => return (first, text),
+        }
+    }
+    panic!("{path}: paging never ended");
+}
+
+#[test]
+fn documents_read_as_their_anchors_read_them() {
+    let s = server_with_docs();
+    let reference = |name: &str, anchor: &str| {
+        std::fs::read_to_string(fixtures().join(format!("ref/{name}.{anchor}.txt"))).unwrap()
+    };
+    let mut report = Vec::new();
+    for entry in std::fs::read_dir(fixtures()).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let anchor = match Path::new(&name).extension().and_then(|e| e.to_str()) {
+            Some("pdf") => "pdftotext",
+            Some("docx") if !name.starts_with("par-") => "pandoc",
+            _ => continue,
+        };
+        let (first, ours) = read_all(&s, &name, 200_000);
+        let theirs = reference(&name, anchor);
+        let f1 = word_f1(&ours, &theirs);
+        report.push(format!("{name}: {f1:.3}"));
+        // userv-overview.pdf is a diagram: words in boxes, no reading order.
+        let floor = if name == "userv-overview.pdf" {
+            0.9
+        } else {
+            0.95
+        };
+        assert!(f1 >= floor, "{name}: word F1 {f1:.3} against {anchor}");
+        if anchor == "pdftotext" {
+            // pdftotext ends every page with a form feed.
+            let pages = theirs.matches('\u{c}').count();
+            assert_eq!(first["count"], pages, "{name}");
+            assert_eq!(first["format"], "pdf");
+        }
+    }
+    assert_eq!(report.len(), 13, "{report:?}");
+    eprintln!("word F1 against the anchors: {}", report.join(", "));
+}
+
+#[test]
+fn structure_metadata_pages_and_paging() {
+    let s = server_with_docs();
+    // Excel: each sheet a Markdown table, dates as dates.
+    let (code, body) = s.invoke_in("s", "doc_parser", json!({"path": "ubuntu.xlsx"}));
+    assert_eq!(code, 200, "{body}");
+    let sheet = &body["result"]["sections"][0];
+    assert_eq!(
+        (&sheet["kind"], &sheet["title"]),
+        (&json!("sheet"), &json!("ubuntu"))
+    );
+    let text = sheet["text"].as_str().unwrap();
+    assert!(text.contains("| version | codename | series |"), "{text}");
+    assert!(
+        text.contains("| Warty Warthog | warty | 2004-03-05 |"),
+        "{text}"
+    );
+    // PowerPoint: slides in order, with their text.
+    let (_, body) = s.invoke_in(
+        "s",
+        "doc_parser",
+        json!({"path": "tutorial.pptx", "pages": "2-3"}),
+    );
+    let r = &body["result"];
+    assert_eq!(r["count"], 8, "{body}");
+    let numbers: Vec<u64> = r["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, [2, 3]);
+    assert_eq!(r["sections"][0]["kind"], "slide");
+    // A PowerPoint table.
+    let (_, body) = s.invoke_in("s", "doc_parser", json!({"path": "tbl-cell.pptx"}));
+    assert!(
+        body["result"]["sections"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("| having custom margins |"),
+        "{body}"
+    );
+    // Word: headings by style.
+    let (_, body) = s.invoke_in("s", "doc_parser", json!({"path": "par-known-styles.docx"}));
+    assert!(
+        body["result"]["sections"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("# Heading 1"),
+        "{body}"
+    );
+    // PDF: page ranges, metadata.
+    let (_, body) = s.invoke_in(
+        "s",
+        "doc_parser",
+        json!({"path": "blktrace.pdf", "pages": "3,5-6"}),
+    );
+    let r = &body["result"];
+    let numbers: Vec<u64> = r["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, [3, 5, 6], "{body}");
+    assert_eq!(r["metadata"]["producer"], "xdvipdfmx (20181012)", "{body}");
+    // Small windows give back exactly the text of one big one.
+    let (_, whole) = read_all(&s, "cvs-paper.pdf", 200_000);
+    let (_, paged) = read_all(&s, "cvs-paper.pdf", 2_000);
+    assert_eq!(whole, paged);
+    // Base64 in, the same as the file.
+    let b64 = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        std::fs::read(fixtures().join("how-to-use.docx")).unwrap(),
+    );
+    let (code, body) = s.invoke_in("s", "doc_parser", json!({"base64": b64}));
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["result"]["format"], "docx");
+    // The caller's mistakes.
+    for bad in [
+        json!({}),
+        json!({"path": "blktrace.pdf", "url": "http://x/"}),
+        json!({"path": "blktrace.pdf", "pages": "0-2"}),
+        json!({"path": "blktrace.pdf", "pages": "99-"}),
+        json!({"path": "how-to-use.docx", "pages": "1"}),
+        json!({"path": "../../etc/passwd"}),
+        json!({"path": "missing.pdf"}),
+        json!({"path": "cvs-paper.pdf", "offset": 10_000_000}),
+    ] {
+        let (code, body) = s.invoke_in("s", "doc_parser", bad.clone());
+        assert_eq!((code, kind(&body)), (422, "invalid_input"), "{bad}: {body}");
+    }
+}
+
+/// A ZIP holding `word/document.xml` of `size` zero bytes, made by Python's
+/// zipfile (deflate); with `lie`, the sizes in its headers say 100 bytes.
+fn zip_bomb(dir: &Path, size: usize, lie: bool) -> Vec<u8> {
+    let out = dir.join("bomb.docx");
+    let script = format!(
+        "import zipfile,sys\n\
+         with zipfile.ZipFile(sys.argv[1],'w',zipfile.ZIP_DEFLATED) as z:\n\
+         \x20   z.writestr('[Content_Types].xml','<Types/>')\n\
+         \x20   z.writestr('word/document.xml',b'<w:document>'+b'\\0'*{size})\n"
+    );
+    let ok = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .arg(&out)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let mut bytes = std::fs::read(&out).unwrap();
+    if lie {
+        // Uncompressed size: local header offset 22, central directory entry 24.
+        let real = (size as u32 + 12).to_le_bytes();
+        let mut i = 0;
+        while i + 4 <= bytes.len() {
+            if bytes[i..i + 4] == real {
+                bytes[i..i + 4].copy_from_slice(&100u32.to_le_bytes());
+            }
+            i += 1;
+        }
+    }
+    bytes
+}
+
+#[test]
+fn hostile_documents_end_one_call_and_nothing_else() {
+    let s = server_with_docs();
+    let ws = workspace(&s, "s");
+    let good = || {
+        let (code, body) = s.invoke_in(
+            "s",
+            "doc_parser",
+            json!({"path": "tutorial.pdf", "pages": "1"}),
+        );
+        assert_eq!(code, 200, "a good call after a bad one: {body}");
+    };
+    let expect = |params: Value, code: u16, words: &str| {
+        let (c, body) = s.invoke_in("s", "doc_parser", params.clone());
+        let message = body.to_string();
+        assert_eq!(c, code, "{params}: {message}");
+        assert!(message.contains(words), "{params}: {message}");
+        good();
+    };
+    // A truncated PDF.
+    let pdf = std::fs::read(fixtures().join("cvs-paper.pdf")).unwrap();
+    std::fs::write(ws.join("cut.pdf"), &pdf[..pdf.len() / 3]).unwrap();
+    let (code, body) = s.invoke_in("s", "doc_parser", json!({"path": "cut.pdf"}));
+    assert!(code == 422 || code == 200, "{body}");
+    good();
+    // Noise named .pdf, a legacy .doc.
+    std::fs::write(
+        ws.join("noise.pdf"),
+        (0..4096u32)
+            .map(|i| (i * 7919 % 251) as u8)
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    expect(json!({"path": "noise.pdf"}), 422, "not a pdf document");
+    let mut doc = vec![0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1];
+    doc.resize(2048, 0);
+    std::fs::write(ws.join("old.doc"), doc).unwrap();
+    expect(json!({"path": "old.doc"}), 422, "legacy binary Office");
+    // ZIP bombs dressed as DOCX: honest headers (refused before inflating) and
+    // lying ones (stopped while inflating).
+    std::fs::write(ws.join("bomb.docx"), zip_bomb(&ws, 400 << 20, false)).unwrap();
+    expect(json!({"path": "bomb.docx"}), 422, "ZIP bomb");
+    std::fs::write(ws.join("liar.docx"), zip_bomb(&ws, 400 << 20, true)).unwrap();
+    let (code, body) = s.invoke_in("s", "doc_parser", json!({"path": "liar.docx"}));
+    assert_eq!(code, 422, "{body}");
+    good();
+    // 50 MB of HTML: refused before it is read.
+    let page = format!(
+        "<html><body>{}</body></html>",
+        "<p>filler text</p>".repeat(50 << 20 >> 4)
+    );
+    std::fs::write(ws.join("huge.html"), page).unwrap();
+    expect(json!({"path": "huge.html"}), 422, "documents up to 32 MB");
+    // A URL outside the allow-list (the manifest allows none).
+    let (code, body) = s.invoke_in(
+        "s",
+        "doc_parser",
+        json!({"url": "http://127.0.0.1:9/x.pdf"}),
+    );
+    assert_ne!(code, 200);
+    assert!(body.to_string().contains("allow-list"), "{body}");
+    good();
+    assert!(s.get("/health").0 == 200);
+}
+
+#[test]
+fn retrieval_searches_the_sessions_documents() {
+    let s = server_with_docs();
+    let ws = workspace(&s, "s");
+    std::fs::create_dir_all(ws.join("notes")).unwrap();
+    std::fs::write(
+        ws.join("notes/zh.md"),
+        "# 笔记\n\n机器学习是人工智能的一个分支，研究计算机如何从数据中学习。",
+    )
+    .unwrap();
+    let search = |params: Value| {
+        let (code, body) = s.invoke_in("s", "doc_retrieval", params);
+        assert_eq!(code, 200, "{body}");
+        body["result"].clone()
+    };
+    let r = search(json!({"query": "replay captured block IO traces on a device"}));
+    assert_eq!(r["mode"], "keyword");
+    assert!(r["note"].is_null(), "{r}");
+    assert_eq!(r["results"][0]["file"], "btreplay.pdf", "{r}");
+    assert!(r["results"][0]["page"].as_u64().unwrap() >= 1, "{r}");
+    let indexed = r["index"]["updated"].as_array().unwrap().len();
+    assert!(indexed >= 18, "{r}");
+    assert_eq!(r["index"]["files"], indexed);
+    // CJK.
+    let r = search(json!({"query": "人工智能", "top_k": 1}));
+    assert_eq!(r["results"][0]["file"], "notes/zh.md", "{r}");
+    // Incremental: nothing changed, nothing parsed; a changed file alone.
+    assert_eq!(r["index"]["updated"], json!([]), "{r}");
+    std::fs::write(ws.join("notes/zh.md"), "# 笔记\n\n深度学习使用神经网络。").unwrap();
+    let r = search(json!({"query": "神经网络", "files": ["notes"]}));
+    assert_eq!(r["index"]["updated"], json!(["notes/zh.md"]), "{r}");
+    assert_eq!(r["results"].as_array().unwrap().len(), 1, "{r}");
+    // Vector search asked for without embeddings: keyword, and said so.
+    let r = search(json!({"query": "xmlformat configuration file", "mode": "hybrid"}));
+    assert_eq!(r["mode"], "keyword");
+    assert!(
+        r["note"].as_str().unwrap().contains("no embedding model"),
+        "{r}"
+    );
+    // Another session has its own (empty) index.
+    let (_, body) = s.invoke_in("other", "doc_retrieval", json!({"query": "cvs"}));
+    assert_eq!(body["result"]["results"], json!([]), "{body}");
+}
