@@ -6,9 +6,13 @@ BIND         ?= 127.0.0.1:8001
 WASM_TARGET  := wasm32-wasip2
 WASM_OUT     := target/$(WASM_TARGET)/plugin
 # Example plugins served by `make run`, and test fixtures (never served).
-PLUGINS      := calc files fetch storage web doc
+PLUGINS      := calc files fetch storage web image doc
 FIXTURES     := hostile wrong-version
 GUESTS       := $(PLUGINS) $(FIXTURES)
+# Guests whose cargo package has another name (`image`'s would clash with the
+# `image` crate it uses): plugin=package; the rest are their own package.
+PACKAGES     := image=image-plugin
+GUEST_PKGS   := $(foreach g,$(GUESTS),$(or $(patsubst $(g)=%,%,$(filter $(g)=%,$(PACKAGES))),$(g)))
 # Python plugins (componentize-py, via sdk/python/build.sh).
 PY_PLUGINS   := textstats python
 # JavaScript plugins and fixtures (componentize-js, via sdk/js/build.sh).
@@ -44,7 +48,7 @@ test:
 	@$(PHASE) node-image $(MAKE) --no-print-directory node-image
 	@$(PHASE) fmt $(CARGO) fmt --all --check
 	@$(PHASE) clippy $(CARGO) clippy --workspace --all-targets -- -D warnings
-	@$(PHASE) clippy-guests $(CARGO) clippy --target $(WASM_TARGET) $(GUESTS:%=-p %) -p toolhost-sdk -- -D warnings
+	@$(PHASE) clippy-guests $(CARGO) clippy --target $(WASM_TARGET) $(GUEST_PKGS:%=-p %) -p toolhost-sdk -- -D warnings
 	@$(PHASE) cargo-test $(CARGO) test --workspace
 	@$(PHASE) lang-units $(MAKE) --no-print-directory py-unit js-unit c-unit
 	@$(PHASE) drivers python3 plugins/node/test_drivers.py
@@ -72,7 +76,7 @@ c-toolchain:
 	fi
 
 guests: wasm-target
-	$(CARGO) build --target $(WASM_TARGET) --profile plugin $(GUESTS:%=-p %)
+	$(CARGO) build --target $(WASM_TARGET) --profile plugin $(GUEST_PKGS:%=-p %)
 
 ## Every example component + manifest into target/plugins/ (Rust, Python,
 ## JavaScript and C components, Docker toolkit folders), precompiled for this
@@ -80,7 +84,8 @@ guests: wasm-target
 plugins: guests c-toolchain
 	@mkdir -p target/plugins
 	@for p in $(PLUGINS); do \
-	  cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm target/plugins/$$p.wasm && \
+	  pkg=$$(echo " $(PACKAGES) " | sed -n "s/.* $$p=\([^ ]*\) .*/\1/p"); \
+	  cp $(WASM_OUT)/$$(echo $${pkg:-$$p} | tr - _).wasm target/plugins/$$p.wasm && \
 	  cp plugins/$$p/$$p.toml target/plugins/$$p.toml || exit 1; \
 	done
 	@for p in $(PY_PLUGINS); do sdk/python/build.sh plugins/$$p target/plugins || exit 1; done
