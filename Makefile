@@ -23,8 +23,9 @@ JS_FIXTURES  := js-throws
 C_PLUGINS    := checksum
 C_FIXTURES   := c-bad
 TOOLHOST_BIN ?= $(CURDIR)/target/debug/toolhost
-# Docker toolkits (a folder each: manifest + in-container driver).
-TOOLKITS     := shell notebook browser imagecompress
+# Folder toolkits: Docker toolkits (manifest + in-container driver), and
+# `code` (code_interpreter, routing to the notebook or python_run).
+TOOLKITS     := shell notebook browser imagecompress code
 
 .PHONY: fuzz soak run test py-unit js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build lint bench clean docker node-image driver-test
 
@@ -94,7 +95,8 @@ plugins: guests c-toolchain
 	@for p in $(C_PLUGINS); do TOOLHOST_BIN=$(TOOLHOST_BIN) sdk/c/build.sh plugins/$$p target/plugins || exit 1; done
 	@for t in $(TOOLKITS); do \
 	  mkdir -p target/plugins/$$t && \
-	  cp plugins/$$t/*.toml plugins/$$t/*.py target/plugins/$$t/ || exit 1; \
+	  cp plugins/$$t/*.toml target/plugins/$$t/ && \
+	  { ! ls plugins/$$t/*.py >/dev/null 2>&1 || cp plugins/$$t/*.py target/plugins/$$t/; } || exit 1; \
 	done
 	@# Compiled ahead of time into target/plugins/.compile-cache: the first
 	@# start of `make run`, even on a fresh data directory, is warm.

@@ -240,7 +240,7 @@ pub fn folder_files(dir: &Path, name: &str, kind: &str) -> Vec<PathBuf> {
 
 /// The tables folder manifests are told apart by; the first owns a
 /// manifest that names none of them.
-const FOLDER_KINDS: [&str; 3] = ["docker", "api", "mcp"];
+const FOLDER_KINDS: [&str; 4] = ["docker", "api", "mcp", "interpreter"];
 
 /// The folder backend that owns a manifest that does not parse, so it is
 /// listed once, failed with the parser's reason: the kind whose table

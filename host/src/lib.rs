@@ -26,6 +26,7 @@ pub mod credentials;
 pub mod dispatch;
 pub mod docker;
 pub mod httpapi;
+pub mod interpreter;
 pub mod mcpserver;
 pub mod metrics;
 pub mod outbound;

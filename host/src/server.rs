@@ -165,6 +165,10 @@ impl Server {
         let resources: Arc<dyn crate::sessions::SessionResources> = mcp.clone();
         sessions.add_resources(Arc::downgrade(&resources));
         backends.push(mcp);
+        let dispatcher_slot = crate::interpreter::DispatcherSlot::default();
+        backends.push(crate::interpreter::InterpreterBackend::new(
+            dispatcher_slot.clone(),
+        ));
         backends.extend(more);
         backends.push(wasm.clone());
         let manager = PluginManager::new(plugins, backends, catalog.clone());
@@ -189,6 +193,7 @@ impl Server {
                 Metrics::off()
             },
         ));
+        let _ = dispatcher_slot.set(Arc::downgrade(&dispatcher));
         let callbacks = Arc::new(
             crate::tasks::build::Callbacks::new(
                 &config.tasks.callback_allow,
