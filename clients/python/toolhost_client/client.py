@@ -1,0 +1,243 @@
+"""The synchronous client: `Client` and its `Session`s."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
+
+import httpx
+
+from . import _wire
+from ._wire import StreamEvent
+from .errors import ProtocolError
+from .types import Result, Tool
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class Client:
+    """A toolhost server: discovery, calls, sessions.
+
+    One `httpx.Client` (a connection pool) serves every request, so
+    consecutive calls reuse their connection. Close the client (or use it as
+    a context manager) to release it.
+
+        with Client("http://127.0.0.1:8001", token="...") as th:
+            th.invoke("calc_evaluate", {"expression": "2*(3+4)^2"}).value
+    """
+
+    def __init__(
+        self,
+        url: str = _wire.DEFAULT_URL,
+        *,
+        token: Optional[str] = None,
+        timeout: float = 120.0,
+        http: Optional[httpx.Client] = None,
+    ) -> None:
+        self.url = _wire.base_url(url)
+        self._http = http or httpx.Client(
+            timeout=httpx.Timeout(timeout, connect=10.0),
+            headers=_wire.headers(token),
+            cookies=_wire.no_cookies(),
+        )
+        if http is not None and token:
+            self._http.headers["authorization"] = f"Bearer {token}"
+
+    # -- plumbing --------------------------------------------------------
+
+    def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        try:
+            return self._http.request(method, self.url + path, **kw)
+        except httpx.TransportError as e:
+            raise _wire.connection_error(self.url, e) from e
+
+    def _json(self, method: str, path: str, **kw: Any) -> Any:
+        return _wire.json_of(self._send(method, path, **kw))
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- discovery -------------------------------------------------------
+
+    def health(self) -> Dict[str, Any]:
+        """`GET /health` (answers without a token)."""
+        return self._json("GET", "/health")
+
+    def list_tools(self, category: Optional[str] = None, *, schemas: bool = False) -> List[Tool]:
+        """The active tools (of one toolkit with `category`); with `schemas`,
+        each with its input schema (one more request)."""
+        params = {"category": category} if category else {}
+        summary = self._json("GET", "/tools", params=params)
+        openai = self._json("GET", "/tools", params={**params, "format": "openai"}) if schemas else None
+        return _wire.tools_of(summary, openai)
+
+    def tool(self, tool_id: str) -> Tool:
+        """One tool with its input schema (`GET /tools/{id}`); NotFoundError
+        when the server has no such tool."""
+        return Tool.from_summary(self._json("GET", f"/tools/{tool_id}"))
+
+    def search(self, query: str, top_k: int = 5) -> List[Tool]:
+        """The tools that best match `query` (the server's BM25 over names,
+        descriptions and parameters), best first, with their schemas."""
+        found = self._json("POST", "/retrieving_tools", json={"question": query, "top_k": top_k})
+        return _wire.search_tools(found, self.list_tools())
+
+    def openai_tools(self, category: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The tools as OpenAI's `tools` array (`GET /tools?format=openai`)."""
+        params = {"format": "openai", **({"category": category} if category else {})}
+        return list(self._json("GET", "/tools", params=params)["tools"])
+
+    # -- calls -----------------------------------------------------------
+
+    def invoke(
+        self,
+        tool_id: str,
+        params: Optional[Mapping[str, Any]] = None,
+        *,
+        session: Optional[str] = None,
+        limits: Optional[Mapping[str, Any]] = None,
+    ) -> Result:
+        """Call a tool and wait for its result. Errors are raised as the
+        `ToolhostError` subclass of their kind (`InvalidInputError` with the
+        schema violations in `details`, `NotFoundError`, ...)."""
+        response = self._send(
+            "POST",
+            f"/tools/{tool_id}/invoke",
+            json=_wire.invoke_body(params, limits),
+            headers=_wire.session_headers(session),
+        )
+        return _wire.invoke_answer(response)
+
+    def stream(
+        self,
+        tool_id: str,
+        params: Optional[Mapping[str, Any]] = None,
+        *,
+        session: Optional[str] = None,
+        limits: Optional[Mapping[str, Any]] = None,
+    ) -> Iterator[StreamEvent]:
+        """Call a tool with its progress streamed: yields a `Progress` per
+        report, then the `Result` last (or raises the call's error). Leaving
+        the loop early closes the stream, which cancels the call."""
+        request = self._http.build_request(
+            "POST",
+            self.url + f"/tools/{tool_id}/invoke",
+            json=_wire.invoke_body(params, limits),
+            headers={**_wire.session_headers(session), "accept": "text/event-stream"},
+        )
+        try:
+            response = self._http.send(request, stream=True)
+        except httpx.TransportError as e:
+            raise _wire.connection_error(self.url, e) from e
+        try:
+            if response.status_code >= 400:
+                response.read()
+                raise _wire.error_of(response)
+            sid = response.headers.get(_wire.SESSION_HEADER)
+            reader = _wire.SseReader()
+            finished = False
+            try:
+                for line in response.iter_lines():
+                    event = reader.feed(line)
+                    if event is None:
+                        continue
+                    item = _wire.stream_event(event[0], event[1], sid, str(request.url))
+                    if item is not None:
+                        finished = isinstance(item, Result)
+                        yield item
+                        if finished:
+                            return
+            except httpx.TransportError as e:
+                raise _wire.connection_error(self.url, e) from e
+            if not finished:
+                raise ProtocolError("the stream ended before the call's result", url=str(request.url))
+        finally:
+            response.close()
+
+    # -- sessions --------------------------------------------------------
+
+    def session(self, session_id: Optional[str] = None) -> "Session":
+        """Open a session (a workspace, and state such as Docker nodes, shared
+        by its calls): a new one, or `session_id` (made if the server has no
+        such session). Close it, or use it as a context manager."""
+        if session_id is None:
+            body = self._json("POST", "/get_cookie")
+        else:
+            body = self._json("POST", "/reconnect_session", headers=_wire.cookie_headers(session_id))
+        sid = body.get(_wire.COOKIE) if isinstance(body, dict) else None
+        if not isinstance(sid, str):
+            raise ProtocolError(f"no session id in {body!r}")
+        return Session(self, sid)
+
+    def close_session(self, session_id: str) -> None:
+        """Close a session: its nodes are removed and its workspace deleted."""
+        self._json("DELETE", f"/sessions/{session_id}")
+
+
+class Session:
+    """A session of a `Client`: calls sharing one workspace."""
+
+    def __init__(self, client: Client, session_id: str) -> None:
+        self.client = client
+        self.id = session_id
+        self.closed = False
+
+    def invoke(
+        self, tool_id: str, params: Optional[Mapping[str, Any]] = None, *, limits: Optional[Mapping[str, Any]] = None
+    ) -> Result:
+        return self.client.invoke(tool_id, params, session=self.id, limits=limits)
+
+    def stream(
+        self, tool_id: str, params: Optional[Mapping[str, Any]] = None, *, limits: Optional[Mapping[str, Any]] = None
+    ) -> Iterator[StreamEvent]:
+        return self.client.stream(tool_id, params, session=self.id, limits=limits)
+
+    def upload(self, path: str, data: bytes) -> str:
+        """Write `data` to `path` in the workspace (parents made); returns the
+        path written."""
+        files, form = _wire.upload_parts(path, data)
+        body = self.client._json(
+            "POST", "/upload_file", files=files, data=form, headers=_wire.cookie_headers(self.id)
+        )
+        return str(body.get("file_path", path))
+
+    def upload_file(self, local: PathLike, path: Optional[str] = None) -> str:
+        """Upload a local file (to `path`, else its own name)."""
+        with open(local, "rb") as f:
+            data = f.read()
+        return self.upload(path or os.path.basename(os.fspath(local)), data)
+
+    def download(self, path: str) -> bytes:
+        """A workspace file's bytes; NotFoundError when there is none."""
+        response = self.client._send(
+            "POST", "/download_file", json={"file_path": path}, headers=_wire.cookie_headers(self.id)
+        )
+        if response.status_code >= 400:
+            raise _wire.error_of(response)
+        return response.content
+
+    def files(self) -> Dict[str, Any]:
+        """The workspace as a tree `{"name","type","children":[...]}`."""
+        return self.client._json("POST", "/get_workspace_structure", headers=_wire.cookie_headers(self.id))
+
+    def close(self) -> None:
+        """Close the session (nodes removed, workspace deleted); once."""
+        if not self.closed:
+            self.closed = True
+            self.client.close_session(self.id)
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Session({self.id!r})"
+
