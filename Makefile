@@ -27,7 +27,7 @@ TOOLHOST_BIN ?= $(CURDIR)/target/debug/toolhost
 # `code` (code_interpreter, routing to the notebook or python_run).
 TOOLKITS     := shell notebook browser imagecompress code
 
-.PHONY: fuzz soak run test py-unit js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build lint bench clean docker node-image driver-test
+.PHONY: fuzz soak run test py-unit py-client js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build lint bench clean docker node-image driver-test
 
 ## Serve the example plugins on $(BIND) (release build). The heavy tools need the
 ## Docker engine and the node image: built here when missing (once, ~2 min);
@@ -52,6 +52,7 @@ test:
 	@$(PHASE) clippy-guests $(CARGO) clippy --target $(WASM_TARGET) $(GUEST_PKGS:%=-p %) -p toolhost-sdk -- -D warnings
 	@$(PHASE) cargo-test $(CARGO) test --workspace
 	@$(PHASE) lang-units $(MAKE) --no-print-directory py-unit js-unit c-unit
+	@$(PHASE) py-client $(MAKE) --no-print-directory py-client
 	@$(PHASE) drivers python3 plugins/node/test_drivers.py
 	@$(PHASE) --summary
 
@@ -120,6 +121,12 @@ py-unit:
 	@for p in $(PY_PLUGINS); do \
 	  PYTHONPATH=sdk/python:plugins/$$p python3 -m unittest discover -s plugins/$$p/tests || exit 1; \
 	done
+
+## The Python client (clients/python) against the real server, with the real
+## Lagent and Qwen-Agent: a pinned venv under target/venvs/py-client, made once
+## (PyPI the first time), the package pip-installed into it, then pytest.
+py-client: host-bin
+	clients/python/tests/run.sh
 
 ## Unit tests of the JavaScript SDK and plugins, on node; `npm ci` must accept
 ## the SDK's lock file.
