@@ -809,8 +809,8 @@ impl Embedder {
                 &self.url,
                 &body,
                 &[
-                    ("content-type", "application/json"),
-                    ("user-agent", "toolhost-doc/0.1"),
+                    ("content-type", "application/json".to_owned()),
+                    ("user-agent", "toolhost-doc/0.1".to_owned()),
                 ],
                 64 << 20,
                 "doc",

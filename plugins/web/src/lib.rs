@@ -22,7 +22,6 @@ pub mod cache;
 pub mod content;
 pub mod extract;
 pub mod markdown;
-pub mod net;
 pub mod providers;
 
 use std::path::Path;
@@ -33,8 +32,8 @@ use url::Url;
 
 use content::Kind;
 use extract::{Image, Link};
-use net::NetError;
 use providers::{Hit, Provider};
+use toolhost_sdk::http::{self as net, NetError};
 
 /// Where the host mounts the session workspace inside the sandbox.
 pub const WORKSPACE: &str = "/workspace";

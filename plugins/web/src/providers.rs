@@ -174,7 +174,7 @@ impl Provider {
         let value: Value = serde_json::from_slice(body).map_err(|e| {
             format!(
                 "the answer is not JSON ({e}); it starts: {}",
-                crate::net::excerpt(body, 120)
+                toolhost_sdk::http::excerpt(body, 120)
             )
         })?;
         let (path, title, url, snippet, dates) = self.layout();
