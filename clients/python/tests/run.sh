@@ -60,5 +60,8 @@ export TOOLHOST_BIN=${TOOLHOST_BIN:-$repo/target/debug/toolhost}
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 cd "$scratch"
+# The package is typed (py.typed): its annotations hold under mypy --strict.
+"$venv/bin/python" -m mypy --strict --ignore-missing-imports --cache-dir "$scratch/.mypy" \
+    "$repo/clients/python/toolhost_client"
 "$venv/bin/python" -m pytest -p no:cacheprovider -q -c "$repo/clients/python/pyproject.toml" \
     --rootdir "$repo/clients/python" "$repo/clients/python/tests" "$@"

@@ -93,6 +93,18 @@ def test_a_token_server(token_server: Server) -> None:
     asyncio.run(main())
 
 
+def test_refused_requests_do_not_break_the_next_call(token_server: Server) -> None:
+    # The server may close a kept-alive connection after a 401 (sent before
+    # the request's body was read); a call that reuses it at that moment gets
+    # no answer at all. The client sends such a request again, once: without
+    # that, about 1 call in 150 here failed with "Server disconnected".
+    with Client(token_server.url) as th:
+        for _ in range(1000):
+            for call in (th.list_tools, lambda: th.invoke("calc_evaluate", {"expression": "1"}), th.session):
+                with pytest.raises(UnauthorizedError):
+                    call()
+
+
 def test_a_tool_unloaded_between_listing_and_calling(server: Server, client: Client, tmp_path: Path) -> None:
     server.add_plugin("calc", "gone")
     wait_for(lambda: "gone_evaluate" in server.tool_ids(), 60, "gone_evaluate listed")

@@ -64,6 +64,14 @@ def connection_error(url: str, exc: Exception) -> ToolhostConnectionError:
     return ToolhostConnectionError(what, url=url)
 
 
+def unanswered(exc: Exception) -> bool:
+    """A kept-alive connection the server closed as the request went out:
+    nothing was read or answered, the request can be sent again. (A server
+    may close a connection after an error answer, e.g. a 401 sent before the
+    request's body was read; a client that reuses it at that moment sees this.)"""
+    return isinstance(exc, httpx.RemoteProtocolError) and "without sending a response" in str(exc)
+
+
 def error_of(response: httpx.Response, body: Any = None) -> ToolhostError:
     if body is None:
         try:
@@ -184,7 +192,7 @@ def stream_event(event: str, data: str, session: Optional[str], url: str) -> Opt
         return result_of(body, session)
     if event == "error":
         error = body.get("error") or {}
-        status = _STATUS_OF_KIND.get(error.get("kind"), 500)
+        status = _STATUS_OF_KIND.get(str(error.get("kind")), 500)
         raise error_from_answer(status, body, url=url)
     return None
 

@@ -4,7 +4,7 @@ methods as `Client` and `Session`, awaited."""
 from __future__ import annotations
 
 import os
-from typing import Any, AsyncIterator, Dict, List, Mapping, Optional
+from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, cast
 
 import httpx
 
@@ -42,7 +42,12 @@ class AsyncClient:
 
     async def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
         try:
-            return await self._http.request(method, self.url + path, **kw)
+            try:
+                return await self._http.request(method, self.url + path, **kw)
+            except httpx.TransportError as e:
+                if not _wire.unanswered(e):
+                    raise
+                return await self._http.request(method, self.url + path, **kw)
         except httpx.TransportError as e:
             raise _wire.connection_error(self.url, e) from e
 
@@ -59,7 +64,7 @@ class AsyncClient:
         await self.aclose()
 
     async def health(self) -> Dict[str, Any]:
-        return await self._json("GET", "/health")
+        return cast(Dict[str, Any], await self._json("GET", "/health"))
 
     async def list_tools(self, category: Optional[str] = None, *, schemas: bool = False) -> List[Tool]:
         params = {"category": category} if category else {}
@@ -110,7 +115,12 @@ class AsyncClient:
             headers={**_wire.session_headers(session), "accept": "text/event-stream"},
         )
         try:
-            response = await self._http.send(request, stream=True)
+            try:
+                response = await self._http.send(request, stream=True)
+            except httpx.TransportError as e:
+                if not _wire.unanswered(e):
+                    raise
+                response = await self._http.send(request, stream=True)
         except httpx.TransportError as e:
             raise _wire.connection_error(self.url, e) from e
         try:
@@ -192,7 +202,8 @@ class AsyncSession:
         return response.content
 
     async def files(self) -> Dict[str, Any]:
-        return await self.client._json("POST", "/get_workspace_structure", headers=_wire.cookie_headers(self.id))
+        tree = await self.client._json("POST", "/get_workspace_structure", headers=_wire.cookie_headers(self.id))
+        return cast(Dict[str, Any], tree)
 
     async def close(self) -> None:
         if not self.closed:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Union, cast
 
 import httpx
 
@@ -47,7 +47,12 @@ class Client:
 
     def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
         try:
-            return self._http.request(method, self.url + path, **kw)
+            try:
+                return self._http.request(method, self.url + path, **kw)
+            except httpx.TransportError as e:
+                if not _wire.unanswered(e):
+                    raise
+                return self._http.request(method, self.url + path, **kw)
         except httpx.TransportError as e:
             raise _wire.connection_error(self.url, e) from e
 
@@ -67,7 +72,7 @@ class Client:
 
     def health(self) -> Dict[str, Any]:
         """`GET /health` (answers without a token)."""
-        return self._json("GET", "/health")
+        return cast(Dict[str, Any], self._json("GET", "/health"))
 
     def list_tools(self, category: Optional[str] = None, *, schemas: bool = False) -> List[Tool]:
         """The active tools (of one toolkit with `category`); with `schemas`,
@@ -132,7 +137,12 @@ class Client:
             headers={**_wire.session_headers(session), "accept": "text/event-stream"},
         )
         try:
-            response = self._http.send(request, stream=True)
+            try:
+                response = self._http.send(request, stream=True)
+            except httpx.TransportError as e:
+                if not _wire.unanswered(e):
+                    raise
+                response = self._http.send(request, stream=True)
         except httpx.TransportError as e:
             raise _wire.connection_error(self.url, e) from e
         try:
@@ -224,7 +234,8 @@ class Session:
 
     def files(self) -> Dict[str, Any]:
         """The workspace as a tree `{"name","type","children":[...]}`."""
-        return self.client._json("POST", "/get_workspace_structure", headers=_wire.cookie_headers(self.id))
+        tree = self.client._json("POST", "/get_workspace_structure", headers=_wire.cookie_headers(self.id))
+        return cast(Dict[str, Any], tree)
 
     def close(self) -> None:
         """Close the session (nodes removed, workspace deleted); once."""

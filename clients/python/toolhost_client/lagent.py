@@ -54,7 +54,7 @@ def lagent_api(tool: Tool) -> Dict[str, Any]:
     }
 
 
-class ToolhostToolkit(BaseAction):
+class ToolhostToolkit(BaseAction):  # type: ignore[misc]  # lagent is untyped
     """A toolhost toolkit as a Lagent toolkit action: one API per tool."""
 
     def __init__(

@@ -22,7 +22,7 @@ an error text for the model (`Error: [kind] message`), never raised.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterable, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Optional, Type, Union
 
 from qwen_agent.llm.schema import ContentItem
 from qwen_agent.settings import DEFAULT_WORKSPACE
@@ -37,7 +37,7 @@ from .types import Result, Tool
 __all__ = ["ToolhostQwenTool", "qwen_tool_class", "register_qwen_tools", "qwen_tools"]
 
 
-class ToolhostQwenTool(BaseTool):
+class ToolhostQwenTool(BaseTool):  # type: ignore[misc]  # qwen-agent is untyped
     """Base of the generated tool classes; `toolhost_client`,
     `toolhost_tool_id` and `toolhost_session` are class attributes, so Qwen
     can instantiate a registered tool by name (`function_list=["calc_evaluate"]`)."""
@@ -50,7 +50,7 @@ class ToolhostQwenTool(BaseTool):
     def work_dir(self) -> str:
         return str(self.cfg.get("work_dir") or os.path.join(DEFAULT_WORKSPACE, "tools", self.name))
 
-    def call(self, params: Union[str, dict], **kwargs: Any) -> Union[str, List[ContentItem]]:
+    def call(self, params: Union[str, Dict[str, Any]], **kwargs: Any) -> Union[str, List[ContentItem]]:
         client = self.toolhost_client
         if client is None:
             return f"Error: tool `{self.name}` is not bound to a toolhost server"
@@ -89,7 +89,7 @@ def qwen_tool_class(
     session: Optional[str] = None,
     register: bool = True,
     allow_overwrite: bool = True,
-) -> type:
+) -> Type[ToolhostQwenTool]:
     """The `BaseTool` subclass of one tool (with its schema), registered with
     Qwen's `register_tool` under the tool id unless `register` is false."""
     if tool.input_schema is None:
@@ -102,7 +102,7 @@ def qwen_tool_class(
         "toolhost_session": session,
         "__doc__": tool.description,
     }
-    cls = type(f"Toolhost_{tool.tool_id}", (ToolhostQwenTool,), attrs)
+    cls: Type[ToolhostQwenTool] = type(f"Toolhost_{tool.tool_id}", (ToolhostQwenTool,), attrs)
     if register:
         cls = register_tool(tool.tool_id, allow_overwrite=allow_overwrite)(cls)
     else:

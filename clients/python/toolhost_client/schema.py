@@ -40,7 +40,8 @@ def inline_refs(schema: Any) -> Any:
 def object_parameters(schema: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     """A tool's input schema as `{"type":"object","properties","required"}`."""
     schema = inline_refs(schema or {})
-    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    found = schema.get("properties")
+    properties: Dict[str, Any] = found if isinstance(found, dict) else {}
     required = [r for r in schema.get("required") or [] if r in properties]
     return {"type": "object", "properties": properties, "required": required}
 
