@@ -9,7 +9,7 @@
    1/rank of the first relevant hit) for keyword, and for vector and hybrid
    when EMBEDDINGS_URL (an OpenAI-compatible /v1/embeddings on 127.0.0.1) is
    given (EMBEDDINGS_MODEL names the model).
-2. Speed: a workspace of COPIES (default 40) copies of the documents' text,
+2. Speed: a workspace of COPIES (default 23) copies of the documents' text,
    over 10,000 chunks, indexed once; then the median time of a keyword query
    as a whole call (loading the index, checking every file's size and time,
    ranking, reading the passages) over 20 queries.
@@ -33,7 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.environ.get("TOOLHOST_BIN", os.path.join(ROOT, "target/release/toolhost"))
 DOCS = os.path.join(ROOT, "tests/fixtures/docs")
 EMBEDDINGS = os.environ.get("EMBEDDINGS_URL")
-COPIES = int(os.environ.get("COPIES", "40"))
+COPIES = int(os.environ.get("COPIES", "23"))
 
 if not os.path.exists(BIN) or not os.path.exists(os.path.join(ROOT, "target/plugins/doc.wasm")):
     print("SKIPPED retrieval eval: build the release binary and the plugins first (make build plugins)")

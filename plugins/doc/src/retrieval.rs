@@ -137,6 +137,8 @@ pub struct Chunk {
 }
 
 const STATE_VERSION: u32 = 1;
+/// How a failure to embed a file's chunks starts.
+const EMBEDDING_FAILED: &str = "embeddings: ";
 
 pub fn search(root: &Path, input: SearchInput) -> Result<SearchOutput, ToolError> {
     let query = input.query.trim().to_owned();
@@ -165,14 +167,26 @@ pub fn search(root: &Path, input: SearchInput) -> Result<SearchOutput, ToolError
         ),
     };
     let want = top_k * 4;
-    let ranked: Vec<(usize, f64)> = match (mode, &embedder) {
-        (Mode::Keyword, _) | (_, None) => index.keyword(&query, &scope, want)?,
-        (Mode::Vector, Some(e)) => index.vector(e, &query, &scope, want)?,
-        (Mode::Hybrid, Some(e)) => {
-            let k = index.keyword(&query, &scope, want)?;
-            let v = index.vector(e, &query, &scope, want)?;
-            fuse(&[k, v])
-        }
+    let (mut mode, mut note) = (mode, note);
+    let vectors = match (mode, &embedder) {
+        (Mode::Vector | Mode::Hybrid, Some(e)) => match index.vector(e, &query, &scope, want) {
+            Ok(v) => Some(v),
+            // The endpoint failing is no reason to answer nothing.
+            Err(err) => {
+                note = Some(format!(
+                    "vector search failed ({}): keyword results",
+                    message(&err)
+                ));
+                mode = Mode::Keyword;
+                None
+            }
+        },
+        _ => None,
+    };
+    let ranked: Vec<(usize, f64)> = match (mode, vectors) {
+        (Mode::Vector, Some(v)) => v,
+        (Mode::Hybrid, Some(v)) => fuse(&[index.keyword(&query, &scope, want)?, v]),
+        _ => index.keyword(&query, &scope, want)?,
     };
     let results = index.hits(&ranked[..ranked.len().min(top_k)])?;
     Ok(SearchOutput {
@@ -287,7 +301,14 @@ impl Index {
         let total = found.len();
         for (n, (path, (size, modified_ns))) in found.iter().enumerate() {
             let known = self.state.files.get(path);
-            if known.is_some_and(|k| k.size == *size && k.modified_ns == *modified_ns) {
+            // A file whose embedding failed is tried again (the endpoint may
+            // be back); a file that failed to parse waits for a change.
+            let retry = known.is_some_and(|k| {
+                k.error
+                    .as_deref()
+                    .is_some_and(|e| e.starts_with(EMBEDDING_FAILED))
+            });
+            if !retry && known.is_some_and(|k| k.size == *size && k.modified_ns == *modified_ns) {
                 if let Some(error) = known.and_then(|k| k.error.clone()) {
                     report.failed.push(Failure {
                         file: path.clone(),
@@ -332,7 +353,7 @@ impl Index {
                         record.vectors =
                             Some(base64::engine::general_purpose::STANDARD.encode(bytes));
                     }
-                    Err(e) => error = Some(format!("embeddings: {}", message(&e))),
+                    Err(e) => error = Some(format!("{EMBEDDING_FAILED}{}", message(&e))),
                 }
             }
             if let Some(error) = &error {

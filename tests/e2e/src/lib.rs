@@ -6,6 +6,7 @@
 //! toolhost` and `make plugins fixtures` first); `TOOLHOST_BIN` overrides the
 //! binary's path.
 
+pub mod fake;
 pub mod mcp;
 pub mod services;
 pub mod xagent;

@@ -359,3 +359,120 @@ fn retrieval_searches_the_sessions_documents() {
     let (_, body) = s.invoke_in("other", "doc_retrieval", json!({"query": "cvs"}));
     assert_eq!(body["result"]["results"], json!([]), "{body}");
 }
+
+/// A vector for `text` from its words, hashed into 64 dimensions: texts
+/// sharing words point the same way. Enough to test the plumbing of vector
+/// and hybrid search; no meaning is claimed.
+fn hashed_embedding(text: &str) -> Vec<f64> {
+    let mut v = vec![0.0; 64];
+    for w in words(text) {
+        let h = w.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+        });
+        v[(h % 64) as usize] += 1.0;
+    }
+    v
+}
+
+#[test]
+fn vector_and_hybrid_search_through_an_embeddings_endpoint() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use toolhost_e2e::fake::{Answer, Fake, ok};
+
+    let failing = Arc::new(AtomicBool::new(false));
+    let fail = failing.clone();
+    // An OpenAI-compatible `POST /v1/embeddings` on 127.0.0.1.
+    let endpoint = Fake::start(move |seen| {
+        if fail.load(Ordering::SeqCst) {
+            return Answer::Full {
+                status: 500,
+                content_type: "text/plain",
+                body: b"overloaded".to_vec(),
+            };
+        }
+        let request: Value = serde_json::from_slice(&seen.body).unwrap_or_default();
+        let data: Vec<Value> = request["input"]
+            .as_array()
+            .map(|inputs| {
+                inputs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| json!({"object": "embedding", "index": i, "embedding": hashed_embedding(t.as_str().unwrap_or(""))}))
+                    .collect()
+            })
+            .unwrap_or_default();
+        ok(
+            "application/json",
+            json!({"object": "list", "data": data, "model": request["model"]}).to_string(),
+        )
+    });
+    let (_, toml) = component("doc");
+    let manifest = std::fs::read_to_string(toml.unwrap())
+        .unwrap()
+        .replace(
+            "[config]\n",
+            &format!(
+                "[config]\nembeddings_url = \"{}\"\nembeddings_model = \"hashed-64\"\n",
+                endpoint.url("/v1/embeddings")
+            ),
+        )
+        .replace(
+            "allow = []",
+            &format!("allow = [\"127.0.0.1:{}\"]", endpoint.port),
+        );
+    let s = Server::start(
+        PluginsDir::new()
+            .add("doc", "doc")
+            .write("doc.toml", manifest),
+    );
+    let ws = workspace(&s, "v");
+    std::fs::write(
+        ws.join("cats.md"),
+        "# Cats\n\nCats purr and sleep in the sun all day.",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("dogs.txt"),
+        "Dogs bark at the mailman and fetch sticks.",
+    )
+    .unwrap();
+    std::fs::write(ws.join("fish.txt"), "Fish swim in the pond.").unwrap();
+    let search = |params: Value| {
+        let (code, body) = s.invoke_in("v", "doc_retrieval", params);
+        assert_eq!(code, 200, "{body}");
+        body["result"].clone()
+    };
+    let r = search(json!({"query": "cats sleep in the sun", "mode": "vector"}));
+    assert_eq!(r["mode"], "vector", "{r}");
+    assert_eq!(r["results"][0]["file"], "cats.md", "{r}");
+    let score = r["results"][0]["score"].as_f64().unwrap();
+    assert!(score > 0.5 && score <= 1.0, "a cosine: {r}");
+    // Documents were embedded once (one request per file), the query once.
+    let seen = endpoint.seen();
+    assert!(
+        seen.iter()
+            .all(|s| s.method == "POST" && s.target == "/v1/embeddings")
+    );
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    let r = search(json!({"query": "dogs bark"}));
+    assert_eq!(r["mode"], "hybrid", "the default with embeddings: {r}");
+    assert_eq!(r["results"][0]["file"], "dogs.txt", "{r}");
+    assert_eq!(endpoint.hits(), 5, "only the query was embedded");
+    // The endpoint failing: keyword results, and the note says why.
+    failing.store(true, Ordering::SeqCst);
+    let r = search(json!({"query": "fish pond", "mode": "vector"}));
+    assert_eq!(r["mode"], "keyword", "{r}");
+    assert!(r["note"].as_str().unwrap().contains("HTTP 500"), "{r}");
+    assert_eq!(r["results"][0]["file"], "fish.txt", "{r}");
+    // A file indexed while the endpoint fails is listed as failed, not lost.
+    std::fs::write(ws.join("birds.txt"), "Birds sing at dawn.").unwrap();
+    let r = search(json!({"query": "birds", "mode": "keyword"}));
+    assert_eq!(r["index"]["failed"][0]["file"], "birds.txt", "{r}");
+    // ... and embedded once the endpoint is back.
+    failing.store(false, Ordering::SeqCst);
+    let r = search(json!({"query": "birds sing", "mode": "vector"}));
+    assert_eq!(r["index"]["updated"], json!(["birds.txt"]), "{r}");
+    assert_eq!(r["index"]["failed"], json!([]), "{r}");
+    assert_eq!(r["results"][0]["file"], "birds.txt", "{r}");
+}
