@@ -275,9 +275,24 @@ async fn xagent_routes_answer_in_xagent_shapes() {
     let (status, _, body) = send(&app, post("/get_cookie", "")).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert!(body["detail"].is_string(), "{body}");
-    let (status, _, body) = send(&app, Request::get("/tools").body(Body::empty()).unwrap()).await;
+    let (status, headers, body) =
+        send(&app, Request::get("/tools").body(Body::empty()).unwrap()).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert!(body["error"]["message"].is_string(), "{body}");
+    assert!(headers.get("connection").is_none());
+    // A refused request's body is left unread: the connection is closed,
+    // and the answer says so (a client must not reuse it).
+    let body = r#"{"params":{"expression":"1"}}"#;
+    let (status, headers, _) = send(
+        &app,
+        Request::post("/tools/calc_evaluate/invoke")
+            .header("content-length", body.len())
+            .body(Body::from(body))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(headers["connection"], "close");
 }
 
 /// Requests without a session header each open a session; `[sessions]

@@ -111,11 +111,29 @@ pub async fn require_token(
     if request.uri().path() == "/health" {
         return next.run(request).await;
     }
+    // A refusal leaves the request's body unread, and the connection is then
+    // not reused: say so, so that a client does not send its next request
+    // on it.
+    let close = |mut response: Response| {
+        let has_body = request
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0")
+            || request.headers().contains_key(header::TRANSFER_ENCODING);
+        if has_body {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        response
+    };
     let Some(presented) = bearer(request.headers()).map(Presented::new) else {
-        return unauthorized("this server needs `Authorization: Bearer <token>`");
+        return close(unauthorized(
+            "this server needs `Authorization: Bearer <token>`",
+        ));
     };
     let Some(key) = auth.identify(&presented) else {
-        return unauthorized("unknown token");
+        return close(unauthorized("unknown token"));
     };
     if let Some(limiter) = &auth.limiter
         && let Err(not_until) = limiter.check_key(&key)
@@ -134,7 +152,7 @@ pub async fn require_token(
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
-        return response;
+        return close(response);
     }
     next.run(request).await
 }
