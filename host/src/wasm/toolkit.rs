@@ -11,7 +11,7 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use super::bindings::{PluginPre, exports::toolhost::plugin::toolkit as wit};
-use super::manifest::{Access, GUEST_WORKSPACE};
+use super::manifest::{Access, GUEST_ASSETS, GUEST_WORKSPACE};
 use super::state::{CallState, PluginContext, truncate};
 use crate::catalog::{BoxFuture, Invocation, Toolkit};
 use crate::metrics::Usage;
@@ -62,7 +62,7 @@ impl WasmToolkit {
         &self,
         op: Op<'_>,
         workspace: Option<&Path>,
-        session: &str,
+        session: Option<&crate::sessions::Session>,
         limits: &Limits,
         progress: Option<crate::tool::ProgressSink>,
         usage: Option<&Usage>,
@@ -93,18 +93,25 @@ impl WasmToolkit {
                     })?;
             }
         }
+        if let Some(assets) = &self.ctx.assets {
+            wasi.preopened_dir(assets, GUEST_ASSETS, FsPerms::ReadOnly)
+                .map_err(|e| {
+                    CallError::Internal(format!("cannot open the plugin's assets: {e}"))
+                })?;
+        }
         let tool = match op {
             Op::List => "list-tools",
             Op::Call { tool, .. } => tool,
         };
-        let state = CallState::new(
+        let mut state = CallState::new(
             wasi.build(),
             (limits.memory_mb as usize) << 20,
             self.ctx.clone(),
             tool.to_owned(),
-            session.to_owned(),
+            session.map_or("-", |s| s.id()).to_owned(),
             progress,
         );
+        state.logs = session.map(|s| s.log_sink());
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         store
@@ -157,6 +164,10 @@ impl WasmToolkit {
 }
 
 impl Toolkit for WasmToolkit {
+    fn declared(&self) -> Option<&crate::declared::Declared> {
+        Some(&self.ctx.declared)
+    }
+
     fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
         let this = self;
         Box::pin(async move {
@@ -181,7 +192,7 @@ impl Toolkit for WasmToolkit {
                 .run(
                     op,
                     workspace.as_deref(),
-                    call.session.id(),
+                    Some(&call.session),
                     &call.limits,
                     call.progress,
                     Some(&call.usage),

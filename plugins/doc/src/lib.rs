@@ -6,6 +6,7 @@
 //! plugin's fuel, memory and time limits: a malformed file or a ZIP bomb ends
 //! one call with an error, never the host.
 
+mod embed;
 mod html;
 pub mod model;
 mod office;

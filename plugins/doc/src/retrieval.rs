@@ -90,8 +90,11 @@ pub struct IndexReport {
     /// Files parsed again by this call (new or changed), and files forgotten.
     pub updated: Vec<String>,
     pub removed: Vec<String>,
-    /// Files that could not be read, with the reason.
+    /// Files that could not be read (or embedded, this call), with the reason.
     pub failed: Vec<Failure>,
+    /// Chunks still without a vector (embedded a few per call); keyword
+    /// search finds them meanwhile.
+    pub pending_vectors: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -114,6 +117,9 @@ struct FileEntry {
     size: u64,
     modified_ns: u128,
     chunks: usize,
+    /// How many of its chunks (the first ones) have vectors.
+    #[serde(default)]
+    embedded: usize,
     error: Option<String>,
 }
 
@@ -136,9 +142,7 @@ pub struct Chunk {
     pub text: String,
 }
 
-const STATE_VERSION: u32 = 1;
-/// How a failure to embed a file's chunks starts.
-const EMBEDDING_FAILED: &str = "embeddings: ";
+const STATE_VERSION: u32 = 2;
 
 pub fn search(root: &Path, input: SearchInput) -> Result<SearchOutput, ToolError> {
     let query = input.query.trim().to_owned();
@@ -188,6 +192,19 @@ pub fn search(root: &Path, input: SearchInput) -> Result<SearchOutput, ToolError
         (Mode::Hybrid, Some(v)) => fuse(&[index.keyword(&query, &scope, want)?, v]),
         _ => index.keyword(&query, &scope, want)?,
     };
+    if mode != Mode::Keyword && report.pending_vectors > 0 {
+        let pending = format!(
+            "{} of {} chunks have no vector yet ({} are embedded per call): keyword \
+             search finds them meanwhile",
+            report.pending_vectors,
+            report.chunks,
+            embedder.as_ref().map_or(0, |e| e.per_call)
+        );
+        note = Some(match note {
+            Some(n) => format!("{n}; {pending}"),
+            None => pending,
+        });
+    }
     let results = index.hits(&ranked[..ranked.len().min(top_k)])?;
     Ok(SearchOutput {
         query,
@@ -301,14 +318,7 @@ impl Index {
         let total = found.len();
         for (n, (path, (size, modified_ns))) in found.iter().enumerate() {
             let known = self.state.files.get(path);
-            // A file whose embedding failed is tried again (the endpoint may
-            // be back); a file that failed to parse waits for a change.
-            let retry = known.is_some_and(|k| {
-                k.error
-                    .as_deref()
-                    .is_some_and(|e| e.starts_with(EMBEDDING_FAILED))
-            });
-            if !retry && known.is_some_and(|k| k.size == *size && k.modified_ns == *modified_ns) {
+            if known.is_some_and(|k| k.size == *size && k.modified_ns == *modified_ns) {
                 if let Some(error) = known.and_then(|k| k.error.clone()) {
                     report.failed.push(Failure {
                         file: path.clone(),
@@ -327,41 +337,17 @@ impl Index {
                 Ok(chunks) => (chunks, None),
                 Err(e) => (Vec::new(), Some(message(&e))),
             };
-            let mut record = FileChunks {
-                path: path.clone(),
-                chunks,
-                ..FileChunks::default()
-            };
-            let mut error = error;
-            if let (Some(e), None) = (embedder, &error)
-                && !record.chunks.is_empty()
-            {
-                match e.embed(
-                    &record
-                        .chunks
-                        .iter()
-                        .map(|c| c.text.as_str())
-                        .collect::<Vec<_>>(),
-                ) {
-                    Ok(vectors) => {
-                        record.dims = vectors.first().map_or(0, Vec::len);
-                        let bytes: Vec<u8> = vectors
-                            .iter()
-                            .flatten()
-                            .flat_map(|f| f.to_le_bytes())
-                            .collect();
-                        record.vectors =
-                            Some(base64::engine::general_purpose::STANDARD.encode(bytes));
-                    }
-                    Err(e) => error = Some(format!("{EMBEDDING_FAILED}{}", message(&e))),
-                }
-            }
             if let Some(error) = &error {
                 report.failed.push(Failure {
                     file: path.clone(),
                     error: error.clone(),
                 });
             }
+            let record = FileChunks {
+                path: path.clone(),
+                chunks,
+                ..FileChunks::default()
+            };
             write_json(&self.chunk_file(path), &record)?;
             self.state.files.insert(
                 path.clone(),
@@ -369,11 +355,24 @@ impl Index {
                     size: *size,
                     modified_ns: *modified_ns,
                     chunks: record.chunks.len(),
+                    embedded: 0,
                     error,
                 },
             );
             report.updated.push(path.clone());
         }
+        if let Some(e) = embedder {
+            changed |= self.embed_some(e, &mut report)?;
+        }
+        report.pending_vectors = match embedder {
+            Some(_) => self
+                .state
+                .files
+                .values()
+                .map(|f| f.chunks - f.embedded.min(f.chunks))
+                .sum(),
+            None => 0,
+        };
         if changed || !self.dir.join("keyword.bin").exists() {
             self.rebuild()?;
             write_json(&self.dir.join("state.json"), &self.state)?;
@@ -381,6 +380,68 @@ impl Index {
         report.files = self.state.files.len();
         report.chunks = self.state.files.values().map(|f| f.chunks).sum();
         Ok(report)
+    }
+
+    /// Embed the chunks that have no vector yet, at most the embedder's
+    /// budget for one call (a local model is slow in the sandbox: the rest
+    /// waits for the next calls, found by keyword meanwhile). Whether any
+    /// vector was added. An embedding failure is this call's (listed in
+    /// `failed`); the chunks are tried again on the next call.
+    fn embed_some(&mut self, e: &Embedder, report: &mut IndexReport) -> Result<bool, ToolError> {
+        let mut budget = e.per_call;
+        let mut added = false;
+        let waiting: Vec<String> = self
+            .state
+            .files
+            .iter()
+            .filter(|(_, f)| f.error.is_none() && f.embedded < f.chunks)
+            .map(|(p, _)| p.clone())
+            .collect();
+        for path in waiting {
+            if budget == 0 {
+                break;
+            }
+            let mut record = self.load_chunks(&path)?;
+            let entry = self.state.files.get_mut(&path).expect("listed above");
+            let from = entry.embedded.min(record.chunks.len());
+            let to = (from + budget).min(record.chunks.len());
+            let texts: Vec<&str> = record.chunks[from..to]
+                .iter()
+                .map(|c| c.text.as_str())
+                .collect();
+            toolhost_sdk::host::progress(&format!("embedding {path} ({from}..{to})"), None, None);
+            let vectors = match e.embed(&texts) {
+                Ok(v) => v,
+                Err(err) => {
+                    report.failed.push(Failure {
+                        file: path.clone(),
+                        error: format!("embeddings: {}", message(&err)),
+                    });
+                    break;
+                }
+            };
+            let dims = vectors.first().map_or(0, Vec::len);
+            let mut bytes = record
+                .vectors
+                .as_deref()
+                .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
+                .filter(|b| record.dims == dims && b.len() == from * dims * 4)
+                .unwrap_or_default();
+            if bytes.is_empty() && from > 0 {
+                // Stale or damaged: start this file again.
+                entry.embedded = 0;
+                continue;
+            }
+            bytes.extend(vectors.iter().flatten().flat_map(|f| f.to_le_bytes()));
+            record.dims = dims;
+            record.vectors = Some(base64::engine::general_purpose::STANDARD.encode(bytes));
+            write_json(&self.chunk_file(&path), &record)?;
+            let entry = self.state.files.get_mut(&path).expect("listed above");
+            entry.embedded = to;
+            budget -= to - from;
+            added = true;
+        }
+        Ok(added)
     }
 
     fn load_chunks(&self, path: &str) -> Result<FileChunks, ToolError> {
@@ -490,15 +551,10 @@ impl Index {
                 }
                 let qn: f32 = q.iter().map(|x| x * x).sum();
                 let denom = (norm * qn).sqrt();
-                (
-                    i,
-                    if denom > 0.0 {
-                        f64::from(dot / denom)
-                    } else {
-                        0.0
-                    },
-                )
+                (i, (denom > 0.0).then(|| f64::from(dot / denom)))
             })
+            // Chunks not embedded yet have no vector: keyword finds them.
+            .filter_map(|(i, score)| Some((i, score?)))
             .collect();
         scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         scored.truncate(want);
@@ -795,23 +851,63 @@ pub fn split(text: &str) -> Vec<String> {
     out
 }
 
-/// An OpenAI-compatible embeddings endpoint (`[config] embeddings_url`,
-/// `embeddings_model`); its key, if any, is added by the host (`[[http.auth]]`).
+/// Where vectors come from: an OpenAI-compatible embeddings endpoint
+/// (`[config] embeddings_url`, `embeddings_model`; its key, if any, added by
+/// the host through `[[http.auth]]`), else the model mounted at `/assets`
+/// (`[assets] dir`, run here by candle), else none.
 pub struct Embedder {
-    url: url::Url,
+    source: Source,
+    /// Names the vectors: a different model makes every vector stale.
     model: String,
+    /// Most chunks embedded in one call (`[config] embed_chunks_per_call`).
+    per_call: usize,
+}
+
+enum Source {
+    Endpoint(url::Url),
+    Local(std::cell::OnceCell<Box<crate::embed::Local>>),
 }
 
 impl Embedder {
     fn configured() -> Option<Embedder> {
-        let url = toolhost_sdk::host::config("embeddings_url")?;
-        let url = url::Url::parse(&url).ok()?;
-        let model =
-            toolhost_sdk::host::config("embeddings_model").unwrap_or_else(|| "default".to_owned());
-        Some(Embedder { url, model })
+        let per_call = |default: usize| {
+            toolhost_sdk::host::config("embed_chunks_per_call")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default)
+                .max(1)
+        };
+        if let Some(url) = toolhost_sdk::host::config("embeddings_url") {
+            let url = url::Url::parse(&url).ok()?;
+            let model = toolhost_sdk::host::config("embeddings_model")
+                .unwrap_or_else(|| "default".to_owned());
+            return Some(Embedder {
+                source: Source::Endpoint(url),
+                model,
+                per_call: per_call(4096),
+            });
+        }
+        crate::embed::Local::available().then(|| Embedder {
+            source: Source::Local(std::cell::OnceCell::new()),
+            model: crate::embed::MODEL.to_owned(),
+            per_call: per_call(16),
+        })
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ToolError> {
+        match &self.source {
+            Source::Endpoint(url) => self.remote(url, texts),
+            Source::Local(cell) => {
+                if cell.get().is_none() {
+                    let model = Box::new(crate::embed::Local::load()?);
+                    let _ = cell.set(model);
+                }
+                let model = cell.get().expect("just set");
+                texts.iter().map(|t| model.embed(t)).collect()
+            }
+        }
+    }
+
+    fn remote(&self, url: &url::Url, texts: &[&str]) -> Result<Vec<Vec<f32>>, ToolError> {
         #[derive(Deserialize)]
         struct Answer {
             data: Vec<Item>,
@@ -827,7 +923,7 @@ impl Embedder {
             let body = serde_json::json!({"model": self.model, "input": batch});
             let body = serde_json::to_vec(&body).unwrap_or_default();
             let response = toolhost_sdk::http::post(
-                &self.url,
+                url,
                 &body,
                 &[
                     ("content-type", "application/json".to_owned()),

@@ -465,14 +465,92 @@ fn vector_and_hybrid_search_through_an_embeddings_endpoint() {
     assert_eq!(r["mode"], "keyword", "{r}");
     assert!(r["note"].as_str().unwrap().contains("HTTP 500"), "{r}");
     assert_eq!(r["results"][0]["file"], "fish.txt", "{r}");
-    // A file indexed while the endpoint fails is listed as failed, not lost.
+    // A file indexed while the endpoint fails: parsed, listed as failed to
+    // embed, found by keyword, its vectors pending ...
     std::fs::write(ws.join("birds.txt"), "Birds sing at dawn.").unwrap();
     let r = search(json!({"query": "birds", "mode": "keyword"}));
     assert_eq!(r["index"]["failed"][0]["file"], "birds.txt", "{r}");
-    // ... and embedded once the endpoint is back.
+    assert!(
+        r["index"]["failed"][0]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("embeddings: "),
+        "{r}"
+    );
+    assert_eq!(r["index"]["pending_vectors"], 1, "{r}");
+    assert_eq!(r["results"][0]["file"], "birds.txt", "{r}");
+    // ... and embedded once the endpoint is back, without parsing it again.
     failing.store(false, Ordering::SeqCst);
     let r = search(json!({"query": "birds sing", "mode": "vector"}));
-    assert_eq!(r["index"]["updated"], json!(["birds.txt"]), "{r}");
+    assert_eq!(r["index"]["updated"], json!([]), "{r}");
     assert_eq!(r["index"]["failed"], json!([]), "{r}");
+    assert_eq!(r["index"]["pending_vectors"], 0, "{r}");
     assert_eq!(r["results"][0]["file"], "birds.txt", "{r}");
+}
+
+/// The local model (all-MiniLM-L6-v2 from PyPI, put beside the plugins by
+/// `make plugins`) found by meaning what shares no word with the query.
+#[test]
+fn the_local_model_finds_by_meaning() {
+    let model = repo_root().join("target/plugins/.models/all-minilm-l6-v2");
+    if !model.join("model.safetensors").is_file() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no embedding model in {} (make plugins fetches it)",
+            model.display()
+        );
+        eprintln!("skipped: no embedding model (make plugins fetches it)");
+        return;
+    }
+    let (_, toml) = component("doc");
+    let manifest = std::fs::read_to_string(toml.unwrap()).unwrap().replace(
+        "dir = \".models/all-minilm-l6-v2\"",
+        &format!("dir = \"{}\"", model.display()),
+    );
+    let s = Server::start(
+        PluginsDir::new()
+            .add("doc", "doc")
+            .write("doc.toml", manifest),
+    );
+    let ws = workspace(&s, "m");
+    std::fs::write(
+        ws.join("cats.md"),
+        "Cats purr and sleep in the sun all afternoon.",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("money.txt"),
+        "The central bank raised interest rates to fight inflation.",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("code.txt"),
+        "Compile the program with cargo build and run the tests.",
+    )
+    .unwrap();
+    let (code, body) = s.invoke_in(
+        "m",
+        "doc_retrieval",
+        json!({"query": "a kitten napping in warm daylight", "mode": "vector"}),
+    );
+    assert_eq!(code, 200, "{body}");
+    let r = &body["result"];
+    assert_eq!(r["mode"], "vector", "{r}");
+    assert_eq!(r["index"]["pending_vectors"], 0, "{r}");
+    assert_eq!(r["results"][0]["file"], "cats.md", "{r}");
+    // Keyword search finds nothing: no word is shared.
+    let (_, body) = s.invoke_in(
+        "m",
+        "doc_retrieval",
+        json!({"query": "a kitten napping in warm daylight", "mode": "keyword"}),
+    );
+    assert_eq!(body["result"]["results"], json!([]), "{body}");
+    // Hybrid, the default with a model: the monetary question goes to the bank.
+    let (_, body) = s.invoke_in(
+        "m",
+        "doc_retrieval",
+        json!({"query": "what did the federal reserve do about prices"}),
+    );
+    assert_eq!(body["result"]["mode"], "hybrid", "{body}");
+    assert_eq!(body["result"]["results"][0]["file"], "money.txt", "{body}");
 }
