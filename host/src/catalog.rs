@@ -45,6 +45,11 @@ pub struct Invocation {
 pub trait Toolkit: Send + Sync + 'static {
     /// Run one tool of this toolkit.
     fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>>;
+
+    /// Prompts and resources it declares (wasm plugins, in their manifest).
+    fn declared(&self) -> Option<&crate::declared::Declared> {
+        None
+    }
 }
 
 /// A toolkit as registered: the backend's handle plus what the host needs to

@@ -23,6 +23,7 @@ pub mod catalog;
 pub mod componentize;
 pub mod config;
 pub mod credentials;
+pub mod declared;
 pub mod dispatch;
 pub mod docker;
 pub mod httpapi;

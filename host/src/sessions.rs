@@ -52,7 +52,23 @@ pub struct Session {
     created: OnceLock<Result<(), String>>,
     /// Milliseconds since the manager's epoch at the last call.
     last_used: AtomicU64,
+    /// What the session's calls log for its clients (plugin logs, Docker
+    /// nodes' notes): bounded, a slow listener loses the oldest records.
+    logs: tokio::sync::broadcast::Sender<LogRecord>,
 }
+
+/// A log record of one of a session's calls, for the session's clients
+/// (MCP `notifications/message`).
+#[derive(Debug, Clone)]
+pub struct LogRecord {
+    pub level: tracing::Level,
+    /// Who wrote it: `<plugin>/<tool>`, or a Docker toolkit.
+    pub logger: String,
+    pub message: String,
+}
+
+/// Log records a session keeps for a listener that is behind.
+const LOG_BUFFER: usize = 64;
 
 impl Session {
     pub fn id(&self) -> &str {
@@ -88,6 +104,21 @@ impl Session {
     /// The workspace path, whether or not it exists yet.
     pub fn workspace_path(&self) -> &Path {
         &self.workspace
+    }
+
+    /// Pass `record` to the session's log listeners, if any; never waits.
+    pub fn log(&self, record: LogRecord) {
+        let _ = self.logs.send(record);
+    }
+
+    /// Where a call of the session sends its log records.
+    pub fn log_sink(&self) -> tokio::sync::broadcast::Sender<LogRecord> {
+        self.logs.clone()
+    }
+
+    /// Listen to the session's log records from now on.
+    pub fn subscribe_logs(&self) -> tokio::sync::broadcast::Receiver<LogRecord> {
+        self.logs.subscribe()
     }
 }
 
@@ -168,6 +199,7 @@ impl Sessions {
             workspace: self.root.join(id),
             created: OnceLock::new(),
             last_used: AtomicU64::new(self.now_ms()),
+            logs: tokio::sync::broadcast::channel(LOG_BUFFER).0,
         })
     }
 

@@ -28,6 +28,8 @@
 //!   emits nothing before its result is answered with plain JSON.
 
 mod direct;
+mod features;
+mod logging;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -43,9 +45,12 @@ use bytes::BytesMut;
 use futures::StreamExt as _;
 use http_body_util::BodyExt as _;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam,
-    ResourceContents, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject,
+    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    ReadResourceResponse, ResourceContents, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -220,6 +225,9 @@ pub struct McpHandler {
     registered: Mutex<Option<String>>,
     /// Forwards catalog changes as `notifications/tools/list_changed`.
     list_changed: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// `logging/setLevel` and the forwarding of the session's log records;
+    /// `resources/subscribe` and the watch of the subscribed files.
+    logging: logging::Logging,
 }
 
 impl McpHandler {
@@ -230,6 +238,7 @@ impl McpHandler {
             link: Arc::default(),
             registered: Mutex::new(None),
             list_changed: Mutex::new(None),
+            logging: logging::Logging::default(),
         }
     }
 
@@ -306,18 +315,24 @@ fn session_error(e: SessionError) -> McpError {
 
 impl ServerHandler for McpHandler {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .build(),
-        )
-        .with_server_info(Implementation::new("toolhost", env!("CARGO_PKG_VERSION")))
-        .with_instructions(
-            "Tools of a toolhost server: WebAssembly plugins run in a sandbox per call; \
+        #[expect(deprecated, reason = "logging stays in 2025-11-25, which we serve")]
+        let capabilities = ServerCapabilities::builder()
+            .enable_logging()
+            .enable_completions()
+            .enable_prompts()
+            .enable_resources()
+            .enable_tools()
+            .enable_prompts_list_changed()
+            .enable_resources_subscribe()
+            .enable_tool_list_changed()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("toolhost", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Tools of a toolhost server: WebAssembly plugins run in a sandbox per call; \
              shell, notebook and browser tools run in a container per session. Files \
              written by one tool are visible to the others of the same session.",
-        )
+            )
     }
 
     async fn list_tools(
@@ -387,6 +402,109 @@ impl ServerHandler for McpHandler {
         }
     }
 
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(features::list_prompts(self.state.dispatcher.catalog()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        features::get_prompt(
+            self.state.dispatcher.catalog(),
+            &request.name,
+            request.arguments,
+        )
+        .map(GetPromptResponse::from)
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let session = self.session(&context)?;
+        let state = self.state.clone();
+        let cursor = request.and_then(|r| r.cursor);
+        tokio::task::spawn_blocking(move || {
+            features::list_resources(state.dispatcher.catalog(), &session, cursor.as_deref())
+        })
+        .await
+        .map_err(|e| McpError::internal_error(e.to_string(), None))?
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(features::list_resource_templates(
+            self.state.dispatcher.catalog(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let session = self.session(&context)?;
+        features::read_resource(self.state.dispatcher.catalog(), session, &request.uri)
+            .await
+            .map(ReadResourceResponse::from)
+    }
+
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let session = self.session(&context)?;
+        self.logging
+            .subscribe(request.uri, session, context.peer.clone(), &self.state);
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.logging.unsubscribe(&request.uri);
+        Ok(())
+    }
+
+    #[expect(deprecated, reason = "logging stays in 2025-11-25, which we serve")]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let session = self.session(&context)?;
+        self.logging
+            .set_level(request.level, &session, context.peer.clone(), &self.state);
+        Ok(())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let session = self.session(&context).ok();
+        let state = self.state.clone();
+        tokio::task::spawn_blocking(move || {
+            features::complete(state.dispatcher.catalog(), session.as_deref(), &request)
+        })
+        .await
+        .map_err(|e| McpError::internal_error(e.to_string(), None))?
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         // From now on the session's plain calls can be answered directly,
         // and its requests keep it from the idle sweep.
@@ -408,7 +526,11 @@ impl ServerHandler for McpHandler {
                     changed = changes.changed() => if changed.is_err() { return },
                     () = shutdown.cancelled() => return,
                 }
-                if peer.notify_tool_list_changed().await.is_err() || peer.is_transport_closed() {
+                // A plugin's prompts come and go with it.
+                if peer.notify_tool_list_changed().await.is_err()
+                    || peer.notify_prompt_list_changed().await.is_err()
+                    || peer.is_transport_closed()
+                {
                     return;
                 }
             }
@@ -427,7 +549,12 @@ impl ServerHandler for McpHandler {
         &self,
         _requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        Some(SubscriptionFilter::builder().tools_list_changed().build())
+        Some(
+            SubscriptionFilter::builder()
+                .tools_list_changed()
+                .prompts_list_changed()
+                .build(),
+        )
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
@@ -441,9 +568,12 @@ impl ServerHandler for McpHandler {
                 () = context.cancelled() => return Ok(()),
                 () = shutdown.cancelled() => return Ok(()),
             }
-            if context.sink().notify_tool_list_changed().await.is_err() {
+            let sink = context.sink();
+            if sink.notify_tool_list_changed().await.is_err() {
                 return Ok(());
             }
+            // Sent when the listener asked for it (else refused, harmlessly).
+            let _ = sink.notify_prompt_list_changed().await;
         }
     }
 }
