@@ -264,6 +264,22 @@ impl Sessions {
         self.lock().len()
     }
 
+    /// Every open session's id and how long it has been unused, most
+    /// recently used first (the console's session list).
+    pub fn list(&self) -> Vec<(String, Duration)> {
+        let now = self.now_ms();
+        let mut out: Vec<(String, Duration)> = self
+            .lock()
+            .iter()
+            .map(|(id, s)| {
+                let idle = now.saturating_sub(s.last_used.load(Ordering::Relaxed));
+                (id.clone(), Duration::from_millis(idle))
+            })
+            .collect();
+        out.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+        out
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

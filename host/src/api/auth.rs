@@ -102,13 +102,15 @@ impl CallerAuth {
 
 /// Middleware: refuse requests without a valid token (401) and those over
 /// their token's rate (429 with `Retry-After`). `/health` stays open, so
-/// load balancers and orchestrators need no secret.
+/// load balancers and orchestrators need no secret, and so do the console's
+/// static files (the page asks for the token).
 pub async fn require_token(
     State(auth): State<Arc<CallerAuth>>,
     request: Request,
     next: Next,
 ) -> Response {
-    if request.uri().path() == "/health" {
+    let path = request.uri().path();
+    if path == "/health" || super::console::is_public(path) {
         return next.run(request).await;
     }
     // A refusal leaves the request's body unread, and the connection is then

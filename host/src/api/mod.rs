@@ -5,6 +5,7 @@ pub mod admin;
 pub mod auth;
 pub mod body;
 pub mod builder;
+pub mod console;
 pub mod error;
 pub mod formats;
 pub mod mcp;
@@ -84,6 +85,7 @@ pub fn router(
         .merge(native::routes())
         .merge(tasks::routes(state.clone()))
         .merge(system::routes())
+        .merge(console::routes())
         .merge(plugins::routes(limits.max_upload_bytes))
         .merge(xagent::routes(limits.max_upload_bytes))
         .fallback(

@@ -1,0 +1,184 @@
+//! The web console at `/ui`: plain HTML, CSS and JavaScript from `host/ui/`,
+//! embedded in the binary (no CDN, no build step, works offline).
+//!
+//! The page is static and public (it holds no data: it asks for a token and
+//! talks to the same API as any client, with the same tokens); everything it
+//! shows comes from the existing routes. The one route added for it is
+//! `GET /sessions` (admin token): the open sessions, which no other route
+//! lists, since a session id is the key to its workspace.
+//!
+//! Assets are sent with their content type, an `ETag` (`Cache-Control:
+//! no-cache`: a warm browser revalidates and gets a 304, and a new binary's
+//! assets are never stale) and a strict Content Security Policy: scripts and
+//! styles from the page's own origin only, no inline script, no `eval`, API
+//! calls to the same origin, images from `data:`/`blob:` (tool results).
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::{Json, Router, routing};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::AppState;
+use super::error::ApiError;
+
+/// `(file name under /ui/, bytes, content type)`; `""` is the page.
+const FILES: &[(&str, &[u8], &str)] = &[
+    (
+        "",
+        include_bytes!("../../ui/index.html"),
+        "text/html; charset=utf-8",
+    ),
+    (
+        "app.js",
+        include_bytes!("../../ui/app.js"),
+        "text/javascript; charset=utf-8",
+    ),
+    (
+        "app.css",
+        include_bytes!("../../ui/app.css"),
+        "text/css; charset=utf-8",
+    ),
+    (
+        "icon.svg",
+        include_bytes!("../../ui/icon.svg"),
+        "image/svg+xml",
+    ),
+];
+
+/// The policy of every console response.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+    img-src 'self' data: blob:; connect-src 'self'; base-uri 'none'; \
+    form-action 'none'; frame-ancestors 'none'";
+
+/// A strong validator per file: its SHA-256, shortened.
+static ETAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    FILES
+        .iter()
+        .map(|(_, bytes, _)| {
+            let digest = Sha256::digest(bytes);
+            let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+            format!("\"{hex}\"")
+        })
+        .collect()
+});
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/ui",
+            routing::get(|| async { Redirect::permanent("/ui/") }),
+        )
+        .route(
+            "/ui/",
+            routing::get(|h: HeaderMap| async move { asset("", &h) }),
+        )
+        .route(
+            "/ui/{file}",
+            routing::get(|Path(file): Path<String>, h: HeaderMap| async move { asset(&file, &h) }),
+        )
+        .route("/sessions", routing::get(sessions))
+}
+
+/// Whether `path` is one of the console's static files, served without a
+/// caller token (they hold no data; the page asks for the token).
+pub fn is_public(path: &str) -> bool {
+    path == "/ui"
+        || path
+            .strip_prefix("/ui/")
+            .is_some_and(|f| FILES.iter().any(|(name, _, _)| *name == f))
+}
+
+fn asset(file: &str, request: &HeaderMap) -> Response {
+    let Some(i) = FILES.iter().position(|(name, _, _)| *name == file) else {
+        return ApiError::not_found(format!("no console file `{file}`")).into_response();
+    };
+    let (_, bytes, content_type) = FILES[i];
+    let etag = &ETAGS[i];
+    let fresh = request
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag));
+    let mut response = if fresh {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        let mut r = bytes.into_response();
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        r
+    };
+    let h = response.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(etag) {
+        h.insert(header::ETAG, v);
+    }
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    response
+}
+
+/// `GET /sessions` (admin token): `{"sessions":[{"id","idle_s"}],
+/// "idle_timeout_s"}`, most recently used first.
+async fn sessions(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    super::admin::check(state.admin_token.as_ref(), &headers)?;
+    let sessions = state.dispatcher.sessions();
+    let secs = |d: Duration| (d.as_secs_f64() * 10.0).round() / 10.0;
+    let list: Vec<Value> = sessions
+        .list()
+        .into_iter()
+        .map(|(id, idle)| json!({"id": id, "idle_s": secs(idle)}))
+        .collect();
+    Ok(Json(json!({
+        "sessions": list,
+        "idle_timeout_s": secs(sessions.idle_timeout()),
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_console_files_are_public() {
+        for p in ["/ui", "/ui/", "/ui/app.js", "/ui/app.css", "/ui/icon.svg"] {
+            assert!(is_public(p), "{p}");
+        }
+        for p in [
+            "/ui/x.js",
+            "/ui/../tools",
+            "/tools",
+            "/uix",
+            "/ui/app.js/x",
+            "/",
+        ] {
+            assert!(!is_public(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn the_page_loads_its_files_by_relative_path_with_no_inline_script() {
+        let page = std::str::from_utf8(FILES[0].1).unwrap();
+        for (name, _, _) in &FILES[1..] {
+            assert!(page.contains(&format!("\"{name}\"")), "{name}");
+        }
+        assert!(!page.contains("<script>"), "no inline script");
+        assert!(!page.contains("style=\""), "no inline style");
+    }
+}
