@@ -27,7 +27,7 @@ TOOLHOST_BIN ?= $(CURDIR)/target/debug/toolhost
 # `code` (code_interpreter, routing to the notebook or python_run).
 TOOLKITS     := shell notebook browser imagecompress code
 
-.PHONY: fuzz soak run test py-unit py-client js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build lint bench clean docker node-image driver-test
+.PHONY: browser fuzz soak run test py-unit py-client js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build lint bench clean docker node-image driver-test
 
 ## Serve the example plugins on $(BIND) (release build). The heavy tools need the
 ## Docker engine and the node image: built here when missing (once, ~2 min);
@@ -50,6 +50,7 @@ test:
 	@$(PHASE) fmt $(CARGO) fmt --all --check
 	@$(PHASE) clippy $(CARGO) clippy --workspace --all-targets -- -D warnings
 	@$(PHASE) clippy-guests $(CARGO) clippy --target $(WASM_TARGET) $(GUEST_PKGS:%=-p %) -p toolhost-sdk -- -D warnings
+	@$(PHASE) browser $(MAKE) --no-print-directory browser
 	@$(PHASE) cargo-test $(CARGO) test --workspace
 	@$(PHASE) conformance tests/conformance/run.sh
 	@$(PHASE) lang-units $(MAKE) --no-print-directory py-unit js-unit c-unit
@@ -145,6 +146,13 @@ c-unit:
 
 build:
 	$(CARGO) build --release -p toolhost
+
+## Headless Chromium and its WebDriver (Debian's chromium, chromium-driver;
+## installed when missing, ~20 s) and Selenium in target/venvs/console, for
+## the console's browser test (tests/e2e/tests/console.rs, run by cargo-test).
+browser:
+	tests/console/ensure-chromium.sh
+	tests/venv.sh tests/console/requirements.txt >/dev/null
 
 ## Start the Docker engine when none answers (installs docker.io if needed).
 docker:
