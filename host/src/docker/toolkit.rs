@@ -66,6 +66,11 @@ impl Toolkit for DockerToolkit {
                             )),
                         ),
                     };
+                    call.session.log(crate::sessions::LogRecord {
+                        level: tracing::Level::ERROR,
+                        logger: name.clone(),
+                        message: why.clone(),
+                    });
                     self.backend
                         .discard(call.session.id(), name, &node, why)
                         .await;
@@ -74,6 +79,12 @@ impl Toolkit for DockerToolkit {
             };
             let mut content = into_content(response)?;
             if let Some(note) = note {
+                // The driver's note reaches the session's log listeners too.
+                call.session.log(crate::sessions::LogRecord {
+                    level: tracing::Level::WARN,
+                    logger: name.clone(),
+                    message: note.clone(),
+                });
                 content.insert(0, Content::Text(note));
             }
             Ok(content)

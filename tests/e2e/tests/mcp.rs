@@ -968,3 +968,133 @@ fn cancellation_stops_a_running_shell_command() {
     );
     assert!(after.contains("cancelled"), "the note says why: {after}");
 }
+
+/// #27: the session workspace as MCP resources: a file a wasm tool wrote is
+/// listed, read (text and binary), completed as a path, and watched
+/// (`notifications/resources/updated` on the standalone stream when another
+/// tool call changes it); no URI reaches outside the workspace.
+#[test]
+fn the_session_workspace_is_served_as_resources() {
+    use std::io::{BufRead, BufReader};
+
+    let s = server();
+    let mut c = McpClient::new(&s);
+    let init = c.initialize("2025-11-25");
+    let caps = &init["capabilities"];
+    assert_eq!(caps["resources"]["subscribe"], true, "{init}");
+    assert!(
+        caps["prompts"].is_object() && caps["completions"].is_object(),
+        "{init}"
+    );
+    assert!(caps["logging"].is_object(), "{init}");
+
+    let w = c.call(
+        1,
+        "files_write",
+        json!({"path": "dir/a.txt", "content": "hello"}),
+    );
+    assert_eq!(w["result"]["isError"], false, "{w}");
+    let list = c.request(2, "resources/list", json!({}));
+    let uris: Vec<&str> = list["result"]["resources"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{list}"))
+        .iter()
+        .filter_map(|r| r["uri"].as_str())
+        .collect();
+    assert_eq!(uris, vec!["toolhost://workspace/dir/a.txt"], "{list}");
+    let read = c.request(
+        3,
+        "resources/read",
+        json!({"uri": "toolhost://workspace/dir/a.txt"}),
+    );
+    assert_eq!(read["result"]["contents"][0]["text"], "hello", "{read}");
+    assert_eq!(
+        read["result"]["contents"][0]["mimeType"], "text/plain",
+        "{read}"
+    );
+    // Bytes that are not UTF-8 come back as a blob.
+    let root = s.data.path().join("data/workspaces");
+    let session = std::fs::read_dir(&root)
+        .expect("workspaces")
+        .flatten()
+        .next()
+        .expect("one workspace")
+        .path();
+    std::fs::write(session.join("bin.dat"), [0xff, 0x00, 0x80]).expect("write");
+    let read = c.request(
+        4,
+        "resources/read",
+        json!({"uri": "toolhost://workspace/bin.dat"}),
+    );
+    assert_eq!(read["result"]["contents"][0]["blob"], "/wCA", "{read}");
+
+    // Outside the workspace: refused, whatever the spelling.
+    std::fs::write(s.data.path().join("secret.txt"), "secret").expect("write");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(s.data.path().join("secret.txt"), session.join("link.txt"))
+        .expect("symlink");
+    for (i, uri) in [
+        "toolhost://workspace/../../secret.txt",
+        "toolhost://workspace//etc/passwd",
+        "toolhost://workspace/link.txt",
+        "file:///etc/passwd",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let r = c.request(10 + i as i64, "resources/read", json!({"uri": uri}));
+        assert!(r["error"]["code"].is_i64(), "{uri}: {r}");
+        assert!(!r.to_string().contains("secret\""), "{uri}: {r}");
+    }
+
+    // Completion of workspace paths.
+    let done = c.request(
+        20,
+        "completion/complete",
+        json!({"ref": {"type": "ref/resource", "uri": "toolhost://workspace/{+path}"},
+               "argument": {"name": "path", "value": "dir/"}}),
+    );
+    assert_eq!(
+        done["result"]["completion"]["values"],
+        json!(["dir/a.txt"]),
+        "{done}"
+    );
+
+    // Subscribed, then changed by another tool call: the update arrives on
+    // the session's standalone stream.
+    let sub = c.request(
+        21,
+        "resources/subscribe",
+        json!({"uri": "toolhost://workspace/dir/a.txt"}),
+    );
+    assert!(sub["result"].is_object(), "{sub}");
+    let stream = c
+        .http
+        .get(s.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", c.session.clone().expect("session"))
+        .header("mcp-protocol-version", &c.version)
+        .send()
+        .expect("GET /mcp");
+    assert_eq!(stream.status(), 200);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { return };
+            if line.contains("notifications/resources/updated") && tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let w = c.call(
+        22,
+        "files_write",
+        json!({"path": "dir/a.txt", "content": "changed!"}),
+    );
+    assert_eq!(w["result"]["isError"], false, "{w}");
+    let note = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("notifications/resources/updated");
+    assert!(note.contains("toolhost://workspace/dir/a.txt"), "{note}");
+}
