@@ -154,7 +154,9 @@ pub fn search(root: &Path, input: SearchInput) -> Result<SearchOutput, ToolError
     let top_k = input.top_k.unwrap_or(5).clamp(1, 50);
     let embedder = Embedder::configured();
     let mut index = Index::open(root)?;
-    let report = index.sync(embedder.as_ref())?;
+    // Keyword searches never wait for embeddings.
+    let embed_now = input.mode != Some(Mode::Keyword);
+    let report = index.sync(embedder.as_ref(), embed_now)?;
     let scope = Scope::new(input.files.as_deref());
 
     let (mode, note) = match (input.mode, &embedder) {
@@ -291,7 +293,13 @@ impl Index {
     /// Bring the index up to date with the workspace: parse new and changed
     /// documents, forget deleted ones, rebuild the search structures if
     /// anything changed.
-    pub fn sync(&mut self, embedder: Option<&Embedder>) -> Result<IndexReport, ToolError> {
+    /// With `embed_now`, chunks without vectors are embedded (a budget per
+    /// call).
+    pub fn sync(
+        &mut self,
+        embedder: Option<&Embedder>,
+        embed_now: bool,
+    ) -> Result<IndexReport, ToolError> {
         let mut report = IndexReport::default();
         let found = documents(&self.root)?;
         let model = embedder.map(|e| e.model.clone());
@@ -361,7 +369,7 @@ impl Index {
             );
             report.updated.push(path.clone());
         }
-        if let Some(e) = embedder {
+        if let Some(e) = embedder.filter(|_| embed_now) {
             changed |= self.embed_some(e, &mut report)?;
         }
         report.pending_vectors = match embedder {
@@ -1016,7 +1024,7 @@ mod tests {
         std::fs::write(root.join("zh.txt"), "机器学习是人工智能的一个分支。").unwrap();
         std::fs::write(root.join("bad.pdf"), "not a pdf at all").unwrap();
         let mut index = Index::open(root).unwrap();
-        let r = index.sync(None).unwrap();
+        let r = index.sync(None, false).unwrap();
         assert_eq!(r.updated.len(), 4, "{r:?}");
         assert_eq!(r.failed.len(), 1, "{r:?}");
         assert_eq!(r.failed[0].file, "bad.pdf");
@@ -1027,7 +1035,7 @@ mod tests {
         assert_eq!(index.hits(&zh).unwrap()[0].file, "zh.txt");
         // Only the changed file is parsed again; a deleted one is forgotten.
         let mut index = Index::open(root).unwrap();
-        let r = index.sync(None).unwrap();
+        let r = index.sync(None, false).unwrap();
         assert!(r.updated.is_empty(), "{r:?}");
         std::fs::write(
             root.join("cats.md"),
@@ -1035,7 +1043,7 @@ mod tests {
         )
         .unwrap();
         std::fs::remove_file(root.join("zh.txt")).unwrap();
-        let r = index.sync(None).unwrap();
+        let r = index.sync(None, false).unwrap();
         assert_eq!(
             (r.updated.as_slice(), r.removed.as_slice()),
             (&["cats.md".to_owned()][..], &["zh.txt".to_owned()][..])

@@ -468,7 +468,7 @@ fn vector_and_hybrid_search_through_an_embeddings_endpoint() {
     // A file indexed while the endpoint fails: parsed, listed as failed to
     // embed, found by keyword, its vectors pending ...
     std::fs::write(ws.join("birds.txt"), "Birds sing at dawn.").unwrap();
-    let r = search(json!({"query": "birds", "mode": "keyword"}));
+    let r = search(json!({"query": "birds", "mode": "hybrid"}));
     assert_eq!(r["index"]["failed"][0]["file"], "birds.txt", "{r}");
     assert!(
         r["index"]["failed"][0]["error"]
