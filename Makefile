@@ -2,6 +2,9 @@
 # `make test` (everything CI runs). See README.md.
 
 CARGO        ?= cargo
+# No incremental compilation under make: a test run builds once, and the
+# incremental caches of many runs filled this machine's disk (30 GB).
+export CARGO_INCREMENTAL ?= 0
 BIND         ?= 127.0.0.1:8001
 WASM_TARGET  := wasm32-wasip2
 WASM_OUT     := target/$(WASM_TARGET)/plugin
