@@ -32,6 +32,14 @@
 //! name = "page"
 //! text = "Page {id}"
 //! values = { id = ["1", "2"] }   # completion candidates (optional)
+//!
+//! [tools.slow_job]               # how a tool is served over MCP
+//! alias = "slow_job"             # listed and called on /mcp by this bare name
+//! task = "optional"              # "optional" (default): a call still running
+//!                                # after a moment becomes a task for clients
+//!                                # of the tasks extension; "required": always
+//!                                # a task (refused to other clients);
+//!                                # "forbidden": never
 //! ```
 //!
 //! Declarations are checked when the manifest is parsed ([`Declared::check`]):
@@ -51,6 +59,35 @@ pub struct Declared {
     pub resources: Vec<Resource>,
     #[serde(default)]
     pub resource_templates: Vec<ResourceTemplate>,
+    /// By tool name (its name in the plugin, not its id).
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolDecl>,
+}
+
+/// How one tool is served over MCP.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolDecl {
+    /// A bare name MCP clients list and call it by, instead of its id (for
+    /// clients that expect fixed tool names). A tool id always wins over an
+    /// alias of the same name.
+    #[serde(default)]
+    pub alias: Option<String>,
+    #[serde(default)]
+    pub task: TaskSupport,
+}
+
+/// Whether a call may become a task (MCP's tasks extension, XAgent's 450).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskSupport {
+    /// Never: the client waits for the result.
+    Forbidden,
+    /// When the call is still running after a moment.
+    #[default]
+    Optional,
+    /// Always, and only for clients that can follow a task.
+    Required,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -168,12 +205,30 @@ pub struct ResourceTemplate {
 
 impl Declared {
     pub fn is_empty(&self) -> bool {
-        self.prompts.is_empty() && self.resources.is_empty() && self.resource_templates.is_empty()
+        self.prompts.is_empty()
+            && self.resources.is_empty()
+            && self.resource_templates.is_empty()
+            && self.tools.is_empty()
+    }
+
+    /// How tool `name` (its name in the plugin) is served over MCP.
+    pub fn tool(&self, name: &str) -> ToolDecl {
+        self.tools.get(name).cloned().unwrap_or_default()
     }
 
     /// Refuse what could not be served: a message of no kind or of two, bad
     /// base64, duplicate names, a template without variables.
     pub fn check(&self) -> Result<(), String> {
+        let mut aliases = std::collections::HashSet::new();
+        for (name, t) in &self.tools {
+            if let Some(alias) = &t.alias
+                && (!crate::tool::is_valid_tool_id(alias) || !aliases.insert(alias))
+            {
+                return Err(format!(
+                    "[tools.{name}] alias `{alias}`: a unique name of [a-zA-Z0-9_-], at most 64"
+                ));
+            }
+        }
         let mut names = std::collections::HashSet::new();
         for p in &self.prompts {
             let valid = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';

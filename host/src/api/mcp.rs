@@ -30,6 +30,7 @@
 mod direct;
 mod features;
 mod logging;
+mod tasks;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,7 +46,8 @@ use bytes::BytesMut;
 use futures::StreamExt as _;
 use http_body_util::BodyExt as _;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
+    UpdateTaskParams, CallToolResult, CompleteRequestParams, CompleteResult,
     ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject,
     PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
@@ -63,6 +65,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::formats;
 use super::native::SESSION_HEADER;
+use crate::declared::TaskSupport;
 use crate::dispatch::{CallOptions, CallOutput};
 use crate::sessions::{Session, SessionError, Sessions};
 use crate::tool::{CallError, Content, ProgressSink};
@@ -101,10 +104,12 @@ pub fn router(
         state.dispatcher.sessions().idle_timeout(),
         shutdown,
     );
+    // One for the server: a stateless request's handler ends with it.
+    let tasks = tasks::Tasks::default();
     let service = {
         let direct = direct.clone();
         StreamableHttpService::new(
-            move || Ok(McpHandler::new(state.clone(), direct.clone())),
+            move || Ok(McpHandler::new(state.clone(), direct.clone(), tasks.clone())),
             manager,
             config,
         )
@@ -228,13 +233,16 @@ pub struct McpHandler {
     /// `logging/setLevel` and the forwarding of the session's log records;
     /// `resources/subscribe` and the watch of the subscribed files.
     logging: logging::Logging,
+    /// The server's tasks.
+    tasks: tasks::Tasks,
 }
 
 impl McpHandler {
-    fn new(state: AppState, direct: Arc<direct::Direct>) -> Self {
+    fn new(state: AppState, direct: Arc<direct::Direct>, tasks: tasks::Tasks) -> Self {
         McpHandler {
             state,
             direct,
+            tasks,
             link: Arc::default(),
             registered: Mutex::new(None),
             list_changed: Mutex::new(None),
@@ -252,6 +260,25 @@ impl McpHandler {
         self.link
             .session(self.state.dispatcher.sessions(), pinned)
             .map_err(session_error)
+    }
+
+    /// A stateless request's own toolhost session ends with the request, but
+    /// not while a task of it runs: it is taken from the handler, and the
+    /// returned closure closes it when the call ends.
+    fn keep_own_session(&self, context: &RequestContext<RoleServer>) -> impl FnOnce() + use<> {
+        let headers = context.extensions.get::<Parts>().map(|p| &p.headers);
+        let stateless = headers.is_some_and(|h| {
+            !h.contains_key("mcp-session-id") && !h.contains_key(SESSION_HEADER)
+        });
+        let kept = stateless
+            .then(|| self.link.own.lock().unwrap_or_else(|e| e.into_inner()).take())
+            .flatten();
+        let sessions = self.state.dispatcher.sessions().clone();
+        move || {
+            if let Some(session) = kept {
+                close_own(sessions, session);
+            }
+        }
     }
 }
 
@@ -325,6 +352,7 @@ impl ServerHandler for McpHandler {
             .enable_prompts_list_changed()
             .enable_resources_subscribe()
             .enable_tool_list_changed()
+            .enable_tasks()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("toolhost", env!("CARGO_PKG_VERSION")))
@@ -346,11 +374,15 @@ impl ServerHandler for McpHandler {
             .catalog()
             .tools()
             .iter()
-            .filter_map(|t| match serde_json::from_value::<Tool>(formats::mcp(t)) {
-                Ok(tool) => Some(tool),
-                Err(e) => {
-                    tracing::warn!(tool = %t.id, error = %e, "MCP: tool left out of tools/list");
-                    None
+            .filter_map(|t| {
+                let mut listed = formats::mcp(t);
+                listed["name"] = Value::String(tasks::listed_name(t));
+                match serde_json::from_value::<Tool>(listed) {
+                    Ok(tool) => Some(tool),
+                    Err(e) => {
+                        tracing::warn!(tool = %t.id, error = %e, "MCP: tool left out of tools/list");
+                        None
+                    }
                 }
             })
             .collect();
@@ -362,14 +394,37 @@ impl ServerHandler for McpHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let name = request.name.as_ref();
         // A tool of a plugin still compiling is not unknown: the call waits
         // for it (or ends with a 503-like tool error), as on every surface.
-        if !self.state.dispatcher.catalog().may_have(name) {
-            return Err(unknown_tool(name));
+        let catalog = self.state.dispatcher.catalog();
+        let Some(id) = tasks::resolve(catalog, &request.name) else {
+            return Err(unknown_tool(&request.name));
+        };
+        let name = id.as_str();
+        let support = catalog
+            .get(name)
+            .map_or(Default::default(), |t| tasks::decl(&t).task);
+        let can_follow = context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks());
+        if support == TaskSupport::Required && !can_follow {
+            return Err(tasks::tasks_required());
         }
         let session = self.session(&context)?;
         let input = Value::Object(request.arguments.unwrap_or_default());
+        if can_follow && support != TaskSupport::Forbidden {
+            let on_end = self.keep_own_session(&context);
+            return match self
+                .tasks
+                .run(&self.state, session, id.clone(), input, support, on_end)
+                .await
+            {
+                tasks::Outcome::Task(task) => Ok(task.into()),
+                tasks::Outcome::Now(Err(CallError::NotFound(_))) => Err(unknown_tool(name)),
+                tasks::Outcome::Now(Err(e)) => Ok(failure(&e).into()),
+                tasks::Outcome::Now(Ok(out)) => Ok(success(out).into()),
+            };
+        }
 
         let (progress_tx, mut progress_rx) = ProgressSink::channel();
         let token = context.meta.get_progress_token();
@@ -511,6 +566,13 @@ impl ServerHandler for McpHandler {
         let headers = context.extensions.get::<Parts>().map(|p| &p.headers);
         let header = |name: &str| headers.and_then(|h| h.get(name)?.to_str().ok());
         if let Some(id) = header("mcp-session-id") {
+            let follows = context
+                .peer
+                .peer_info()
+                .is_some_and(|info| info.capabilities.supports_tasks());
+            self.link
+                .follows_tasks
+                .store(follows, std::sync::atomic::Ordering::Relaxed);
             self.direct
                 .register(id, header("mcp-protocol-version"), &self.link);
             *self.registered.lock().unwrap_or_else(|e| e.into_inner()) = Some(id.to_owned());
@@ -543,6 +605,35 @@ impl ServerHandler for McpHandler {
         if let Some(old) = old {
             old.abort();
         }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.tasks
+            .manager
+            .get_task(&request.task_id)
+            .map(GetTaskResult::new)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks
+            .manager
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.manager.cancel_task(&request.task_id)
     }
 
     fn accepted_subscription_filter(
@@ -578,7 +669,7 @@ impl ServerHandler for McpHandler {
     }
 }
 
-fn unknown_tool(name: &str) -> McpError {
+pub(super) fn unknown_tool(name: &str) -> McpError {
     McpError::invalid_params(
         format!("unknown tool `{name}`"),
         Some(json!({"kind": "not_found"})),
@@ -610,7 +701,7 @@ async fn call(
 
 /// A successful call as an MCP result. A result that is one JSON value is
 /// also `structuredContent` (what `outputSchema` describes).
-fn success(out: CallOutput) -> CallToolResult {
+pub(super) fn success(out: CallOutput) -> CallToolResult {
     let mut result = CallToolResult::success(out.content.iter().map(block).collect());
     if let [Content::Json(_)] = out.content.as_slice()
         && let Some(Content::Json(v)) = out.content.into_iter().next()
@@ -631,7 +722,7 @@ fn success(out: CallOutput) -> CallToolResult {
 /// first in the text, the kind and details in `_meta`.
 /// A failed call as a tool result with `isError`, rendered by the one
 /// client-error renderer ([`ApiError`]): `[kind] message`.
-fn failure(e: &CallError) -> CallToolResult {
+pub(super) fn failure(e: &CallError) -> CallToolResult {
     let rendered = ApiError::from(e.clone());
     let mut result = CallToolResult::error(vec![ContentBlock::text(rendered.text())]);
     result.meta = Some(meta(json!({ "toolhost/error_kind": rendered.kind })));

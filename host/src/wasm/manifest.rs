@@ -68,6 +68,9 @@ pub struct Manifest {
     pub resources: Vec<crate::declared::Resource>,
     #[serde(default)]
     pub resource_templates: Vec<crate::declared::ResourceTemplate>,
+    /// `[tools.<name>]`: how a tool is served over MCP.
+    #[serde(default)]
+    pub tools: BTreeMap<String, crate::declared::ToolDecl>,
 }
 
 /// A folder of the host the plugin reads at [`GUEST_ASSETS`], read-only.
@@ -229,6 +232,7 @@ impl Manifest {
             prompts: self.prompts.clone(),
             resources: self.resources.clone(),
             resource_templates: self.resource_templates.clone(),
+            tools: self.tools.clone(),
         }
     }
 

@@ -21,7 +21,7 @@ mod tools;
 
 use files::*;
 use parked::*;
-pub use parked::{AWAIT_CALL, Parked};
+pub use parked::{AWAIT_CALL, Parked, Running};
 use tools::*;
 pub use tools::{PRINT_TREE, tool_json, wrap};
 

@@ -101,6 +101,9 @@ pub struct Link {
     /// Calls answered directly, by JSON-RPC id: cancelled by
     /// `notifications/cancelled`.
     running: Mutex<HashMap<RequestId, CancellationToken>>,
+    /// The client declared the tasks extension at `initialize`: its calls may
+    /// become tasks, which rmcp's handler answers.
+    pub(super) follows_tasks: std::sync::atomic::AtomicBool,
 }
 
 impl Link {
@@ -361,8 +364,25 @@ impl Direct {
             return false;
         }
         let name = params.name.as_ref();
-        if self.state.dispatcher.catalog().get(name).is_none() {
-            return false; // rmcp gives the error
+        // An alias, a tool of a plugin still loading or an unknown one:
+        // rmcp's handler resolves it or gives the error.
+        let Some(tool) = self.state.dispatcher.catalog().get(name) else {
+            return false;
+        };
+        // A call that may become a task (or must) is the handler's.
+        let follows_tasks = match mode {
+            Mode::Stateless => params
+                .meta
+                .as_ref()
+                .and_then(|m| m.client_capabilities())
+                .is_some_and(|c| c.supports_tasks()),
+            Mode::Session(link) => link.follows_tasks.load(Ordering::Relaxed),
+        };
+        let task = super::tasks::decl(&tool).task;
+        if task == crate::declared::TaskSupport::Required
+            || (follows_tasks && task != crate::declared::TaskSupport::Forbidden)
+        {
+            return false;
         }
         match mode {
             Mode::Stateless => {

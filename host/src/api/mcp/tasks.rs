@@ -1,0 +1,145 @@
+//! MCP's tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663): a
+//! `tools/call` still running after [`TASK_AFTER`] becomes a task the client
+//! follows with `tasks/get` (status, then the result inlined) and stops with
+//! `tasks/cancel`.
+//!
+//! The call is XAgent's continuation ([`Running`], which XAgent's 450 answer
+//! parks): started and waited for the same way, only the surfaces' patience
+//! and wire differ. rmcp's [`TaskManager`] keeps the tasks' wire state (ids,
+//! timestamps, TTL, pending input requests); there is one for the whole
+//! server, since a stateless (2026-07-28) request's handler ends with it.
+//!
+//! Which calls: the tool's `task` in its manifest ([`TaskSupport`]) and the
+//! client's capabilities (at `initialize`, or in the request's `_meta`). A
+//! client without the extension waits for the result as before, or is refused
+//! with -32021 for a `required` tool. A tool's failure is a `completed` task
+//! whose result has `isError`; a trap or a host failure is a `failed` task.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{CallToolResult, ClientCapabilities, CreateTaskResult, Task};
+use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
+
+use crate::api::AppState;
+use crate::api::xagent::Running;
+use crate::catalog::{Catalog, ToolEntry};
+use crate::declared::{TaskSupport, ToolDecl};
+use crate::dispatch::CallOutput;
+use crate::sessions::Session;
+use crate::tool::CallError;
+
+/// How long a `tools/call` of an `optional` tool runs before it becomes a
+/// task (its client still gets the result at once if it is done by then).
+pub const TASK_AFTER: Duration = Duration::from_millis(500);
+/// How long a task and its result are kept (rmcp keeps a finished one as long
+/// again after it ends).
+const TTL_MS: u64 = 600_000;
+/// Suggested interval between `tasks/get` polls.
+const POLL_MS: u64 = 250;
+
+/// How `entry` is served over MCP (its manifest's `[tools.<name>]`).
+pub fn decl(entry: &ToolEntry) -> ToolDecl {
+    entry
+        .toolkit
+        .toolkit
+        .declared()
+        .map(|d| d.tool(&entry.descriptor.name))
+        .unwrap_or_default()
+}
+
+/// The name MCP lists `entry` by: its alias, else its id.
+pub fn listed_name(entry: &ToolEntry) -> String {
+    decl(entry).alias.unwrap_or_else(|| entry.id.clone())
+}
+
+/// The tool id an MCP `tools/call` names: a tool id (known, or of a plugin
+/// still loading) wins over an alias of the same name.
+pub fn resolve(catalog: &Catalog, name: &str) -> Option<String> {
+    if catalog.may_have(name) {
+        return Some(name.to_owned());
+    }
+    catalog
+        .tools()
+        .into_iter()
+        .find(|t| decl(t).alias.as_deref() == Some(name))
+        .map(|t| t.id.clone())
+}
+
+/// Every task of the server.
+#[derive(Clone, Default)]
+pub struct Tasks {
+    pub manager: TaskManager,
+}
+
+/// What a `tools/call` comes to: a result now, or a task.
+pub enum Outcome {
+    Now(Result<CallOutput, CallError>),
+    Task(CreateTaskResult),
+}
+
+/// The -32021 refusal of a `required` tool to a client without tasks.
+pub fn tasks_required() -> McpError {
+    McpError::missing_required_client_capability(ClientCapabilities::builder().enable_tasks().build())
+}
+
+impl Tasks {
+    /// Run `tool` for a client that can follow a task: the result if it
+    /// comes within [`TASK_AFTER`] (and the tool is not `required`), else a
+    /// task. `on_end` runs when the call has ended (a toolhost session the
+    /// task kept open is let go there).
+    pub async fn run(
+        &self,
+        state: &AppState,
+        session: Arc<Session>,
+        tool: String,
+        input: serde_json::Value,
+        support: TaskSupport,
+        on_end: impl FnOnce() + Send + 'static,
+    ) -> Outcome {
+        let mut running = Running::start(state.dispatcher.clone(), session, tool.clone(), input);
+        if support == TaskSupport::Optional
+            && let Some(done) = running.wait(TASK_AFTER).await
+        {
+            on_end();
+            return Outcome::Now(done);
+        }
+        let options = TaskOptions::new()
+            .with_ttl_ms(TTL_MS)
+            .with_poll_interval_ms(POLL_MS)
+            .with_status_message(format!("`{tool}` is running"));
+        let task: Task = self.manager.spawn(options, move |context: TaskContext| {
+            Box::pin(async move {
+                let outcome = tokio::select! {
+                    done = running.finish() => settle(done),
+                    // Dropping the call cancels it (the wasm store is torn
+                    // down, a Docker node's command discarded).
+                    () = context.cancelled() => Err(TaskExit::Cancelled),
+                };
+                on_end();
+                outcome
+            })
+        });
+        tracing::debug!(tool, task = %task.task_id, "MCP: the call goes on as a task");
+        Outcome::Task(CreateTaskResult::new(task))
+    }
+}
+
+/// A task's ended call: the tool's own failures (and limits) are results with
+/// `isError`, as they are without a task; a trap or a host failure fails the
+/// task (`failed`, with a JSON-RPC error).
+fn settle(done: Result<CallOutput, CallError>) -> Result<CallToolResult, TaskExit> {
+    match done {
+        Ok(out) => Ok(super::success(out)),
+        Err(e @ (CallError::Trap(_) | CallError::Internal(_))) => {
+            let rendered = crate::api::error::ApiError::from(e);
+            Err(TaskExit::Error(McpError::internal_error(
+                rendered.text(),
+                Some(serde_json::json!({"kind": rendered.kind})),
+            )))
+        }
+        Err(CallError::NotFound(name)) => Err(TaskExit::Error(super::unknown_tool(&name))),
+        Err(e) => Ok(super::failure(&e)),
+    }
+}
