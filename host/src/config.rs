@@ -67,6 +67,29 @@ pub struct DockerConfig {
     /// ... and this share of its memory, summed over their `memory_mb`; a
     /// start beyond either is refused (`overloaded`, seed 004's rule).
     pub max_memory_share: f64,
+    /// `[[docker.engines]]`: several Docker engines as one node pool (see
+    /// `crate::docker::engines`). Empty: the one engine the docker CLI
+    /// would use (`DOCKER_HOST`, else the local socket).
+    pub engines: Vec<DockerEngine>,
+    /// A `docker save` archive of the node image, loaded into an engine
+    /// that lacks an image it holds (engines that cannot pull).
+    pub image_archive: Option<std::path::PathBuf>,
+}
+
+/// One Docker engine of the node pool.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DockerEngine {
+    /// Its name in `GET /plugins`, `/metrics` and the drain route.
+    pub name: String,
+    /// `unix:///path`, `tcp://host:port` (with `tls_*`) or `ssh://user@host`.
+    pub url: String,
+    /// Client certificate, its key and the CA of the engine (TCP with TLS).
+    pub tls_cert: Option<std::path::PathBuf>,
+    pub tls_key: Option<std::path::PathBuf>,
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// The private key for an `ssh://` engine (else ssh's own defaults).
+    pub ssh_key: Option<std::path::PathBuf>,
 }
 
 impl Default for DockerConfig {
@@ -75,6 +98,8 @@ impl Default for DockerConfig {
             enabled: true,
             max_cpu_share: 1.0,
             max_memory_share: 0.8,
+            engines: Vec::new(),
+            image_archive: None,
         }
     }
 }

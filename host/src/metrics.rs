@@ -51,6 +51,17 @@ pub struct NodeCensus {
     /// Per toolkit: whether its nodes can be created now, and how many
     /// creations failed since start.
     pub toolkits: Vec<ToolkitCensus>,
+    /// Per engine of the node pool: health, drain, our containers there.
+    pub engines: Vec<EngineCensus>,
+}
+
+/// One Docker engine in the [`NodeCensus`].
+#[derive(Debug, Clone)]
+pub struct EngineCensus {
+    pub engine: String,
+    pub up: bool,
+    pub drained: bool,
+    pub nodes: u64,
 }
 
 /// One Docker toolkit in the [`NodeCensus`].
@@ -88,6 +99,8 @@ pub struct Metrics {
     instantiate: HistogramVec,
     nodes: IntGaugeVec,
     nodes_removed: IntCounter,
+    /// Per engine: `up` (1/0), `drained` (1/0), `nodes`.
+    engine_gauges: [IntGaugeVec; 3],
     toolkit_available: IntGaugeVec,
     create_failures: IntCounterVec,
 }
@@ -218,6 +231,26 @@ impl Metrics {
             "Docker nodes (session or hot pool) that could not be created or started.",
             &["toolkit"],
         );
+        let engine_gauge = |name: &str, help: &str| {
+            let g = IntGaugeVec::new(Opts::new(name, help), &["engine"]).expect("valid metric");
+            r.register(Box::new(g.clone()))
+                .expect("metric names are unique");
+            g
+        };
+        let engine_gauges = [
+            engine_gauge(
+                "docker_engine_up",
+                "1 when a Docker engine of the node pool answers its health check, 0 when not.",
+            ),
+            engine_gauge(
+                "docker_engine_drained",
+                "1 when a Docker engine is drained (no new session goes there).",
+            ),
+            engine_gauge(
+                "docker_engine_nodes",
+                "Our containers on each Docker engine (session, pooled and service nodes).",
+            ),
+        ];
         Metrics {
             enabled: true,
             series: RwLock::default(),
@@ -231,6 +264,7 @@ impl Metrics {
             instantiate,
             nodes,
             nodes_removed,
+            engine_gauges,
             toolkit_available,
             create_failures,
         }
@@ -369,6 +403,14 @@ impl Metrics {
             let failures = self.create_failures.with_label_values(&[&t.toolkit]);
             failures.inc_by(t.create_failures.saturating_sub(failures.get()));
         }
+        let [up, drained, nodes] = &self.engine_gauges;
+        for e in &c.engines {
+            up.with_label_values(&[&e.engine]).set(i64::from(e.up));
+            drained
+                .with_label_values(&[&e.engine])
+                .set(i64::from(e.drained));
+            nodes.with_label_values(&[&e.engine]).set(e.nodes as i64);
+        }
     }
 }
 
@@ -407,6 +449,12 @@ mod tests {
                 available: false,
                 create_failures: 3,
             }],
+            engines: vec![EngineCensus {
+                engine: "b".into(),
+                up: false,
+                drained: true,
+                nodes: 4,
+            }],
         });
         let text = m.render();
         for line in [
@@ -422,6 +470,9 @@ mod tests {
             "toolhost_docker_nodes_removed_total 5",
             r#"toolhost_docker_toolkit_available{toolkit="shell"} 0"#,
             r#"toolhost_docker_node_create_failures_total{toolkit="shell"} 3"#,
+            r#"toolhost_docker_engine_up{engine="b"} 0"#,
+            r#"toolhost_docker_engine_drained{engine="b"} 1"#,
+            r#"toolhost_docker_engine_nodes{engine="b"} 4"#,
         ] {
             assert!(text.contains(line), "missing {line}\n{text}");
         }

@@ -145,14 +145,17 @@ impl Server {
             })
         };
         let mut tasks = vec![reaper, flusher];
-        let docker = config.docker.enabled.then(|| {
-            let docker = DockerBackend::new(data, sessions.clone())
-                .with_allocation(crate::docker::Allocation::of_host(&config.docker));
-            let resources: Arc<dyn crate::sessions::SessionResources> = docker.clone();
-            sessions.add_resources(Arc::downgrade(&resources));
-            tasks.push(docker.start());
-            docker
-        });
+        let docker = match config.docker.enabled {
+            true => {
+                let docker = DockerBackend::with_config(data, sessions.clone(), &config.docker)
+                    .map_err(|e| anyhow::anyhow!("[docker]: {e}"))?;
+                let resources: Arc<dyn crate::sessions::SessionResources> = docker.clone();
+                sessions.add_resources(Arc::downgrade(&resources));
+                tasks.push(docker.start());
+                Some(docker)
+            }
+            false => None,
+        };
         // Docker toolkits load first: a wasm plugin cannot take their names.
         let mut backends: Vec<Arc<dyn Backend>> = Vec::new();
         if let Some(docker) = &docker {
@@ -334,6 +337,8 @@ impl Server {
             mcp_allowed_hosts(config.server.bind.ip()),
             api::auth::CallerAuth::from_config(&config.auth),
         )
+        // The Docker engines, for `GET /plugins` and the drain route.
+        .layer(axum::Extension(api::engines::Engines(self.docker.clone())))
     }
 }
 

@@ -291,6 +291,10 @@ pub enum CallError {
     /// down, the node image is missing ...); retry when it is back.
     #[error("{0}")]
     BackendUnavailable(String),
+    /// The call's Docker node was lost with its engine (dead, unreachable):
+    /// the session's next call gets a fresh node on a live engine.
+    #[error("{0}")]
+    NodeLost(String),
     /// The tool is not in service (`staging`, `inactive`, `building`).
     #[error("{}", not_active_message(tool, status))]
     NotActive { tool: String, status: &'static str },
@@ -332,6 +336,7 @@ impl CallError {
             CallError::OutputTooLarge { .. } => ErrorKind::OutputTooLarge,
             CallError::Overloaded(_) => ErrorKind::Overloaded,
             CallError::BackendUnavailable(_) => ErrorKind::BackendUnavailable,
+            CallError::NodeLost(_) => ErrorKind::NodeLost,
             CallError::NotActive { .. } => ErrorKind::NotActive,
             CallError::Internal(_) => ErrorKind::Internal,
         }
@@ -352,6 +357,7 @@ pub enum ErrorKind {
     OutputTooLarge,
     Overloaded,
     BackendUnavailable,
+    NodeLost,
     NotActive,
     Internal,
 }
@@ -369,6 +375,7 @@ impl ErrorKind {
             ErrorKind::OutputTooLarge => "output_too_large",
             ErrorKind::Overloaded => "overloaded",
             ErrorKind::BackendUnavailable => "backend_unavailable",
+            ErrorKind::NodeLost => "node_lost",
             ErrorKind::NotActive => "not_active",
             ErrorKind::Internal => "internal",
         }

@@ -51,7 +51,7 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::InvalidInput => StatusCode::UNPROCESSABLE_ENTITY,
         ErrorKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
         ErrorKind::Overloaded => StatusCode::TOO_MANY_REQUESTS,
-        ErrorKind::BackendUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::BackendUnavailable | ErrorKind::NodeLost => StatusCode::SERVICE_UNAVAILABLE,
         ErrorKind::NotActive => StatusCode::CONFLICT,
         ErrorKind::ToolError
         | ErrorKind::OutOfFuel

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod body;
 pub mod builder;
 pub mod console;
+pub mod engines;
 pub mod error;
 pub mod formats;
 pub mod mcp;
@@ -87,6 +88,7 @@ pub fn router(
         .merge(system::routes())
         .merge(console::routes())
         .merge(plugins::routes(limits.max_upload_bytes))
+        .merge(engines::routes())
         .merge(xagent::routes(limits.max_upload_bytes))
         .fallback(
             |uri: Uri| async move { ApiError::not_found(format!("no route for {}", uri.path())) },

@@ -35,8 +35,12 @@ pub fn routes(max_upload_bytes: usize) -> Router<AppState> {
     )
 }
 
-async fn list(State(state): State<AppState>) -> Json<Value> {
-    Json(json!({ "plugins": state.plugins.list() }))
+async fn list(
+    State(state): State<AppState>,
+    engines: Option<axum::Extension<super::engines::Engines>>,
+) -> Json<Value> {
+    let engines = engines.map(|e| e.0).unwrap_or_default();
+    Json(json!({ "plugins": state.plugins.list(), "engines": engines.list() }))
 }
 
 async fn get_one(

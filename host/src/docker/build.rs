@@ -30,31 +30,38 @@ pub fn tag(name: &str, version: &str) -> String {
 
 impl DockerBackend {
     /// Start building `spec`'s image now, if it is built from its folder.
+    /// (On the first engine; another engine builds it when a node of the
+    /// toolkit first goes there.)
     pub(super) fn prebuild(self: &Arc<Self>, spec: &Arc<LoadedManifest>) {
         if spec.manifest.docker.build.is_none() {
             return;
         }
         let (me, spec) = (self.clone(), spec.clone());
         tokio::spawn(async move {
-            if let Err(e) = me.ensure_built(&spec).await {
+            if let Err(e) = me.ensure_built(&spec, 0).await {
                 tracing::warn!(toolkit = %spec.name, error = %e, "building the toolkit's image failed");
             }
         });
     }
 
-    /// Make sure `spec`'s image exists: built from its folder (once at a
-    /// time per tag) when it is a built toolkit and the image is missing.
-    pub(super) async fn ensure_built(&self, spec: &LoadedManifest) -> Result<(), CallError> {
+    /// Make sure `spec`'s image exists on engine `engine`: built from its
+    /// folder (once at a time per tag and engine) when it is a built toolkit
+    /// and the image is missing there.
+    pub(super) async fn ensure_built(
+        &self,
+        spec: &LoadedManifest,
+        engine: usize,
+    ) -> Result<(), CallError> {
         let Some(dockerfile) = &spec.manifest.docker.build else {
             return Ok(());
         };
         let image = &spec.manifest.docker.image;
         let gate = super::lock(&self.builds)
-            .entry(image.clone())
+            .entry(format!("{engine}/{image}"))
             .or_default()
             .clone();
         let _one_at_a_time = gate.lock().await;
-        let docker = self.docker().await?;
+        let docker = self.docker(engine).await?;
         if docker.inspect_image(image).await.is_ok() {
             return Ok(());
         }

@@ -57,6 +57,12 @@ impl Allocation {
         }
     }
 
+    /// Bound to an engine's own `cores` and `memory_mb` (what it holds stays).
+    pub(super) fn bound(&mut self, cores: f64, memory_mb: u64, shares: super::engines::Shares) {
+        self.cpus = cores * shares.cpu;
+        self.memory_mb = (memory_mb as f64 * shares.memory) as u64;
+    }
+
     /// The limits, what is held, and by which toolkit.
     pub fn view(&self) -> serde_json::Value {
         let mut by_toolkit: std::collections::BTreeMap<&str, (u32, f64, u64)> = Default::default();
@@ -170,8 +176,11 @@ impl DockerBackend {
         .into()
     }
 
-    pub(super) async fn docker(&self) -> Result<bollard::Docker, CallError> {
-        self.engine
+    /// A client of engine `engine`.
+    pub(super) async fn docker(&self, engine: usize) -> Result<bollard::Docker, CallError> {
+        self.engines
+            .member(engine)
+            .conn
             .get()
             .await
             .map_err(CallError::BackendUnavailable)
@@ -180,11 +189,12 @@ impl DockerBackend {
     /// Map an engine error; a lost connection is forgotten so the next call reconnects.
     pub(super) async fn engine_error(
         &self,
+        engine: usize,
         what: &str,
         e: bollard::errors::Error,
     ) -> (Option<Cause>, CallError) {
         if engine::is_connection_error(&e) {
-            self.engine.reset().await;
+            self.engines.member(engine).conn.reset().await;
             return (
                 Some(Cause::Engine),
                 CallError::BackendUnavailable(format!(
@@ -201,8 +211,10 @@ impl DockerBackend {
     /// Remove container `id`; when the engine cannot do it now, remember it
     /// and let the monitor try again.
     pub(super) async fn remove_container(&self, id: &str) {
-        lock(&self.allocation).release(id);
-        let Ok(docker) = self.engine.get().await else {
+        let engine = self.engines.home_of(id);
+        let member = self.engines.member(engine);
+        lock(&member.allocation).release(id);
+        let Ok(docker) = member.conn.get().await else {
             lock(&self.graveyard).insert(id.to_owned());
             return;
         };
@@ -213,6 +225,7 @@ impl DockerBackend {
         match docker.remove_container(id, Some(options)).await {
             Ok(()) => {
                 lock(&self.graveyard).remove(id);
+                self.engines.forget(id);
                 self.removed
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
@@ -220,6 +233,7 @@ impl DockerBackend {
                 status_code: 404, ..
             }) => {
                 lock(&self.graveyard).remove(id);
+                self.engines.forget(id);
             }
             Err(e) => {
                 tracing::debug!(container = id, error = %e, "could not remove a node container; retrying later");
@@ -232,15 +246,16 @@ impl DockerBackend {
         self.closing.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    /// Create and start a node of `spec` with `workspace` at /workspace; the
-    /// outcome is recorded in the toolkit's health.
+    /// Create and start a node of `spec` with `workspace` at /workspace on
+    /// engine `engine`; the outcome is recorded in the toolkit's health.
     pub(super) async fn create_node(
         &self,
         spec: &LoadedManifest,
         workspace: &Path,
         session: &str,
+        engine: usize,
     ) -> Result<Arc<Node>, CallError> {
-        match self.start_node(spec, workspace, session).await {
+        match self.start_node(spec, workspace, session, engine).await {
             Ok(node) => {
                 self.health.created(&spec.name);
                 Ok(node)
@@ -261,6 +276,7 @@ impl DockerBackend {
         spec: &LoadedManifest,
         workspace: &Path,
         session: &str,
+        engine: usize,
     ) -> Result<Arc<Node>, (Option<Cause>, CallError)> {
         use std::sync::atomic::Ordering;
         self.creating.fetch_add(1, Ordering::AcqRel);
@@ -280,10 +296,32 @@ impl DockerBackend {
         if self.is_closing() {
             return Err(closing());
         }
-        let docker = self.docker().await.map_err(|e| (Some(Cause::Engine), e))?;
-        // A built image: made (or waited for) first.
-        self.ensure_built(spec).await.map_err(|e| (None, e))?;
+        let docker = self
+            .docker(engine)
+            .await
+            .map_err(|e| (Some(Cause::Engine), e))?;
         let d = &spec.manifest.docker;
+        // A built image: made (or waited for) first; another one: loaded
+        // from the image archive when the engine lacks it.
+        if d.build.is_some() {
+            self.ensure_built(spec, engine)
+                .await
+                .map_err(|e| (None, e))?;
+        } else if self.engines.has_archive() {
+            self.engines
+                .ensure_image(engine, &docker, &d.image, false)
+                .await
+                .map_err(|e| {
+                    (
+                        Some(Cause::Image),
+                        CallError::BackendUnavailable(format!(
+                            "the node image `{}` cannot be made present on engine `{}`: {e}",
+                            d.image,
+                            self.engines.member(engine).name
+                        )),
+                    )
+                })?;
+        }
         let labels = self.labels(&spec.name, session);
         let memory = i64::from(d.memory_mb) << 20;
         let mut binds = vec![format!("{}:/workspace:rw", workspace.display())];
@@ -312,8 +350,9 @@ impl DockerBackend {
             ..Default::default()
         };
         let name = container_name(&spec.name);
+        let allocation = &self.engines.member(engine).allocation;
         if spec.service_port().is_some() {
-            lock(&self.allocation)
+            lock(allocation)
                 .reserve(&name, d.cpus, u64::from(d.memory_mb))
                 .map_err(|why| {
                     (
@@ -327,9 +366,13 @@ impl DockerBackend {
         }
         let options = CreateContainerOptionsBuilder::default().name(&name).build();
         let begun = std::time::Instant::now();
+        self.engines
+            .settle(&name, engine, d.cpus, u64::from(d.memory_mb));
         let created = docker.create_container(Some(options), body).await;
         let create_ms = begun.elapsed().as_secs_f64() * 1e3;
-        lock(&self.allocation).created(&name, created.as_ref().ok().map(|c| c.id.as_str()));
+        let id = created.as_ref().ok().map(|c| c.id.as_str());
+        lock(allocation).created(&name, id);
+        self.engines.created(&name, id);
         let created = match created {
             Ok(c) => c,
             Err(bollard::errors::Error::DockerResponseServerError {
@@ -337,11 +380,11 @@ impl DockerBackend {
             }) => {
                 return Err((Some(Cause::Image), missing_image(&d.image)));
             }
-            Err(e) => return Err(self.engine_error("creating a node", e).await),
+            Err(e) => return Err(self.engine_error(engine, "creating a node", e).await),
         };
         if let Err(e) = docker.start_container(&created.id, None).await {
             self.remove_container(&created.id).await;
-            return Err(self.engine_error("starting a node", e).await);
+            return Err(self.engine_error(engine, "starting a node", e).await);
         }
         let start_ms = begun.elapsed().as_secs_f64() * 1e3 - create_ms;
         let linked = match d.internal_port {
@@ -379,12 +422,15 @@ impl DockerBackend {
             }
             Ok(node) => {
                 let ready_ms = begun.elapsed().as_secs_f64() * 1e3 - create_ms - start_ms;
+                let node = Arc::new(node);
+                self.engines.attach(&node);
                 tracing::info!(
                     toolkit = %spec.name, session, container = %name,
+                    engine = %self.engines.member(engine).name,
                     create_ms = create_ms.round(), start_ms = start_ms.round(), ready_ms = ready_ms.round(),
                     "node started"
                 );
-                Ok(Arc::new(node))
+                Ok(node)
             }
             Err(e) => {
                 self.remove_container(&created.id).await;

@@ -17,17 +17,22 @@
 //!   removed at start-up.
 //! - No engine: the toolkits are still listed, calls fail with
 //!   `backend_unavailable` (503) until the engine answers again.
+//! - Several engines (`[[docker.engines]]`) serve as one pool: placement by
+//!   free capacity, session affinity, health, drain, and a node lost with
+//!   its engine answered `node_lost` (see [`engines`]).
 //!
 //! Files, by responsibility: `registry` (the backend contract: claim, load,
 //! reload and remove toolkit folders), this file (a session's node: find,
 //! make room, discard), `containers` (create, start, remove), `pool` (the hot
 //! pool), `reaper` (start-up, the monitor, session close, shutdown), `health`
-//! (whether a toolkit's nodes can be created), `engine` (the connection),
+//! (whether a toolkit's nodes can be created), `engine` (one connection),
+//! `engines` (the pool of engines: placement, affinity, health, drain),
 //! `node` (the driver over exec stdio), `toolkit` (the call path).
 
 mod build;
 mod containers;
 mod engine;
+pub mod engines;
 pub mod health;
 pub mod manifest;
 mod node;
@@ -87,12 +92,15 @@ struct Slot {
 struct Pooled {
     node: Arc<Node>,
     dir: PathBuf,
+    /// The engine it runs on.
+    engine: usize,
 }
 
 pub struct DockerBackend {
     /// This backend, for the toolkits it makes (they call back into it).
     me: std::sync::Weak<DockerBackend>,
-    engine: engine::Engine,
+    /// The engines nodes run on (one unless `[[docker.engines]]` lists more).
+    engines: engines::Engines,
     scope: String,
     /// This process's run id ([`RUN_LABEL`]).
     run: String,
@@ -111,8 +119,6 @@ pub struct DockerBackend {
     creating: std::sync::atomic::AtomicUsize,
     /// Containers removed since start (for the metrics).
     removed: std::sync::atomic::AtomicU64,
-    /// What service containers hold of the host (seed 004's rule).
-    allocation: Mutex<Allocation>,
     /// One build at a time per built image tag.
     builds: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Whether each toolkit's nodes can be created now.
@@ -131,10 +137,25 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl DockerBackend {
+    /// A backend on the one local engine, with no allocation limit.
     pub fn new(data: &Path, sessions: Arc<Sessions>) -> Arc<Self> {
+        Self::on(data, sessions, engines::Engines::local())
+    }
+
+    /// A backend on the engines of `config` (`[docker]`), or why they are
+    /// not right.
+    pub fn with_config(
+        data: &Path,
+        sessions: Arc<Sessions>,
+        config: &crate::config::DockerConfig,
+    ) -> Result<Arc<Self>, String> {
+        Ok(Self::on(data, sessions, engines::Engines::new(config)?))
+    }
+
+    fn on(data: &Path, sessions: Arc<Sessions>, engines: engines::Engines) -> Arc<Self> {
         Arc::new_cyclic(|me| DockerBackend {
             me: me.clone(),
-            engine: engine::Engine::default(),
+            engines,
             scope: scope_of(data),
             run: uuid::Uuid::new_v4().simple().to_string(),
             pool_root: data.join("node-pool"),
@@ -147,7 +168,6 @@ impl DockerBackend {
             closing: Default::default(),
             creating: Default::default(),
             removed: Default::default(),
-            allocation: Mutex::new(Allocation::unbounded()),
             builds: Mutex::default(),
             health: Health::default(),
         })
@@ -172,6 +192,16 @@ impl DockerBackend {
             running,
             pooled,
             removed: self.removed.load(std::sync::atomic::Ordering::Relaxed),
+            engines: self
+                .engines()
+                .into_iter()
+                .map(|e| crate::metrics::EngineCensus {
+                    up: e.health == "up",
+                    drained: e.drained,
+                    nodes: e.nodes as u64,
+                    engine: e.name,
+                })
+                .collect(),
             toolkits: self
                 .health()
                 .into_iter()
@@ -184,10 +214,22 @@ impl DockerBackend {
         }
     }
 
-    /// The same backend with the allocation limits of `allocation`.
+    /// The same backend with the allocation limits of `allocation` (on
+    /// its first engine).
     pub fn with_allocation(self: Arc<Self>, allocation: Allocation) -> Arc<Self> {
-        *lock(&self.allocation) = allocation;
+        *lock(&self.engines.member(0).allocation) = allocation;
         self
+    }
+
+    /// Each engine: health, drain, capacity, nodes and sessions on it.
+    pub fn engines(&self) -> Vec<engines::EngineView> {
+        self.engines.views()
+    }
+
+    /// Drain engine `name` (no new session goes there; those on it carry
+    /// on), or undo it; `None` when there is no such engine.
+    pub fn drain(&self, name: &str, drained: bool) -> Option<engines::EngineView> {
+        self.engines.drain(name, drained)
     }
 
     /// Containers of toolkit `name` running now: session nodes (a slot
@@ -253,14 +295,16 @@ impl DockerBackend {
             )));
         }
         self.make_room(&key, spec).await?;
-        let node = match self.take_pooled(spec, session).await {
+        let engine = self.engine_for(session.id(), spec).await?;
+        let node = match self.take_pooled(spec, session, engine).await {
             Some(node) => node,
             None => {
                 let workspace = session
                     .prepare_workspace()
                     .await
                     .map_err(|e| CallError::Internal(e.to_string()))?;
-                self.create_node(spec, workspace, session.id()).await?
+                self.create_node(spec, workspace, session.id(), engine)
+                    .await?
             }
         };
         self.refill(spec);
@@ -313,6 +357,31 @@ impl DockerBackend {
             self.remove_container(&node.container).await;
         }
         Ok(())
+    }
+
+    /// The engine `session`'s node of `spec` goes to; a failure is
+    /// recorded in the toolkit's health.
+    pub(super) async fn engine_for(
+        &self,
+        session: &str,
+        spec: &LoadedManifest,
+    ) -> Result<usize, CallError> {
+        let d = &spec.manifest.docker;
+        let image = d.build.is_none().then_some(d.image.as_str());
+        self.engines
+            .engine_for(session, image, d.cpus, u64::from(d.memory_mb))
+            .await
+            .inspect_err(|e| {
+                self.health
+                    .failed(&spec.name, health::Cause::Engine, &e.to_string())
+            })
+    }
+
+    /// Whether the engine of `node` is gone: then its name (and the engine
+    /// is marked down, its other nodes severed).
+    pub(super) async fn lost_engine(&self, node: &Node) -> Option<String> {
+        let i = self.engines.home_of(&node.container);
+        (!self.engines.answers(i).await).then(|| self.engines.member(i).name.clone())
     }
 
     /// Forget `session`'s node of `toolkit` after it failed mid-call.

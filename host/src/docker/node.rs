@@ -231,6 +231,15 @@ impl Node {
         }
     }
 
+    /// The node's engine is gone: it counts as dead now, and a request
+    /// waiting on it ends at once (as [`NodeError::Died`]).
+    pub fn sever(&self) {
+        self.alive.store(false, Ordering::Release);
+        if let Link::Driver(d) = &self.link {
+            d.pending.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        }
+    }
+
     pub fn is_alive(&self) -> bool {
         self.alive.load(Ordering::Acquire)
     }

@@ -9,15 +9,22 @@ use super::{DockerBackend, Node, Pooled, lock};
 use crate::sessions::Session;
 
 impl DockerBackend {
-    /// A started node from the hot pool, its workspace moved into the
-    /// session's place (the bind mount follows the renamed directory).
+    /// A started node of engine `engine` from the hot pool, its workspace
+    /// moved into the session's place (the bind mount follows the renamed
+    /// directory).
     pub(super) async fn take_pooled(
         &self,
         spec: &LoadedManifest,
         session: &Session,
+        engine: usize,
     ) -> Option<Arc<Node>> {
         loop {
-            let pooled = lock(&self.pools).get_mut(&spec.name)?.pop()?;
+            let pooled = {
+                let mut pools = lock(&self.pools);
+                let pool = pools.get_mut(&spec.name)?;
+                let at = pool.iter().rposition(|p| p.engine == engine)?;
+                pool.remove(at)
+            };
             let failure = if pooled.node.is_alive() {
                 let (from, to) = (pooled.dir.clone(), session.workspace_path().to_owned());
                 let adopted = tokio::task::spawn_blocking(move || adopt_workspace(&from, &to))
@@ -64,11 +71,18 @@ impl DockerBackend {
                     tracing::warn!(error = %e, "cannot create a pool workspace");
                     break;
                 }
-                match this.create_node(&spec, &dir, "pool").await {
-                    Ok(node) => lock(&this.pools)
+                let made = match this.engine_for("pool", &spec).await {
+                    Ok(engine) => this
+                        .create_node(&spec, &dir, "pool", engine)
+                        .await
+                        .map(|node| (node, engine)),
+                    Err(e) => Err(e),
+                };
+                match made {
+                    Ok((node, engine)) => lock(&this.pools)
                         .entry(spec.name.clone())
                         .or_default()
-                        .push(Pooled { node, dir }),
+                        .push(Pooled { node, dir, engine }),
                     Err(e) => {
                         let _ = tokio::fs::remove_dir_all(&dir).await;
                         tracing::debug!(toolkit = %spec.name, error = %e, "cannot fill the hot pool now");

@@ -21,9 +21,8 @@ impl DockerBackend {
     pub fn start(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         let this = self.clone();
         tokio::spawn(async move {
-            if this.engine.get().await.is_ok() {
-                this.remove_orphans().await;
-            }
+            // (The monitor's first look, at once, removes leftovers from each
+            // engine that answers; an engine that comes up later is swept then.)
             let weak = Arc::downgrade(&this);
             drop(this);
             let mut tick = tokio::time::interval(MONITOR_EVERY);
@@ -35,9 +34,15 @@ impl DockerBackend {
         })
     }
 
-    /// The monitor's look at each toolkit: is the engine up and its image
-    /// there? Recorded in the toolkits' health (see [`health`]).
+    /// The monitor's look at each engine (up, down; leftovers swept from
+    /// one that comes up) and each toolkit: is an engine up with its image
+    /// there (loaded from the image archive when missing)? Recorded in the
+    /// toolkits' health (see [`health`]).
     pub(super) async fn check_health(&self) {
+        let (up, came_up) = self.engines.check().await;
+        for i in came_up {
+            self.remove_orphans(i).await;
+        }
         // (name, image; none for a built image: the builder reports its
         // failures, and makes it when it is missing).
         let specs: Vec<(String, Option<String>)> = lock(&self.specs)
@@ -47,36 +52,50 @@ impl DockerBackend {
                 (s.name.clone(), d.build.is_none().then(|| d.image.clone()))
             })
             .collect();
-        let docker = match self.engine.get().await {
-            Ok(docker) => docker,
-            Err(e) => {
-                for (name, _) in &specs {
-                    self.health.found(name, Cause::Engine, &e);
-                }
-                return;
+        if up.is_empty() {
+            let e = self.engines.down_reason();
+            for (name, _) in &specs {
+                self.health.found(name, Cause::Engine, &e);
             }
-        };
+            return;
+        }
+        let mut clients = Vec::new();
+        for i in up {
+            if self.engines.member(i).is_drained() {
+                continue;
+            }
+            if let Ok(docker) = self.docker(i).await {
+                clients.push((i, docker));
+            }
+        }
         for (name, image) in specs {
             let Some(image) = image else {
                 self.health.engine_and_image_ok(&name);
                 continue;
             };
-            match docker.inspect_image(&image).await {
-                Ok(_) => self.health.engine_and_image_ok(&name),
-                Err(bollard::errors::Error::DockerResponseServerError {
-                    status_code: 404, ..
-                }) => self
-                    .health
-                    .found(&name, Cause::Image, &missing_image(&image).to_string()),
-                Err(e) => {
-                    tracing::debug!(toolkit = %name, error = %e, "cannot inspect the node image")
+            // Present on one usable engine is enough (nodes go there).
+            let mut present = false;
+            for (i, docker) in &clients {
+                match self.engines.ensure_image(*i, docker, &image, true).await {
+                    Ok(true) => present = true,
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::debug!(toolkit = %name, engine = %self.engines.member(*i).name, error = %e, "cannot make the node image present")
+                    }
                 }
+            }
+            if present {
+                self.health.engine_and_image_ok(&name);
+            } else if !clients.is_empty() {
+                self.health
+                    .found(&name, Cause::Image, &missing_image(&image).to_string());
             }
         }
     }
 
-    pub(super) async fn remove_orphans(&self) {
-        let Ok(docker) = self.engine.get().await else {
+    /// Remove this scope's containers of earlier runs from engine `engine`.
+    pub(super) async fn remove_orphans(&self, engine: usize) {
+        let Ok(docker) = self.docker(engine).await else {
             return;
         };
         let filters: HashMap<String, Vec<String>> = [(
@@ -97,11 +116,13 @@ impl DockerBackend {
                     .filter_map(|c| c.id)
                     .collect();
                 for id in &ids {
+                    self.engines.settle(id, engine, 0.0, 0);
                     self.remove_container(id).await;
                 }
                 if !ids.is_empty() {
                     tracing::info!(
                         count = ids.len(),
+                        engine = %self.engines.member(engine).name,
                         "removed node containers left by a previous run"
                     );
                 }
@@ -158,7 +179,10 @@ impl DockerBackend {
             }
             if guard.node.is_none() && (closed || guard.lost.is_none()) {
                 drop(guard);
-                lock(&self.slots).remove(&(session, toolkit));
+                lock(&self.slots).remove(&(session.clone(), toolkit));
+            }
+            if closed {
+                self.engines.release(&session);
             }
         }
         let dead: Vec<Pooled> = {
@@ -201,6 +225,7 @@ impl DockerBackend {
             }
             lock(&self.slots).remove(&key);
         }
+        self.engines.release(session);
     }
 
     /// Remove every node and pooled node (graceful shutdown).

@@ -27,7 +27,11 @@ impl Backend for DockerBackend {
     }
 
     fn resources(&self) -> Option<serde_json::Value> {
-        Some(super::lock(&self.allocation).view())
+        // The first engine's allocation (the host's, with one engine), and
+        // every engine of the pool.
+        let mut view = super::lock(&self.engines.member(0).allocation).view();
+        view["engines"] = serde_json::json!(self.engines());
+        Some(view)
     }
 
     fn claim(&self, child: &Path) -> Option<String> {

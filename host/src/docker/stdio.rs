@@ -107,7 +107,22 @@ impl DockerBackend {
                 "the server is shutting down".into(),
             ));
         }
-        let docker = self.docker().await?;
+        let engine = self
+            .engines
+            .engine_for(
+                session,
+                Some(&spec.image),
+                spec.cpus,
+                u64::from(spec.memory_mb),
+            )
+            .await?;
+        let docker = self.docker(engine).await?;
+        if self.engines.has_archive() {
+            self.engines
+                .ensure_image(engine, &docker, &spec.image, false)
+                .await
+                .map_err(CallError::BackendUnavailable)?;
+        }
         let labels = self.labels(&spec.toolkit, session);
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
@@ -123,22 +138,29 @@ impl DockerBackend {
             ..Default::default()
         };
         let name = container_name(&spec.toolkit);
+        let allocation = &self.engines.member(engine).allocation;
         if spec.allocate {
-            super::lock(&self.allocation)
+            super::lock(allocation)
                 .reserve(&name, spec.cpus, u64::from(spec.memory_mb))
                 .map_err(|why| {
                     CallError::Overloaded(format!("the container cannot start: {why}"))
                 })?;
         }
         let options = CreateContainerOptionsBuilder::default().name(&name).build();
+        self.engines
+            .settle(&name, engine, spec.cpus, u64::from(spec.memory_mb));
         let created = docker.create_container(Some(options), body).await;
-        super::lock(&self.allocation).created(&name, created.as_ref().ok().map(|c| c.id.as_str()));
+        let id = created.as_ref().ok().map(|c| c.id.as_str());
+        super::lock(allocation).created(&name, id);
+        self.engines.created(&name, id);
         let created = match created {
             Ok(c) => c,
             Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 404, ..
             }) => return Err(missing_image(&spec.image)),
-            Err(e) => return Err(self.engine_error("creating a container", e).await.1),
+            Err(e) => {
+                return Err(self.engine_error(engine, "creating a container", e).await.1);
+            }
         };
         let guard = ContainerGuard {
             backend: self.clone(),
@@ -229,7 +251,7 @@ impl DockerBackend {
         timeout: std::time::Duration,
         keep: usize,
     ) -> Result<Ran, CallError> {
-        let docker = self.docker().await?;
+        let docker = self.docker(self.engines.home_of(container)).await?;
         let exec = docker
             .create_exec(
                 container,

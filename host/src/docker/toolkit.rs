@@ -59,12 +59,25 @@ impl Toolkit for DockerToolkit {
                                 limit_ms: call.limits.timeout_ms,
                             },
                         ),
-                        NodeError::Died(_) | NodeError::Io(_) => (
-                            format!("the previous {name} node stopped during a call ({e})"),
-                            CallError::ToolError(format!(
-                                "the {name} node stopped during the call ({e}); the next call starts a fresh node (its state is lost, /workspace is kept)"
-                            )),
-                        ),
+                        NodeError::Died(_) | NodeError::Io(_) => {
+                            match self.backend.lost_engine(&node).await {
+                                // Its engine is gone with it: `node_lost`.
+                                Some(engine) => (
+                                    format!(
+                                        "the previous {name} node was lost with its Docker engine `{engine}`"
+                                    ),
+                                    CallError::NodeLost(format!(
+                                        "the {name} node was lost with its Docker engine `{engine}` ({e}); the next call starts a fresh node on a live engine (its state is lost, /workspace is kept)"
+                                    )),
+                                ),
+                                None => (
+                                    format!("the previous {name} node stopped during a call ({e})"),
+                                    CallError::ToolError(format!(
+                                        "the {name} node stopped during the call ({e}); the next call starts a fresh node (its state is lost, /workspace is kept)"
+                                    )),
+                                ),
+                            }
+                        }
                     };
                     call.session.log(crate::sessions::LogRecord {
                         level: tracing::Level::ERROR,
@@ -110,9 +123,10 @@ impl DockerToolkit {
                 .await
                 .map_err(|e| CallError::Internal(e.to_string()))?
                 .to_owned();
+            let engine = self.backend.engine_for(call.session.id(), spec).await?;
             let node = self
                 .backend
-                .create_node(spec, &workspace, call.session.id())
+                .create_node(spec, &workspace, call.session.id(), engine)
                 .await?;
             (node, None)
         } else {

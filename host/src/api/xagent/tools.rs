@@ -255,7 +255,7 @@ fn answer(
                 ErrorKind::NotFound => StatusCode::NOT_FOUND,
                 ErrorKind::InvalidInput => StatusCode::UNPROCESSABLE_ENTITY,
                 ErrorKind::NotActive => StatusCode::CONFLICT,
-                ErrorKind::Overloaded | ErrorKind::BackendUnavailable => {
+                ErrorKind::Overloaded | ErrorKind::BackendUnavailable | ErrorKind::NodeLost => {
                     StatusCode::SERVICE_UNAVAILABLE
                 }
                 _ => StatusCode::INTERNAL_SERVER_ERROR,

@@ -1,0 +1,814 @@
+//! Several Docker engines as one node pool (`[[docker.engines]]`; none
+//! listed: the one local engine, as before).
+//!
+//! - Placement: a session's first node goes to the engine with the most free
+//!   capacity under seed 004's rule, from that engine's own `docker info`:
+//!   the CPUs and memory every node of ours there is capped at, against its
+//!   cores and 80 % of its memory ([`place`]). Engines where the node fits
+//!   come first; when none does, the least loaded one takes it (a session
+//!   node's caps are ceilings for bursty use; long-lived service containers
+//!   are still refused by the engine's [`Allocation`]).
+//! - Affinity: the session's later nodes (every toolkit) go to the same
+//!   engine, while it lives, drained or not.
+//! - Health: the monitor pings every engine; one that stops answering is
+//!   `down`, its nodes are severed (calls in flight end at once with
+//!   `node_lost`) and its sessions are placed afresh on their next call.
+//! - Drain: a drained engine takes no new session; sessions already on it
+//!   carry on until they close.
+//! - Images: an engine lacking a node image loads it from the configured
+//!   `docker save` archive (engines that cannot pull).
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use super::Allocation;
+use super::engine::{Engine, Target};
+use super::node::Node;
+use crate::tool::CallError;
+
+/// How long a health ping may take before the engine counts as down.
+const PING_WITHIN: Duration = Duration::from_secs(2);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One engine of the pool.
+pub struct Member {
+    pub name: String,
+    target: Target,
+    pub conn: Engine,
+    /// Seed 004's rule for long-lived containers (services, builds) here.
+    pub allocation: Mutex<Allocation>,
+    state: Mutex<MemberState>,
+    /// One archive load at a time.
+    loading: tokio::sync::Mutex<()>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct MemberState {
+    /// None: not checked yet.
+    up: Option<bool>,
+    error: Option<String>,
+    drained: bool,
+    /// From the engine's own `docker info`.
+    cores: f64,
+    memory_mb: u64,
+    version: Option<String>,
+    /// Images known to be there, and known to be missing.
+    images: HashSet<String>,
+    missing: HashSet<String>,
+    /// Images the archive was loaded for (once: it may not hold them).
+    tried: HashSet<String>,
+}
+
+/// Where a container runs and what it is capped at.
+#[derive(Clone)]
+struct Home {
+    engine: usize,
+    cpus: f64,
+    memory_mb: u64,
+    node: Option<Weak<Node>>,
+}
+
+/// An engine as placement sees it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Candidate {
+    /// Answers (or was not checked yet).
+    pub up: bool,
+    pub drained: bool,
+    /// Lacks the image (and no archive can bring it).
+    pub lacks_image: bool,
+    pub cores: f64,
+    pub memory_mb: u64,
+    /// Summed caps of our containers on it.
+    pub cpus_held: f64,
+    pub memory_held_mb: u64,
+    pub nodes: usize,
+}
+
+/// Seed 004's shares: CPUs allocated ≤ this share of the cores, memory ≤
+/// this share of the memory.
+#[derive(Debug, Clone, Copy)]
+pub struct Shares {
+    pub cpu: f64,
+    pub memory: f64,
+}
+
+/// The engine a new session's node (capped at `cpus`, `memory_mb`) goes to:
+/// among usable engines (up, not drained, with the image), those where it
+/// fits under the rule first, then the lowest load after it (the larger of
+/// the CPU and memory shares), then the fewest nodes, then the first listed.
+pub fn place(c: &[Candidate], cpus: f64, memory_mb: u64, shares: Shares) -> Option<usize> {
+    let load = |x: &Candidate| {
+        let cpu = if x.cores > 0.0 {
+            (x.cpus_held + cpus) / (x.cores * shares.cpu)
+        } else {
+            f64::INFINITY
+        };
+        let mem = if x.memory_mb > 0 {
+            (x.memory_held_mb + memory_mb) as f64 / (x.memory_mb as f64 * shares.memory)
+        } else {
+            f64::INFINITY
+        };
+        cpu.max(mem)
+    };
+    c.iter()
+        .enumerate()
+        .filter(|(_, x)| x.up && !x.drained && !x.lacks_image)
+        .map(|(i, x)| {
+            let l = load(x);
+            // Unknown capacity (not checked yet): as if empty but not fitting.
+            let l = if l.is_finite() { l } else { f64::MAX };
+            (i, l <= 1.0 + 1e-9, l, x.nodes)
+        })
+        .min_by(|a, b| {
+            b.1.cmp(&a.1)
+                .then(a.2.total_cmp(&b.2))
+                .then(a.3.cmp(&b.3))
+                .then(a.0.cmp(&b.0))
+        })
+        .map(|(i, ..)| i)
+}
+
+/// One engine as `GET /plugins`, `GET /system` and `/metrics` show it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EngineView {
+    pub name: String,
+    pub url: String,
+    /// `up`, `down` or `unknown` (not checked yet).
+    pub health: &'static str,
+    pub error: Option<String>,
+    pub drained: bool,
+    pub version: Option<String>,
+    pub cores: f64,
+    pub memory_mb: u64,
+    /// Our containers there (session nodes, pooled nodes, services).
+    pub nodes: usize,
+    pub cpus_allocated: f64,
+    pub memory_allocated_mb: u64,
+    /// Sessions placed there.
+    pub sessions: usize,
+}
+
+pub struct Engines {
+    pub members: Vec<Member>,
+    /// Session -> the engine its nodes go to.
+    affinity: Mutex<HashMap<String, usize>>,
+    /// Container id (its name until created) -> where it runs.
+    homes: Mutex<HashMap<String, Home>>,
+    archive: Option<PathBuf>,
+    shares: Shares,
+}
+
+impl Engines {
+    /// The engines of `config` (its one local engine when none is listed).
+    pub fn new(config: &crate::config::DockerConfig) -> Result<Engines, String> {
+        let shares = Shares {
+            cpu: config.max_cpu_share,
+            memory: config.max_memory_share,
+        };
+        let mut members = Vec::new();
+        if config.engines.is_empty() {
+            members.push(Member::new(
+                "local".into(),
+                Target::Local,
+                Allocation::of_host(config),
+            ));
+        }
+        let mut names = HashSet::new();
+        for e in &config.engines {
+            if e.name.is_empty() || !names.insert(e.name.clone()) {
+                return Err(format!(
+                    "[[docker.engines]]: every engine needs a name of its own (`{}`)",
+                    e.name
+                ));
+            }
+            // Bounded once its `docker info` is known.
+            members.push(Member::new(
+                e.name.clone(),
+                Target::of(e)?,
+                Allocation::unbounded(),
+            ));
+        }
+        Ok(Engines {
+            members,
+            affinity: Mutex::default(),
+            homes: Mutex::default(),
+            archive: config.image_archive.clone(),
+            shares,
+        })
+    }
+
+    /// The one local engine (tests, and servers built without a config).
+    pub fn local() -> Engines {
+        Engines {
+            members: vec![Member::new(
+                "local".into(),
+                Target::Local,
+                Allocation::unbounded(),
+            )],
+            affinity: Mutex::default(),
+            homes: Mutex::default(),
+            archive: None,
+            shares: Shares {
+                cpu: 1.0,
+                memory: 0.8,
+            },
+        }
+    }
+
+    pub fn member(&self, i: usize) -> &Member {
+        &self.members[i.min(self.members.len() - 1)]
+    }
+
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.members.iter().position(|m| m.name == name)
+    }
+
+    /// The engine of container `id` (the first engine when unknown).
+    pub fn home_of(&self, id: &str) -> usize {
+        lock(&self.homes).get(id).map_or(0, |h| h.engine)
+    }
+
+    /// Container `name` is being made on `engine` with these caps.
+    pub fn settle(&self, name: &str, engine: usize, cpus: f64, memory_mb: u64) {
+        lock(&self.homes).insert(
+            name.to_owned(),
+            Home {
+                engine,
+                cpus,
+                memory_mb,
+                node: None,
+            },
+        );
+    }
+
+    /// Container `name` was created as `id`, or was not (`None`).
+    pub fn created(&self, name: &str, id: Option<&str>) {
+        let mut homes = lock(&self.homes);
+        if let Some(home) = homes.remove(name)
+            && let Some(id) = id
+        {
+            homes.insert(id.to_owned(), home);
+        }
+    }
+
+    /// `node` runs in its container (severed if its engine goes down).
+    pub fn attach(&self, node: &Arc<Node>) {
+        if let Some(home) = lock(&self.homes).get_mut(&node.container) {
+            home.node = Some(Arc::downgrade(node));
+        }
+    }
+
+    /// Container `id` is gone.
+    pub fn forget(&self, id: &str) {
+        lock(&self.homes).remove(id);
+    }
+
+    /// The session's engine for a node capped at `cpus`, `memory_mb` of
+    /// `image`: its engine while that one is up, else a placement.
+    pub async fn engine_for(
+        &self,
+        session: &str,
+        image: Option<&str>,
+        cpus: f64,
+        memory_mb: u64,
+    ) -> Result<usize, CallError> {
+        let current = lock(&self.affinity).get(session).copied();
+        if let Some(i) = current
+            && lock(&self.member(i).state).up != Some(false)
+        {
+            return Ok(i);
+        }
+        let chosen = match place(&self.candidates(image), cpus, memory_mb, self.shares) {
+            Some(i) => i,
+            None => self.revive().await?,
+        };
+        if session != "pool" {
+            let before = lock(&self.affinity).insert(session.to_owned(), chosen);
+            if let Some(b) = before.filter(|b| *b != chosen) {
+                tracing::info!(
+                    session,
+                    from = %self.member(b).name,
+                    to = %self.member(chosen).name,
+                    "session moved to another engine (its engine is down)"
+                );
+            }
+        }
+        Ok(chosen)
+    }
+
+    /// No engine is usable: try to reach any undrained one now (the
+    /// monitor may not have seen it come back yet), or say why not.
+    async fn revive(&self) -> Result<usize, CallError> {
+        let mut why = Vec::new();
+        for (i, m) in self.members.iter().enumerate() {
+            if lock(&m.state).drained {
+                why.push(format!("`{}` is drained", m.name));
+                continue;
+            }
+            match m.conn.get().await {
+                Ok(_) => {
+                    lock(&m.state).up = Some(true);
+                    return Ok(i);
+                }
+                Err(e) => why.push(e),
+            }
+        }
+        Err(CallError::BackendUnavailable(if self.members.len() == 1 {
+            why.pop().unwrap_or_default()
+        } else {
+            format!("no Docker engine can take the node: {}", why.join("; "))
+        }))
+    }
+
+    fn candidates(&self, image: Option<&str>) -> Vec<Candidate> {
+        let mut held: Vec<(f64, u64, usize)> = vec![(0.0, 0, 0); self.members.len()];
+        for h in lock(&self.homes).values() {
+            if let Some(x) = held.get_mut(h.engine) {
+                *x = (x.0 + h.cpus, x.1 + h.memory_mb, x.2 + 1);
+            }
+        }
+        self.members
+            .iter()
+            .zip(held)
+            .map(|(m, (cpus_held, memory_held_mb, nodes))| {
+                let s = lock(&m.state);
+                Candidate {
+                    up: s.up != Some(false),
+                    drained: s.drained,
+                    lacks_image: self.archive.is_none()
+                        && image.is_some_and(|i| s.missing.contains(i)),
+                    cores: s.cores,
+                    memory_mb: s.memory_mb,
+                    cpus_held,
+                    memory_held_mb,
+                    nodes,
+                }
+            })
+            .collect()
+    }
+
+    /// Drain engine `name` (or undo it): whether there is such an engine.
+    pub fn drain(&self, name: &str, drained: bool) -> Option<EngineView> {
+        let i = self.index_of(name)?;
+        lock(&self.member(i).state).drained = drained;
+        tracing::info!(
+            engine = name,
+            drained,
+            "engine {}",
+            if drained { "drained" } else { "undrained" }
+        );
+        self.views().into_iter().nth(i)
+    }
+
+    /// The session closed: it has no engine any more.
+    pub fn release(&self, session: &str) {
+        lock(&self.affinity).remove(session);
+    }
+
+    pub fn views(&self) -> Vec<EngineView> {
+        let homes = lock(&self.homes).clone();
+        let affinity = lock(&self.affinity).clone();
+        self.members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let s = lock(&m.state).clone();
+                let mine = homes.values().filter(|h| h.engine == i);
+                let (nodes, cpus, memory) = mine.fold((0, 0.0, 0), |(n, c, mm), h| {
+                    (n + 1, c + h.cpus, mm + h.memory_mb)
+                });
+                EngineView {
+                    name: m.name.clone(),
+                    url: m.target.url(),
+                    health: match s.up {
+                        Some(true) => "up",
+                        Some(false) => "down",
+                        None => "unknown",
+                    },
+                    error: s.error,
+                    drained: s.drained,
+                    version: s.version,
+                    cores: s.cores,
+                    memory_mb: s.memory_mb,
+                    nodes,
+                    cpus_allocated: cpus + 0.0,
+                    memory_allocated_mb: memory,
+                    sessions: affinity.values().filter(|e| **e == i).count(),
+                }
+            })
+            .collect()
+    }
+
+    /// Ping every engine; one found down has its nodes severed. Returns the
+    /// engines that are up, and those of them that were not before.
+    pub async fn check(&self) -> (Vec<usize>, Vec<usize>) {
+        let pings = self.members.iter().map(|m| async move {
+            let docker = m.conn.get().await?;
+            let info = tokio::time::timeout(PING_WITHIN, docker.info())
+                .await
+                .map_err(|_| format!("the engine did not answer within {PING_WITHIN:?}"))?
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>(info)
+        });
+        let answers = futures::future::join_all(pings).await;
+        let (mut up, mut came_up) = (Vec::new(), Vec::new());
+        for (i, (m, answer)) in self.members.iter().zip(answers).enumerate() {
+            match answer {
+                Ok(info) => {
+                    let cores = info.ncpu.unwrap_or(0) as f64;
+                    let memory_mb = (info.mem_total.unwrap_or(0).max(0) as u64) >> 20;
+                    let mut s = lock(&m.state);
+                    if s.up == Some(false) {
+                        tracing::info!(engine = %m.name, "Docker engine up again");
+                    }
+                    if s.up != Some(true) {
+                        came_up.push(i);
+                        s.tried.clear();
+                    }
+                    let fresh = s.cores != cores || s.memory_mb != memory_mb;
+                    (s.up, s.error, s.cores, s.memory_mb) = (Some(true), None, cores, memory_mb);
+                    s.version = info.server_version;
+                    drop(s);
+                    // A listed engine's rule comes from its own info (the
+                    // default local one keeps the host's, as before).
+                    if fresh && !matches!(m.target, Target::Local) {
+                        lock(&m.allocation).bound(cores, memory_mb, self.shares);
+                    }
+                    up.push(i);
+                }
+                Err(e) => {
+                    m.conn.reset().await;
+                    let was = {
+                        let mut s = lock(&m.state);
+                        let was = s.up;
+                        (s.up, s.error) = (Some(false), Some(e.clone()));
+                        was
+                    };
+                    if was != Some(false) {
+                        tracing::warn!(engine = %m.name, error = %e, "Docker engine down: its nodes are lost, its sessions move on their next call");
+                        self.sever(i);
+                    }
+                }
+            }
+        }
+        (up, came_up)
+    }
+
+    /// Why no engine is up (the one engine's own reason when there is one).
+    pub fn down_reason(&self) -> String {
+        let why: Vec<String> = self
+            .members
+            .iter()
+            .map(|m| {
+                let e = lock(&m.state).error.clone().unwrap_or_default();
+                if self.members.len() == 1 {
+                    e
+                } else {
+                    format!("`{}`: {e}", m.name)
+                }
+            })
+            .collect();
+        if self.members.len() == 1 {
+            why.join("")
+        } else {
+            format!("no Docker engine answers ({})", why.join("; "))
+        }
+    }
+
+    /// Engine `i` is gone: every node on it stops at once (calls waiting on
+    /// one end with `node_lost`).
+    pub fn sever(&self, i: usize) {
+        let nodes: Vec<Arc<Node>> = lock(&self.homes)
+            .values()
+            .filter(|h| h.engine == i)
+            .filter_map(|h| h.node.as_ref()?.upgrade())
+            .collect();
+        for n in nodes {
+            n.sever();
+        }
+    }
+
+    /// Whether engine `i` still answers (a quick ping); marked down and
+    /// its nodes severed when not.
+    pub async fn answers(&self, i: usize) -> bool {
+        let m = self.member(i);
+        let ok = match m.conn.get().await {
+            Ok(d) => matches!(tokio::time::timeout(PING_WITHIN, d.ping()).await, Ok(Ok(_))),
+            Err(_) => false,
+        };
+        if !ok {
+            m.conn.reset().await;
+            let was = {
+                let mut s = lock(&m.state);
+                std::mem::replace(&mut s.up, Some(false))
+            };
+            if was != Some(false) {
+                tracing::warn!(engine = %m.name, "Docker engine down (found by a failed call)");
+                self.sever(i);
+            }
+        }
+        ok
+    }
+
+    /// Make `image` present on engine `i`: known there (unless `recheck`),
+    /// found there, or loaded from the archive. `Ok(false)`: missing and no
+    /// archive.
+    pub async fn ensure_image(
+        &self,
+        i: usize,
+        docker: &bollard::Docker,
+        image: &str,
+        recheck: bool,
+    ) -> Result<bool, String> {
+        let m = self.member(i);
+        if !recheck && lock(&m.state).images.contains(image) {
+            return Ok(true);
+        }
+        let present = |m: &Member, yes: bool| {
+            let mut s = lock(&m.state);
+            if yes {
+                s.missing.remove(image);
+                s.images.insert(image.to_owned());
+            } else {
+                s.images.remove(image);
+                s.missing.insert(image.to_owned());
+            }
+        };
+        let _one = m.loading.lock().await;
+        match docker.inspect_image(image).await {
+            Ok(_) => {
+                present(m, true);
+                return Ok(true);
+            }
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+        let Some(archive) = &self.archive else {
+            present(m, false);
+            return Ok(false);
+        };
+        if !lock(&m.state).tried.insert(image.to_owned()) {
+            present(m, false);
+            return Err(format!(
+                "the archive {} did not bring `{image}`",
+                archive.display()
+            ));
+        }
+        let started = std::time::Instant::now();
+        tracing::info!(engine = %m.name, image, archive = %archive.display(), "loading the node image into the engine");
+        load_archive(docker, archive).await?;
+        let there = docker.inspect_image(image).await.is_ok();
+        present(m, there);
+        tracing::info!(engine = %m.name, image, there, ms = started.elapsed().as_millis() as u64, "loaded the image archive");
+        if there {
+            Ok(true)
+        } else {
+            Err(format!(
+                "the archive {} does not hold `{image}`",
+                archive.display()
+            ))
+        }
+    }
+
+    /// Whether the archive could bring an image that is missing.
+    pub fn has_archive(&self) -> bool {
+        self.archive.is_some()
+    }
+}
+
+impl Member {
+    fn new(name: String, target: Target, allocation: Allocation) -> Member {
+        Member {
+            name,
+            conn: Engine::new(target.clone()),
+            target,
+            allocation: Mutex::new(allocation),
+            state: Mutex::default(),
+            loading: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    pub fn is_drained(&self) -> bool {
+        lock(&self.state).drained
+    }
+}
+
+/// `docker load` of `archive`, streamed from the file.
+async fn load_archive(docker: &bollard::Docker, archive: &std::path::Path) -> Result<(), String> {
+    use futures::StreamExt;
+    let file = tokio::fs::File::open(archive)
+        .await
+        .map_err(|e| format!("cannot open the image archive {}: {e}", archive.display()))?;
+    let body = tokio_util::io::ReaderStream::new(file);
+    let options = bollard::query_parameters::ImportImageOptionsBuilder::default()
+        .quiet(true)
+        .build();
+    let mut stream = docker.import_image_stream(options, body, None);
+    while let Some(item) = stream.next().await {
+        let info = item.map_err(|e| format!("loading the image archive failed: {e}"))?;
+        if let Some(e) = info.error_detail.and_then(|d| d.message) {
+            return Err(format!("loading the image archive failed: {e}"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHARES: Shares = Shares {
+        cpu: 1.0,
+        memory: 0.8,
+    };
+
+    fn engine(cores: f64, memory_mb: u64) -> Candidate {
+        Candidate {
+            up: true,
+            cores,
+            memory_mb,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_engine_with_the_most_free_capacity_takes_the_node() {
+        let mut c = vec![engine(2.0, 4000), engine(8.0, 16000)];
+        // The larger engine is the less loaded one after the node.
+        assert_eq!(place(&c, 1.0, 512, SHARES), Some(1));
+        c[1].cpus_held = 7.5;
+        assert_eq!(place(&c, 1.0, 512, SHARES), Some(0), "{c:?}");
+        // Memory counts too: 80 % of it.
+        c[1].cpus_held = 0.0;
+        c[1].memory_held_mb = 12500;
+        assert_eq!(place(&c, 0.5, 512, SHARES), Some(0));
+        // Equal engines: the fewer nodes, then the first listed.
+        let mut c = vec![engine(2.0, 4000), engine(2.0, 4000)];
+        assert_eq!(place(&c, 1.0, 512, SHARES), Some(0));
+        c[0].cpus_held = 1.0;
+        c[0].memory_held_mb = 512;
+        c[0].nodes = 1;
+        assert_eq!(place(&c, 1.0, 512, SHARES), Some(1));
+    }
+
+    #[test]
+    fn over_the_rule_everywhere_the_least_loaded_engine_still_takes_it() {
+        // Session nodes (1 CPU each) beyond the cores: spread, not refused.
+        let mut c = vec![engine(2.0, 24000), engine(2.0, 24000)];
+        for _ in 0..40 {
+            let i = place(&c, 1.0, 512, SHARES).unwrap();
+            c[i].cpus_held += 1.0;
+            c[i].memory_held_mb += 512;
+            c[i].nodes += 1;
+        }
+        assert_eq!((c[0].nodes, c[1].nodes), (20, 20));
+        // One that fits beats every one that does not.
+        c.push(engine(64.0, 100000));
+        c[2].cpus_held = 63.0;
+        assert_eq!(place(&c, 1.0, 512, SHARES), Some(2));
+    }
+
+    #[test]
+    fn down_drained_and_imageless_engines_take_no_new_session() {
+        let mut c = vec![engine(2.0, 4000), engine(2.0, 4000), engine(2.0, 4000)];
+        c[0].up = false;
+        c[1].drained = true;
+        assert_eq!(place(&c, 1.0, 512, SHARES), Some(2));
+        c[2].lacks_image = true;
+        assert_eq!(place(&c, 1.0, 512, SHARES), None);
+        // Not checked yet (no capacity known): usable, after known ones.
+        let c = vec![
+            Candidate {
+                up: true,
+                ..Default::default()
+            },
+            engine(2.0, 4000),
+        ];
+        assert_eq!(place(&c, 1.0, 512, SHARES), Some(1));
+    }
+
+    fn two_engines() -> Engines {
+        let config = crate::config::DockerConfig {
+            engines: vec![
+                crate::config::DockerEngine {
+                    name: "a".into(),
+                    url: "unix:///nonexistent/a.sock".into(),
+                    ..Default::default()
+                },
+                crate::config::DockerEngine {
+                    name: "b".into(),
+                    url: "unix:///nonexistent/b.sock".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let e = Engines::new(&config).unwrap();
+        for m in &e.members {
+            let mut s = lock(&m.state);
+            (s.up, s.cores, s.memory_mb) = (Some(true), 2.0, 4000);
+        }
+        e
+    }
+
+    #[tokio::test]
+    async fn a_session_stays_on_its_engine_drained_or_not_and_moves_when_it_dies() {
+        let e = two_engines();
+        let s1 = e.engine_for("s1", None, 1.0, 512).await.unwrap();
+        e.settle("c1", s1, 1.0, 512);
+        let s2 = e.engine_for("s2", None, 1.0, 512).await.unwrap();
+        e.settle("c2", s2, 1.0, 512);
+        assert_ne!(s1, s2, "spread");
+        // Its second toolkit's node: the same engine, though it is fuller.
+        e.settle("c3", s1, 1.0, 512);
+        assert_eq!(e.engine_for("s1", None, 1.0, 512).await.unwrap(), s1);
+
+        // Drain s1's engine: s1 stays, new sessions go to the other one.
+        let name = e.member(s1).name.clone();
+        assert!(e.drain(&name, true).unwrap().drained);
+        assert_eq!(e.engine_for("s1", None, 1.0, 512).await.unwrap(), s1);
+        for n in 0..5 {
+            let s = format!("new{n}");
+            assert_eq!(e.engine_for(&s, None, 1.0, 512).await.unwrap(), s2);
+        }
+        let views = e.views();
+        assert_eq!(views[s1].nodes, 2);
+        assert_eq!(views[s2].sessions, 6);
+        assert!(e.drain("nope", true).is_none());
+        e.drain(&name, false);
+
+        // s2's engine dies: s2 moves to the live one and stays there.
+        lock(&e.member(s2).state).up = Some(false);
+        assert_eq!(e.engine_for("s2", None, 1.0, 512).await.unwrap(), s1);
+        lock(&e.member(s2).state).up = Some(true);
+        assert_eq!(e.engine_for("s2", None, 1.0, 512).await.unwrap(), s1);
+
+        // Both gone: the call says why (nothing answers at those sockets).
+        for m in &e.members {
+            lock(&m.state).up = Some(false);
+        }
+        let err = e.engine_for("s3", None, 1.0, 512).await.unwrap_err();
+        assert!(
+            matches!(&err, CallError::BackendUnavailable(m) if m.contains("no Docker engine") && m.contains("a.sock")),
+            "{err:?}"
+        );
+        // Closed: no affinity left.
+        e.release("s1");
+        assert!(!lock(&e.affinity).contains_key("s1"));
+    }
+
+    #[test]
+    fn engine_settings_are_checked() {
+        let of = |url: &str, tls: bool| {
+            Target::of(&crate::config::DockerEngine {
+                name: "x".into(),
+                url: url.into(),
+                tls_cert: tls.then(|| "c.pem".into()),
+                tls_key: tls.then(|| "k.pem".into()),
+                tls_ca: tls.then(|| "ca.pem".into()),
+                ssh_key: None,
+            })
+        };
+        assert_eq!(
+            of("unix:///run/d.sock", false),
+            Ok(Target::Unix("/run/d.sock".into()))
+        );
+        assert!(matches!(
+            of("tcp://127.0.0.1:2376", true),
+            Ok(Target::Tcp { tls: Some(_), .. })
+        ));
+        assert!(matches!(
+            of("tcp://127.0.0.1:2375", false),
+            Ok(Target::Tcp { tls: None, .. })
+        ));
+        assert!(matches!(of("ssh://me@host", false), Ok(Target::Ssh { .. })));
+        assert!(of("unix:///run/d.sock", true).is_err());
+        assert!(of("http://x", false).is_err());
+        let half = Target::of(&crate::config::DockerEngine {
+            name: "x".into(),
+            url: "tcp://127.0.0.1:1".into(),
+            tls_cert: Some("c.pem".into()),
+            ..Default::default()
+        });
+        assert!(half.unwrap_err().contains("all of tls_cert"));
+        let dup = crate::config::DockerConfig {
+            engines: vec![
+                crate::config::DockerEngine {
+                    name: "a".into(),
+                    url: "unix:///a".into(),
+                    ..Default::default()
+                };
+                2
+            ],
+            ..Default::default()
+        };
+        assert!(Engines::new(&dup).is_err());
+    }
+}
