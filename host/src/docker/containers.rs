@@ -194,6 +194,8 @@ impl DockerBackend {
         e: bollard::errors::Error,
     ) -> (Option<Cause>, CallError) {
         if engine::is_connection_error(&e) {
+            // Down (marked so, its nodes severed) or just a dropped connection.
+            self.engines.answers(engine).await;
             self.engines.member(engine).conn.reset().await;
             return (
                 Some(Cause::Engine),

@@ -172,7 +172,12 @@ async fn connect(target: &Target) -> Result<Docker, String> {
         Target::Tcp {
             addr,
             tls: Some((cert, key, ca)),
-        } => Docker::connect_with_ssl(addr, key, cert, ca, REQUEST_TIMEOUT_S, v),
+        } => {
+            // bollard's TLS takes rustls's process-wide provider; two are
+            // built in, so one is named (ring; an earlier choice stands).
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            Docker::connect_with_ssl(addr, key, cert, ca, REQUEST_TIMEOUT_S, v)
+        }
         Target::Ssh { url, key } => Docker::connect_with_ssh(
             url,
             REQUEST_TIMEOUT_S,

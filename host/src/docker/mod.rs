@@ -279,7 +279,15 @@ impl DockerBackend {
         }
         if let Some(node) = &slot.node {
             let id = node.container.clone();
-            let note = node.stopped_note();
+            // Dead with its engine? Then the engine is marked down (its
+            // other nodes severed) and this session placed afresh below.
+            let note = match self.lost_engine(node).await {
+                Some(engine) => format!(
+                    "the previous {} node was lost with its Docker engine `{engine}`",
+                    spec.name
+                ),
+                None => node.stopped_note(),
+            };
             slot.lost = Some(note.clone());
             slot.node = None;
             self.remove_container(&id).await;

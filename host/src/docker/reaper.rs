@@ -29,7 +29,11 @@ impl DockerBackend {
             loop {
                 tick.tick().await;
                 let Some(this) = weak.upgrade() else { return };
-                this.monitor().await;
+                // A panic in one look must not end the monitoring.
+                let look = std::panic::AssertUnwindSafe(this.monitor());
+                if futures::FutureExt::catch_unwind(look).await.is_err() {
+                    tracing::error!("the Docker monitor panicked; it looks again next time");
+                }
             }
         })
     }
