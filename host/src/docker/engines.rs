@@ -505,7 +505,7 @@ impl Engines {
             m.conn.reset().await;
             let was = {
                 let mut s = lock(&m.state);
-                std::mem::replace(&mut s.up, Some(false))
+                s.up.replace(false)
             };
             if was != Some(false) {
                 tracing::warn!(engine = %m.name, "Docker engine down (found by a failed call)");
