@@ -35,6 +35,8 @@ pub struct Invocation {
     pub limits: Limits,
     /// Where progress reports go, when the caller streams.
     pub progress: Option<ProgressSink>,
+    /// Who answers the tool's questions (`crate::input`); none: nobody.
+    pub ask: Option<Arc<dyn crate::input::Asker>>,
     /// What the call used, filled in by the backend as far as it can tell.
     pub usage: Arc<crate::metrics::Usage>,
 }

@@ -29,6 +29,8 @@ pub struct CallOptions {
     /// Call a `staging` tool too (a task testing what it installed; never
     /// set by a surface).
     pub staging: bool,
+    /// Who answers the tool's questions ([`crate::input`]); none: nobody.
+    pub ask: Option<Arc<dyn crate::input::Asker>>,
 }
 
 /// The successful result of a call.
@@ -215,6 +217,7 @@ async fn run(
             session: session.clone(),
             limits,
             progress: options.progress,
+            ask: options.ask,
             usage: usage.clone(),
         })
         .await?;

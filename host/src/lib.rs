@@ -27,6 +27,7 @@ pub mod declared;
 pub mod dispatch;
 pub mod docker;
 pub mod httpapi;
+pub mod input;
 pub mod interpreter;
 pub mod mcpserver;
 pub mod metrics;

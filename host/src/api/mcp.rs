@@ -29,6 +29,7 @@
 
 mod direct;
 mod features;
+mod input;
 mod logging;
 mod tasks;
 
@@ -46,13 +47,12 @@ use bytes::BytesMut;
 use futures::StreamExt as _;
 use http_body_util::BodyExt as _;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
-    UpdateTaskParams, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, MetaObject,
-    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
-    ReadResourceResponse, ResourceContents, ServerCapabilities, ServerConfig, SubscriptionFilter,
-    Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CompleteRequestParams, CompleteResult, ContentBlock, GetPromptRequestParams, GetPromptResponse,
+    GetTaskParams, GetTaskResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
+    ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ResourceContents, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -106,10 +106,18 @@ pub fn router(
     );
     // One for the server: a stateless request's handler ends with it.
     let tasks = tasks::Tasks::default();
+    let mrtr = Arc::new(input::Mrtr::default());
     let service = {
         let direct = direct.clone();
         StreamableHttpService::new(
-            move || Ok(McpHandler::new(state.clone(), direct.clone(), tasks.clone())),
+            move || {
+                Ok(McpHandler::new(
+                    state.clone(),
+                    direct.clone(),
+                    tasks.clone(),
+                    mrtr.clone(),
+                ))
+            },
             manager,
             config,
         )
@@ -235,14 +243,22 @@ pub struct McpHandler {
     logging: logging::Logging,
     /// The server's tasks.
     tasks: tasks::Tasks,
+    /// The server's key for stateless input rounds.
+    mrtr: Arc<input::Mrtr>,
 }
 
 impl McpHandler {
-    fn new(state: AppState, direct: Arc<direct::Direct>, tasks: tasks::Tasks) -> Self {
+    fn new(
+        state: AppState,
+        direct: Arc<direct::Direct>,
+        tasks: tasks::Tasks,
+        mrtr: Arc<input::Mrtr>,
+    ) -> Self {
         McpHandler {
             state,
             direct,
             tasks,
+            mrtr,
             link: Arc::default(),
             registered: Mutex::new(None),
             list_changed: Mutex::new(None),
@@ -267,11 +283,16 @@ impl McpHandler {
     /// returned closure closes it when the call ends.
     fn keep_own_session(&self, context: &RequestContext<RoleServer>) -> impl FnOnce() + use<> {
         let headers = context.extensions.get::<Parts>().map(|p| &p.headers);
-        let stateless = headers.is_some_and(|h| {
-            !h.contains_key("mcp-session-id") && !h.contains_key(SESSION_HEADER)
-        });
+        let stateless = headers
+            .is_some_and(|h| !h.contains_key("mcp-session-id") && !h.contains_key(SESSION_HEADER));
         let kept = stateless
-            .then(|| self.link.own.lock().unwrap_or_else(|e| e.into_inner()).take())
+            .then(|| {
+                self.link
+                    .own
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take()
+            })
             .flatten();
         let sessions = self.state.dispatcher.sessions().clone();
         move || {
@@ -412,11 +433,23 @@ impl ServerHandler for McpHandler {
         }
         let session = self.session(&context)?;
         let input = Value::Object(request.arguments.unwrap_or_default());
+        let caps = context.client_capabilities();
         if can_follow && support != TaskSupport::Forbidden {
             let on_end = self.keep_own_session(&context);
+            let asker = input::TaskAsker::new(input::kinds(caps.as_ref()));
             return match self
                 .tasks
-                .run(&self.state, session, id.clone(), input, support, on_end)
+                .run(
+                    &self.state,
+                    tasks::Call {
+                        session,
+                        tool: id.clone(),
+                        input,
+                        support,
+                    },
+                    asker,
+                    on_end,
+                )
                 .await
             {
                 tasks::Outcome::Task(task) => Ok(task.into()),
@@ -425,11 +458,35 @@ impl ServerHandler for McpHandler {
                 tasks::Outcome::Now(Ok(out)) => Ok(success(out).into()),
             };
         }
+        // Stateless (2026-07-28): questions are answered in another request.
+        let stateless = context
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        let (ask, replay): (Option<Arc<dyn crate::input::Asker>>, _) = if stateless {
+            let replay = self.mrtr.replay(
+                name,
+                &input,
+                request.request_state.as_deref(),
+                request.input_responses.clone(),
+                &context,
+            )?;
+            (Some(replay.clone()), Some(replay))
+        } else {
+            let kinds = input::kinds(caps.as_ref());
+            let ask: Option<Arc<dyn crate::input::Asker>> = (!kinds.is_empty()).then(|| {
+                Arc::new(input::PeerAsker {
+                    peer: context.peer.clone(),
+                    kinds,
+                }) as _
+            });
+            (ask, None)
+        };
+        let asked = replay.as_ref().map(|r| (r.clone(), input.clone()));
 
         let (progress_tx, mut progress_rx) = ProgressSink::channel();
         let token = context.meta.get_progress_token();
         let progress = token.is_some().then_some(progress_tx);
-        let call = call(&self.state, &session, name, input, progress);
+        let call = call(&self.state, &session, name, input, progress, ask);
         // Progress goes out while the call runs, and all of it before the
         // result: the forwarder ends when the call drops its sender.
         let forward = async {
@@ -449,7 +506,15 @@ impl ServerHandler for McpHandler {
             }
         };
         tokio::select! {
-            (result, ()) = async { tokio::join!(call, forward) } => result.map(CallToolResponse::from),
+            (result, ()) = async { tokio::join!(call, forward) } => {
+                // A round that ended on questions.
+                if let Some((replay, input)) = asked
+                    && !replay.pending().is_empty()
+                {
+                    return self.mrtr.input_required(name, &input, &replay).map(CallToolResponse::from);
+                }
+                result.map(CallToolResponse::from)
+            }
             () = context.ct.cancelled() => {
                 tracing::info!(tool = name, session = session.id(), "MCP: call cancelled by the client");
                 Err(McpError::internal_error("the call was cancelled", None))
@@ -566,10 +631,10 @@ impl ServerHandler for McpHandler {
         let headers = context.extensions.get::<Parts>().map(|p| &p.headers);
         let header = |name: &str| headers.and_then(|h| h.get(name)?.to_str().ok());
         if let Some(id) = header("mcp-session-id") {
-            let follows = context
-                .peer
-                .peer_info()
-                .is_some_and(|info| info.capabilities.supports_tasks());
+            let follows = context.peer.peer_info().is_some_and(|info| {
+                info.capabilities.supports_tasks()
+                    || !input::kinds(Some(&info.capabilities)).is_empty()
+            });
             self.link
                 .follows_tasks
                 .store(follows, std::sync::atomic::Ordering::Relaxed);
@@ -684,9 +749,11 @@ async fn call(
     name: &str,
     input: Value,
     progress: Option<ProgressSink>,
+    ask: Option<Arc<dyn crate::input::Asker>>,
 ) -> Result<CallToolResult, McpError> {
     let options = CallOptions {
         progress,
+        ask,
         ..CallOptions::default()
     };
     // Boxed here, once: the wasm call's future is large, and the futures

@@ -337,6 +337,7 @@ async fn invoke(
             limits: req.limits,
             progress: None,
             staging: false,
+            ask: None,
         };
         match call(&state, session, implicit, &id, params, options).await {
             Ok(out) => {
@@ -410,6 +411,7 @@ fn invoke_sse(
             limits,
             progress: Some(sink),
             staging: false,
+            ask: None,
         };
         call(&state, session, implicit, &id, params, options).await
     }));

@@ -380,6 +380,7 @@ async fn example(
         session: session.clone(),
         limits,
         progress: None,
+        ask: None,
         usage: Default::default(),
     });
     let content = tokio::time::timeout(Duration::from_millis(limits.timeout_ms + 1000), call)

@@ -9,6 +9,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use super::bindings::toolhost::input::ask;
 use super::bindings::toolhost::plugin::{host, types};
 use crate::tool::{Progress, ProgressSink};
 
@@ -43,6 +44,8 @@ pub struct CallState {
     pub progress: Option<ProgressSink>,
     /// The session's log listeners (its MCP clients).
     pub logs: Option<tokio::sync::broadcast::Sender<crate::sessions::LogRecord>>,
+    /// Who answers the tool's questions (`toolhost:input/ask`).
+    pub ask: Option<Arc<dyn crate::input::Asker>>,
     http: WasiHttpCtx,
     http_hooks: super::http::PolicyHooks,
     log_budget: u32,
@@ -72,6 +75,7 @@ impl CallState {
             session,
             progress,
             logs: None,
+            ask: None,
             http: WasiHttpCtx::new(),
             http_hooks,
             log_budget: LOG_BUDGET,
@@ -193,6 +197,55 @@ impl host::Host for CallState {
         self.plugin.config.get(&key).cloned()
     }
 }
+
+impl super::bindings::toolhost::input::ask::Host for CallState {
+    async fn ask(
+        &mut self,
+        questions: Vec<ask::Question>,
+    ) -> wasmtime::Result<Result<Vec<String>, ask::AskError>> {
+        use crate::input::{AskError, Kind, Question};
+        let mut asked = Vec::with_capacity(questions.len());
+        for q in questions {
+            let params = match serde_json::from_str(&q.params) {
+                Ok(p) => p,
+                Err(e) => {
+                    return Ok(Err(ask::AskError::Invalid(format!(
+                        "`{}`: params: {e}",
+                        q.key
+                    ))));
+                }
+            };
+            let kind = match q.kind {
+                ask::Kind::Form => Kind::Form,
+                ask::Kind::Sampling => Kind::Sampling,
+                ask::Kind::Roots => Kind::Roots,
+            };
+            asked.push(Question {
+                key: q.key,
+                kind,
+                params,
+            });
+        }
+        let Some(asker) = self.ask.clone() else {
+            return Ok(Err(ask::AskError::Unavailable(
+                "no input available: this caller cannot answer questions".into(),
+            )));
+        };
+        Ok(match asker.ask(asked).await {
+            Ok(answers) => Ok(answers.iter().map(|a| a.to_string()).collect()),
+            Err(AskError::Invalid(m)) => Err(ask::AskError::Invalid(m)),
+            Err(e @ AskError::Unavailable(_)) => Err(ask::AskError::Unavailable(e.to_string())),
+            // The caller answers in a second request: the call ends here, a
+            // trap the tool never sees past (the surface reads the questions
+            // from its asker).
+            Err(AskError::Pending) => return Err(wasmtime::Error::msg(PENDING)),
+        })
+    }
+}
+
+/// Why a call was ended for a second request (a trap): the surface answers
+/// `input_required` instead.
+pub const PENDING: &str = "input required: the caller answers in a second request";
 
 /// `s` cut to at most `max` bytes on a char boundary.
 pub fn truncate(s: &str, max: usize) -> &str {

@@ -34,7 +34,12 @@ pub struct WasmToolkit {
 /// What to run in the fresh instance.
 pub enum Op<'a> {
     List,
-    Call { tool: &'a str, input: &'a str },
+    Call {
+        tool: &'a str,
+        input: &'a str,
+        /// Who answers the tool's questions.
+        ask: Option<Arc<dyn crate::input::Asker>>,
+    },
 }
 
 pub enum OpResult {
@@ -99,9 +104,9 @@ impl WasmToolkit {
                     CallError::Internal(format!("cannot open the plugin's assets: {e}"))
                 })?;
         }
-        let tool = match op {
-            Op::List => "list-tools",
-            Op::Call { tool, .. } => tool,
+        let (tool, ask) = match &op {
+            Op::List => ("list-tools", None),
+            Op::Call { tool, ask, .. } => (*tool, ask.clone()),
         };
         let mut state = CallState::new(
             wasi.build(),
@@ -112,6 +117,7 @@ impl WasmToolkit {
             progress,
         );
         state.logs = session.map(|s| s.log_sink());
+        state.ask = ask;
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         store
@@ -137,7 +143,7 @@ impl WasmToolkit {
             let kit = plugin.toolhost_plugin_toolkit();
             match op {
                 Op::List => kit.call_list_tools(&mut store).await.map(OpResult::Tools),
-                Op::Call { tool, input } => kit
+                Op::Call { tool, input, .. } => kit
                     .call_call(&mut store, tool, input)
                     .await
                     .map(OpResult::Call),
@@ -187,6 +193,7 @@ impl Toolkit for WasmToolkit {
             let op = Op::Call {
                 tool: &call.tool,
                 input: &input,
+                ask: call.ask.clone(),
             };
             let result = this
                 .run(

@@ -36,12 +36,15 @@ pub use serde::{self, Deserialize, Serialize};
 pub use serde_json;
 
 /// Bindings generated from the WIT package `toolhost:plugin@0.1.0` (`wit/` at the
-/// repository root). Plugin code rarely needs them directly.
+/// repository root), world `plugin-input` (with `toolhost:input/ask@0.1.0`,
+/// imported only by plugins that call [`input::ask`]). Plugin code rarely needs
+/// them directly.
 #[allow(missing_docs, clippy::all)]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "plugin",
+        world: "plugin-input",
+        generate_all,
         pub_export_macro: true,
         export_macro_name: "__export_toolkit",
         default_bindings_module: "toolhost_sdk::bindings",
@@ -57,6 +60,7 @@ mod output;
 pub use output::{IntoContents, Json};
 
 pub mod host;
+pub mod input;
 #[cfg(feature = "http")]
 pub mod http;
 

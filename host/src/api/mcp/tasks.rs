@@ -1,6 +1,7 @@
 //! MCP's tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663): a
 //! `tools/call` still running after [`TASK_AFTER`] becomes a task the client
-//! follows with `tasks/get` (status, then the result inlined) and stops with
+//! follows with `tasks/get` (status, then the result inlined), answers with
+//! `tasks/update` (a tool's questions, [`super::input`]) and stops with
 //! `tasks/cancel`.
 //!
 //! The call is XAgent's continuation ([`Running`], which XAgent's 450 answer
@@ -22,6 +23,7 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, ClientCapabilities, CreateTaskResult, Task};
 use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
 
+use super::input::TaskAsker;
 use crate::api::AppState;
 use crate::api::xagent::Running;
 use crate::catalog::{Catalog, ToolEntry};
@@ -73,6 +75,14 @@ pub struct Tasks {
     pub manager: TaskManager,
 }
 
+/// A call that may become a task.
+pub struct Call {
+    pub session: Arc<Session>,
+    pub tool: String,
+    pub input: serde_json::Value,
+    pub support: TaskSupport,
+}
+
 /// What a `tools/call` comes to: a result now, or a task.
 pub enum Outcome {
     Now(Result<CallOutput, CallError>),
@@ -81,7 +91,9 @@ pub enum Outcome {
 
 /// The -32021 refusal of a `required` tool to a client without tasks.
 pub fn tasks_required() -> McpError {
-    McpError::missing_required_client_capability(ClientCapabilities::builder().enable_tasks().build())
+    McpError::missing_required_client_capability(
+        ClientCapabilities::builder().enable_tasks().build(),
+    )
 }
 
 impl Tasks {
@@ -92,24 +104,41 @@ impl Tasks {
     pub async fn run(
         &self,
         state: &AppState,
-        session: Arc<Session>,
-        tool: String,
-        input: serde_json::Value,
-        support: TaskSupport,
+        call: Call,
+        asker: Arc<TaskAsker>,
         on_end: impl FnOnce() + Send + 'static,
     ) -> Outcome {
-        let mut running = Running::start(state.dispatcher.clone(), session, tool.clone(), input);
-        if support == TaskSupport::Optional
-            && let Some(done) = running.wait(TASK_AFTER).await
-        {
-            on_end();
-            return Outcome::Now(done);
+        let Call {
+            session,
+            tool,
+            input,
+            support,
+        } = call;
+        let ask: Arc<dyn crate::input::Asker> = Arc::new(asker.clone());
+        let mut running = Running::start(
+            state.dispatcher.clone(),
+            session,
+            tool.clone(),
+            input,
+            Some(ask),
+        );
+        // A question makes the call a task at once.
+        if support == TaskSupport::Optional {
+            let done = tokio::select! {
+                done = running.wait(TASK_AFTER) => done,
+                () = asker.wanted.notified() => None,
+            };
+            if let Some(done) = done {
+                on_end();
+                return Outcome::Now(done);
+            }
         }
         let options = TaskOptions::new()
             .with_ttl_ms(TTL_MS)
             .with_poll_interval_ms(POLL_MS)
             .with_status_message(format!("`{tool}` is running"));
         let task: Task = self.manager.spawn(options, move |context: TaskContext| {
+            asker.attach(context.clone());
             Box::pin(async move {
                 let outcome = tokio::select! {
                     done = running.finish() => settle(done),

@@ -73,12 +73,14 @@ impl Drop for Running {
 }
 
 impl Running {
-    /// Start `tool` in `session` (it runs as it is waited for).
+    /// Start `tool` in `session` (it runs as it is waited for); `ask`
+    /// answers its questions (none: nobody can).
     pub fn start(
         dispatcher: Arc<Dispatcher>,
         session: Arc<Session>,
         tool: String,
         arguments: Value,
+        ask: Option<Arc<dyn crate::input::Asker>>,
     ) -> Running {
         let (sink, mut reports) = ProgressSink::channel();
         let latest = Arc::new(Mutex::new(None));
@@ -86,6 +88,7 @@ impl Running {
         let call = Box::pin(async move {
             let options = CallOptions {
                 progress: Some(sink),
+                ask,
                 ..Default::default()
             };
             let call = dispatcher.dispatch(&session, &tool, arguments, options);

@@ -176,6 +176,7 @@ pub(super) async fn execute_tool(
         session.clone(),
         id.clone(),
         arguments,
+        None, // XAgent's client cannot answer a tool's questions
     );
     let result = match running.wait(state.parked.patience).await {
         Some(done) => done,

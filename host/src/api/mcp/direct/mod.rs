@@ -101,8 +101,9 @@ pub struct Link {
     /// Calls answered directly, by JSON-RPC id: cancelled by
     /// `notifications/cancelled`.
     running: Mutex<HashMap<RequestId, CancellationToken>>,
-    /// The client declared the tasks extension at `initialize`: its calls may
-    /// become tasks, which rmcp's handler answers.
+    /// The client declared the tasks extension, or a capability to answer a
+    /// tool's questions, at `initialize`: its calls may become tasks or ask,
+    /// which rmcp's handler answers.
     pub(super) follows_tasks: std::sync::atomic::AtomicBool,
 }
 
@@ -375,13 +376,11 @@ impl Direct {
                 .meta
                 .as_ref()
                 .and_then(|m| m.client_capabilities())
-                .is_some_and(|c| c.supports_tasks()),
+                .is_some_and(|c| c.supports_tasks() || !super::input::kinds(Some(&c)).is_empty()),
             Mode::Session(link) => link.follows_tasks.load(Ordering::Relaxed),
         };
         let task = super::tasks::decl(&tool).task;
-        if task == crate::declared::TaskSupport::Required
-            || (follows_tasks && task != crate::declared::TaskSupport::Forbidden)
-        {
+        if task == crate::declared::TaskSupport::Required || follows_tasks {
             return false;
         }
         match mode {
@@ -425,7 +424,7 @@ impl Direct {
         let state = self.state.clone();
         let call = {
             let session = session.clone();
-            async move { super::call(&state, &session, &name, input, None).await }
+            async move { super::call(&state, &session, &name, input, None, None).await }
         };
         match mode {
             Mode::Stateless => {

@@ -1,0 +1,260 @@
+//! A tool's questions ([`crate::input`]) over MCP.
+//!
+//! - A session (2025-11-25) whose client declared the capability: the
+//!   question is sent on the session's stream (`elicitation/create`,
+//!   `sampling/createMessage`, `roots/list`) and the call waits ([`PeerAsker`]).
+//! - A task: the task reports `input_required` with the questions as its
+//!   `inputRequests`, answered by `tasks/update` ([`TaskAsker`]).
+//! - 2026-07-28 (stateless): the call ends and the answer is an
+//!   `InputRequiredResult` whose `requestState` carries the answers so far,
+//!   sealed with the server's key (HMAC, rmcp's `RequestStateCodec`) and bound
+//!   to the tool and a digest of its arguments; the client calls again with
+//!   `inputResponses` and that state, the call runs again with every answer,
+//!   and a tampered or foreign state is refused (-32602) ([`Mrtr`]).
+//! - Otherwise nobody can answer: the tool is told "no input available".
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    ClientCapabilities, InputRequest, InputRequests, InputRequiredResult, RequestStateCodec,
+    ServerRequest,
+};
+use rmcp::service::{Peer, RequestContext};
+use rmcp::task_manager::TaskContext;
+use rmcp::{ErrorData as McpError, RoleServer};
+use serde_json::{Value, json};
+use sha2::Digest as _;
+use tokio::sync::Notify;
+
+use crate::catalog::BoxFuture;
+use crate::input::{AskError, Asker, Kind, Question, Replay};
+
+/// How long a sealed `requestState` stays good.
+const STATE_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// A question as MCP's request.
+fn request(q: &Question) -> Result<InputRequest, AskError> {
+    serde_json::from_value(json!({"method": q.kind.method(), "params": q.params}))
+        .map_err(|e| AskError::Invalid(format!("`{}`: {e}", q.key)))
+}
+
+/// The kinds of question a client declared it can answer.
+pub fn kinds(caps: Option<&ClientCapabilities>) -> Vec<Kind> {
+    let Some(caps) = caps else { return Vec::new() };
+    let mut kinds = Vec::new();
+    if caps.elicitation.is_some() {
+        kinds.push(Kind::Form);
+    }
+    if caps.sampling.is_some() {
+        kinds.push(Kind::Sampling);
+    }
+    if caps.roots.is_some() {
+        kinds.push(Kind::Roots);
+    }
+    kinds
+}
+
+fn unable(kinds: &[Kind], questions: &[Question]) -> Result<(), AskError> {
+    match questions.iter().find(|q| !kinds.contains(&q.kind)) {
+        Some(q) => Err(AskError::Unavailable(format!(
+            "the client cannot answer {} (`{}`)",
+            q.kind.method(),
+            q.key
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Asks on a session's stream and waits for the answers.
+pub struct PeerAsker {
+    pub peer: Peer<RoleServer>,
+    pub kinds: Vec<Kind>,
+}
+
+impl Asker for PeerAsker {
+    fn ask(&self, questions: Vec<Question>) -> BoxFuture<Result<Vec<Value>, AskError>> {
+        let peer = self.peer.clone();
+        let checked =
+            crate::input::check(&questions).and_then(|()| unable(&self.kinds, &questions));
+        Box::pin(async move {
+            checked?;
+            let mut sent = Vec::new();
+            for q in &questions {
+                let request: ServerRequest = match request(q)? {
+                    InputRequest::Elicitation(r) => r.into(),
+                    InputRequest::CreateMessage(r) => r.into(),
+                    InputRequest::ListRoots(r) => r.into(),
+                    _ => return Err(AskError::Invalid(format!("`{}`: not a question", q.key))),
+                };
+                sent.push(peer.send_request(request));
+            }
+            let mut answers = Vec::new();
+            for answer in futures::future::join_all(sent).await {
+                let answer = answer.map_err(|e| {
+                    AskError::Unavailable(format!("the client did not answer: {e}"))
+                })?;
+                answers.push(serde_json::to_value(answer).unwrap_or(Value::Null));
+            }
+            Ok(answers)
+        })
+    }
+}
+
+/// Asks through a task's `input_required` status. The task may not exist yet
+/// when the tool asks: [`TaskAsker::wanted`] tells the call's runner to make
+/// it at once, and the question waits for its context.
+#[derive(Default)]
+pub struct TaskAsker {
+    context: Mutex<Option<TaskContext>>,
+    ready: Notify,
+    pub wanted: Notify,
+    pub kinds: Vec<Kind>,
+}
+
+impl TaskAsker {
+    pub fn new(kinds: Vec<Kind>) -> Arc<Self> {
+        Arc::new(TaskAsker {
+            kinds,
+            ..Default::default()
+        })
+    }
+
+    pub fn attach(&self, context: TaskContext) {
+        *self.context.lock().unwrap_or_else(|e| e.into_inner()) = Some(context);
+        self.ready.notify_waiters();
+    }
+
+    fn context(&self) -> Option<TaskContext> {
+        self.context
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl Asker for Arc<TaskAsker> {
+    fn ask(&self, questions: Vec<Question>) -> BoxFuture<Result<Vec<Value>, AskError>> {
+        let this = self.clone();
+        let checked =
+            crate::input::check(&questions).and_then(|()| unable(&self.kinds, &questions));
+        Box::pin(async move {
+            checked?;
+            let requests = questions
+                .iter()
+                .map(request)
+                .collect::<Result<Vec<_>, _>>()?;
+            let context = loop {
+                let ready = this.ready.notified();
+                if let Some(c) = this.context() {
+                    break c;
+                }
+                this.wanted.notify_one();
+                ready.await;
+            };
+            let asked = questions
+                .iter()
+                .zip(requests)
+                .map(|(q, r)| context.request_input(q.key.clone(), r));
+            futures::future::join_all(asked)
+                .await
+                .into_iter()
+                .map(|a| a.map_err(|_| AskError::Unavailable("the task was cancelled".into())))
+                .collect()
+        })
+    }
+}
+
+/// What a sealed `requestState` holds.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct State {
+    tool: String,
+    /// SHA-256 of the arguments' JSON text.
+    args: String,
+    answers: BTreeMap<String, Value>,
+}
+
+fn digest(input: &Value) -> String {
+    format!("{:x}", sha2::Sha256::digest(input.to_string().as_bytes()))
+}
+
+/// Stateless input rounds (2026-07-28).
+pub struct Mrtr {
+    codec: RequestStateCodec,
+}
+
+impl Default for Mrtr {
+    /// A key of this server's run: states do not outlive a restart.
+    fn default() -> Self {
+        let key: Vec<u8> = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()]
+            .iter()
+            .flat_map(|u| *u.as_bytes())
+            .collect();
+        Mrtr {
+            codec: RequestStateCodec::try_new(key).expect("32 random bytes are a key"),
+        }
+    }
+}
+
+impl Mrtr {
+    /// The asker of a round: the answers of the sealed `state` (checked) and
+    /// of `responses`.
+    pub fn replay(
+        &self,
+        tool: &str,
+        input: &Value,
+        state: Option<&str>,
+        responses: Option<BTreeMap<String, Value>>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Arc<Replay>, McpError> {
+        let mut answers = BTreeMap::new();
+        if let Some(sealed) = state {
+            let opened: State = self.codec.open_json(sealed).map_err(|e| {
+                McpError::invalid_params(format!("requestState refused: {e}"), None)
+            })?;
+            if opened.tool != tool || opened.args != digest(input) {
+                return Err(McpError::invalid_params(
+                    "requestState refused: it belongs to another call",
+                    None,
+                ));
+            }
+            answers = opened.answers;
+        }
+        for (key, value) in responses.unwrap_or_default() {
+            if !value.is_object() {
+                return Err(McpError::invalid_params(
+                    format!("inputResponses `{key}`: a result object"),
+                    None,
+                ));
+            }
+            answers.insert(key, value);
+        }
+        let kinds = kinds(context.client_capabilities().as_ref());
+        Ok(Replay::new(answers, kinds))
+    }
+
+    /// The `InputRequiredResult` of a round that ended on questions.
+    pub fn input_required(
+        &self,
+        tool: &str,
+        input: &Value,
+        replay: &Replay,
+    ) -> Result<InputRequiredResult, McpError> {
+        let mut requests = InputRequests::new();
+        for q in replay.pending() {
+            let r = request(&q).map_err(|e| McpError::internal_error(e.to_string(), None))?;
+            requests.insert(q.key.clone(), r);
+        }
+        let state = State {
+            tool: tool.to_owned(),
+            args: digest(input),
+            answers: replay.answers().clone(),
+        };
+        let options = rmcp::model::SealOptions::new().ttl(STATE_TTL);
+        let sealed = self
+            .codec
+            .seal_json_with(&state, &options)
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        Ok(InputRequiredResult::new(Some(requests), Some(sealed)))
+    }
+}
