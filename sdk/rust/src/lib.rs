@@ -60,9 +60,9 @@ mod output;
 pub use output::{IntoContents, Json};
 
 pub mod host;
-pub mod input;
 #[cfg(feature = "http")]
 pub mod http;
+pub mod input;
 
 impl ToolError {
     /// The input was wrong (the agent's fault): it may retry with other input.
