@@ -202,6 +202,23 @@ async fn connect(target: &Target) -> Result<Docker, String> {
 }
 
 impl Target {
+    /// Whether the engine is on another machine (TCP to a non-loopback
+    /// address, SSH): its containers' `/proc` entries are not ours.
+    pub fn is_remote(&self) -> bool {
+        let loopback = |host: &str| {
+            let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
+            matches!(host, "127.0.0.1" | "localhost" | "[::1]")
+        };
+        match self {
+            Target::Local => std::env::var("DOCKER_HOST").is_ok_and(|h| {
+                h.strip_prefix("tcp://").is_some_and(|a| !loopback(a)) || h.starts_with("ssh://")
+            }),
+            Target::Unix(_) => false,
+            Target::Tcp { addr, .. } => !loopback(addr),
+            Target::Ssh { .. } => true,
+        }
+    }
+
     /// How the engine is shown (no secrets: key paths are not shown).
     pub fn url(&self) -> String {
         match self {

@@ -81,6 +81,8 @@ pub struct Candidate {
     pub drained: bool,
     /// Lacks the image (and no archive can bring it).
     pub lacks_image: bool,
+    /// On another machine (its `/proc` is not ours).
+    pub remote: bool,
     pub cores: f64,
     pub memory_mb: u64,
     /// Summed caps of our containers on it.
@@ -102,6 +104,17 @@ pub struct Shares {
 /// fits under the rule first, then the lowest load after it (the larger of
 /// the CPU and memory shares), then the fewest nodes, then the first listed.
 pub fn place(c: &[Candidate], cpus: f64, memory_mb: u64, shares: Shares) -> Option<usize> {
+    place_where(c, cpus, memory_mb, shares, false)
+}
+
+/// [`place`], on this machine's engines only when `local`.
+pub fn place_where(
+    c: &[Candidate],
+    cpus: f64,
+    memory_mb: u64,
+    shares: Shares,
+    local: bool,
+) -> Option<usize> {
     let load = |x: &Candidate| {
         let cpu = if x.cores > 0.0 {
             (x.cpus_held + cpus) / (x.cores * shares.cpu)
@@ -117,7 +130,7 @@ pub fn place(c: &[Candidate], cpus: f64, memory_mb: u64, shares: Shares) -> Opti
     };
     c.iter()
         .enumerate()
-        .filter(|(_, x)| x.up && !x.drained && !x.lacks_image)
+        .filter(|(_, x)| x.up && !x.drained && !x.lacks_image && !(local && x.remote))
         .map(|(i, x)| {
             let l = load(x);
             // Unknown capacity (not checked yet): as if empty but not fitting.
@@ -269,25 +282,36 @@ impl Engines {
     }
 
     /// The session's engine for a node capped at `cpus`, `memory_mb` of
-    /// `image`: its engine while that one is up, else a placement.
+    /// `image`: its engine while that one is up, else a placement. `local`:
+    /// on this machine (a service node, reached through its `/proc`),
+    /// outside the session's affinity when that engine is remote.
     pub async fn engine_for(
         &self,
         session: &str,
         image: Option<&str>,
         cpus: f64,
         memory_mb: u64,
+        local: bool,
     ) -> Result<usize, CallError> {
         let current = lock(&self.affinity).get(session).copied();
         if let Some(i) = current
             && lock(&self.member(i).state).up != Some(false)
+            && !(local && self.member(i).target.is_remote())
         {
             return Ok(i);
         }
-        let chosen = match place(&self.candidates(image), cpus, memory_mb, self.shares) {
+        let candidates = self.candidates(image);
+        let chosen = match place_where(&candidates, cpus, memory_mb, self.shares, local) {
             Some(i) => i,
+            None if local && candidates.iter().all(|c| c.remote) => {
+                return Err(CallError::BackendUnavailable(
+                    "service toolkits need a Docker engine on this machine (the host reaches a service inside its container's network namespace); every engine listed is remote".into(),
+                ));
+            }
             None => self.revive().await?,
         };
-        if session != "pool" {
+        let keeps_affinity = local && current.is_some_and(|i| self.member(i).target.is_remote());
+        if session != "pool" && !keeps_affinity {
             let before = lock(&self.affinity).insert(session.to_owned(), chosen);
             if let Some(b) = before.filter(|b| *b != chosen) {
                 tracing::info!(
@@ -342,6 +366,7 @@ impl Engines {
                     drained: s.drained,
                     lacks_image: self.archive.is_none()
                         && image.is_some_and(|i| s.missing.contains(i)),
+                    remote: m.target.is_remote(),
                     cores: s.cores,
                     memory_mb: s.memory_mb,
                     cpus_held,
@@ -683,6 +708,13 @@ mod tests {
         assert_eq!(place(&c, 1.0, 512, SHARES), Some(2));
         c[2].lacks_image = true;
         assert_eq!(place(&c, 1.0, 512, SHARES), None);
+        // A service node goes to this machine's engines only.
+        let mut c = vec![engine(64.0, 100000), engine(2.0, 4000)];
+        c[0].remote = true;
+        assert_eq!(place(&c, 1.0, 512, SHARES), Some(0));
+        assert_eq!(place_where(&c, 1.0, 512, SHARES, true), Some(1));
+        c[1].remote = true;
+        assert_eq!(place_where(&c, 1.0, 512, SHARES, true), None);
         // Not checked yet (no capacity known): usable, after known ones.
         let c = vec![
             Candidate {
@@ -721,22 +753,22 @@ mod tests {
     #[tokio::test]
     async fn a_session_stays_on_its_engine_drained_or_not_and_moves_when_it_dies() {
         let e = two_engines();
-        let s1 = e.engine_for("s1", None, 1.0, 512).await.unwrap();
+        let s1 = e.engine_for("s1", None, 1.0, 512, false).await.unwrap();
         e.settle("c1", s1, 1.0, 512);
-        let s2 = e.engine_for("s2", None, 1.0, 512).await.unwrap();
+        let s2 = e.engine_for("s2", None, 1.0, 512, false).await.unwrap();
         e.settle("c2", s2, 1.0, 512);
         assert_ne!(s1, s2, "spread");
         // Its second toolkit's node: the same engine, though it is fuller.
         e.settle("c3", s1, 1.0, 512);
-        assert_eq!(e.engine_for("s1", None, 1.0, 512).await.unwrap(), s1);
+        assert_eq!(e.engine_for("s1", None, 1.0, 512, false).await.unwrap(), s1);
 
         // Drain s1's engine: s1 stays, new sessions go to the other one.
         let name = e.member(s1).name.clone();
         assert!(e.drain(&name, true).unwrap().drained);
-        assert_eq!(e.engine_for("s1", None, 1.0, 512).await.unwrap(), s1);
+        assert_eq!(e.engine_for("s1", None, 1.0, 512, false).await.unwrap(), s1);
         for n in 0..5 {
             let s = format!("new{n}");
-            assert_eq!(e.engine_for(&s, None, 1.0, 512).await.unwrap(), s2);
+            assert_eq!(e.engine_for(&s, None, 1.0, 512, false).await.unwrap(), s2);
         }
         let views = e.views();
         assert_eq!(views[s1].nodes, 2);
@@ -746,15 +778,15 @@ mod tests {
 
         // s2's engine dies: s2 moves to the live one and stays there.
         lock(&e.member(s2).state).up = Some(false);
-        assert_eq!(e.engine_for("s2", None, 1.0, 512).await.unwrap(), s1);
+        assert_eq!(e.engine_for("s2", None, 1.0, 512, false).await.unwrap(), s1);
         lock(&e.member(s2).state).up = Some(true);
-        assert_eq!(e.engine_for("s2", None, 1.0, 512).await.unwrap(), s1);
+        assert_eq!(e.engine_for("s2", None, 1.0, 512, false).await.unwrap(), s1);
 
         // Both gone: the call says why (nothing answers at those sockets).
         for m in &e.members {
             lock(&m.state).up = Some(false);
         }
-        let err = e.engine_for("s3", None, 1.0, 512).await.unwrap_err();
+        let err = e.engine_for("s3", None, 1.0, 512, false).await.unwrap_err();
         assert!(
             matches!(&err, CallError::BackendUnavailable(m) if m.contains("no Docker engine") && m.contains("a.sock")),
             "{err:?}"
@@ -790,6 +822,10 @@ mod tests {
         ));
         assert!(matches!(of("ssh://me@host", false), Ok(Target::Ssh { .. })));
         assert!(of("unix:///run/d.sock", true).is_err());
+        // Remote: its containers' /proc is not ours (no service nodes there).
+        let remote = |url: &str| of(url, false).unwrap().is_remote();
+        assert!(!remote("tcp://127.0.0.1:2375") && !remote("unix:///run/d.sock"));
+        assert!(remote("tcp://10.0.0.7:2375") && remote("ssh://me@host"));
         assert!(of("http://x", false).is_err());
         let half = Target::of(&crate::config::DockerEngine {
             name: "x".into(),

@@ -377,7 +377,13 @@ impl DockerBackend {
         let d = &spec.manifest.docker;
         let image = d.build.is_none().then_some(d.image.as_str());
         self.engines
-            .engine_for(session, image, d.cpus, u64::from(d.memory_mb))
+            .engine_for(
+                session,
+                image,
+                d.cpus,
+                u64::from(d.memory_mb),
+                spec.service_port().is_some(),
+            )
             .await
             .inspect_err(|e| {
                 self.health

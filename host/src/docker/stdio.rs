@@ -114,6 +114,7 @@ impl DockerBackend {
                 Some(&spec.image),
                 spec.cpus,
                 u64::from(spec.memory_mb),
+                false,
             )
             .await?;
         let docker = self.docker(engine).await?;
