@@ -130,7 +130,11 @@ pub fn place_where(
     };
     c.iter()
         .enumerate()
-        .filter(|(_, x)| x.up && !x.drained && !x.lacks_image && !(local && x.remote))
+        .filter(|(_, x)| {
+            let usable = x.up && !x.drained && !x.lacks_image;
+            let here = !local || !x.remote;
+            usable && here
+        })
         .map(|(i, x)| {
             let l = load(x);
             // Unknown capacity (not checked yet): as if empty but not fitting.
