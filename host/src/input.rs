@@ -8,13 +8,19 @@
 //! `input_required` status (the tasks extension), and [`Replay`] for clients
 //! that answer in a second request (MCP's `InputRequiredResult` in 2026-07-28,
 //! the native API's `input_required`): the call runs again from the start with
-//! the answers so far, and a question not answered yet ends it.
+//! the answers so far, and a question not answered yet ends it. Between the
+//! two requests the answers so far travel with the client, sealed
+//! ([`Sealer`]): bound to the tool and a digest of its arguments, refused when
+//! altered or foreign.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use rmcp::model::{RequestStateCodec, SealOptions};
+use sha2::Digest as _;
 
 use crate::catalog::BoxFuture;
 
@@ -161,6 +167,137 @@ impl Asker for Replay {
     }
 }
 
+/// Check a client's answer to `q`: an object; for a form, its `action`
+/// (`accept`, `decline`, `cancel`) and, when accepted, a `content` that fits
+/// the question's `requestedSchema`.
+pub fn check_answer(q: &Question, answer: &Value) -> Result<(), String> {
+    let key = &q.key;
+    let Some(obj) = answer.as_object() else {
+        return Err(format!("answer `{key}`: an object, not {answer}"));
+    };
+    if q.kind != Kind::Form {
+        return Ok(());
+    }
+    match obj.get("action").and_then(Value::as_str) {
+        Some("accept") => {}
+        Some("decline" | "cancel") => return Ok(()),
+        _ => {
+            return Err(format!(
+                "answer `{key}`: `action` is accept, decline or cancel"
+            ));
+        }
+    }
+    let content = obj.get("content").unwrap_or(&Value::Null);
+    let Some(schema) = q.params.get("requestedSchema") else {
+        return Ok(());
+    };
+    let validator = jsonschema::validator_for(schema)
+        .map_err(|e| format!("question `{key}` has an invalid schema: {e}"))?;
+    let errors: Vec<String> = validator
+        .iter_errors(content)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "answer `{key}` does not fit the question: {}",
+            errors.join("; ")
+        ))
+    }
+}
+
+/// How long a sealed state stays good.
+pub const STATE_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// What a sealed state holds: the answers so far and the questions the round
+/// asked, bound to the tool and its arguments.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Round {
+    pub tool: String,
+    /// SHA-256 of the arguments' JSON text.
+    pub args: String,
+    pub answers: BTreeMap<String, Value>,
+    /// The questions left unanswered when the round ended.
+    #[serde(default)]
+    pub asked: Vec<Question>,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StateError {
+    /// Altered, expired, sealed by another server (or run, or surface), or
+    /// not a state at all.
+    #[error("state refused: {0}")]
+    Refused(String),
+    /// Sound, but for another tool or other arguments.
+    #[error("state refused: it belongs to another call (another tool or other arguments)")]
+    Foreign,
+}
+
+/// Seals and opens the states of input rounds with a key of this server's
+/// run (HMAC, rmcp's `RequestStateCodec`): a client can neither forge nor
+/// alter a state, and states do not outlive a restart. `surface` goes into
+/// the seal as associated data, so a state of one surface is refused by
+/// another.
+pub struct Sealer {
+    codec: RequestStateCodec,
+    surface: &'static str,
+}
+
+fn digest(input: &Value) -> String {
+    format!("{:x}", sha2::Sha256::digest(input.to_string().as_bytes()))
+}
+
+impl Sealer {
+    /// A sealer with a new random key.
+    pub fn new(surface: &'static str) -> Self {
+        let key: Vec<u8> = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()]
+            .iter()
+            .flat_map(|u| *u.as_bytes())
+            .collect();
+        Sealer {
+            codec: RequestStateCodec::try_new(key).expect("32 random bytes are a key"),
+            surface,
+        }
+    }
+
+    /// The state of a round of `tool` on `input` that ended on questions.
+    pub fn seal(&self, tool: &str, input: &Value, replay: &Replay) -> Result<String, String> {
+        let round = Round {
+            tool: tool.to_owned(),
+            args: digest(input),
+            answers: replay.answers().clone(),
+            asked: replay.pending(),
+        };
+        let options = SealOptions::new()
+            .ttl(STATE_TTL)
+            .associated_data(self.surface.as_bytes());
+        self.codec
+            .seal_json_with(&round, &options)
+            .map_err(|e| e.to_string())
+    }
+
+    /// The round of a sealed state, checked: sealed here, unaltered, not
+    /// expired, for `tool` on `input`.
+    pub fn open(&self, sealed: &str, tool: &str, input: &Value) -> Result<Round, StateError> {
+        let round: Round = self
+            .codec
+            .open_json_with(sealed, self.surface.as_bytes())
+            .map_err(|e| StateError::Refused(e.to_string()))?;
+        if round.tool != tool || round.args != digest(input) {
+            return Err(StateError::Foreign);
+        }
+        Ok(round)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,5 +335,75 @@ mod tests {
             replay.ask(vec![q("a"), q("a")]).await,
             Err(AskError::Invalid(_))
         ));
+    }
+
+    #[tokio::test]
+    async fn sealed_rounds_open_only_for_their_call() {
+        let sealer = Sealer::new("native");
+        let input = json!({"path": "a.txt"});
+        let replay = Replay::new(
+            BTreeMap::from([("a".to_owned(), json!({"action": "accept"}))]),
+            vec![Kind::Form],
+        );
+        assert_eq!(replay.ask(vec![q("b")]).await, Err(AskError::Pending));
+        let sealed = sealer.seal("files_delete", &input, &replay).unwrap();
+        let round = sealer.open(&sealed, "files_delete", &input).unwrap();
+        assert_eq!(round.answers, *replay.answers());
+        assert_eq!(round.asked, vec![q("b")]);
+        // Another call's, altered, or sealed by another surface or run.
+        assert_eq!(
+            sealer.open(&sealed, "files_read", &input).unwrap_err(),
+            StateError::Foreign
+        );
+        assert_eq!(
+            sealer
+                .open(&sealed, "files_delete", &json!({"path": "b.txt"}))
+                .unwrap_err(),
+            StateError::Foreign
+        );
+        let mut altered = sealed.clone().into_bytes();
+        let mid = altered.len() / 2;
+        altered[mid] = if altered[mid] == b'A' { b'B' } else { b'A' };
+        let altered = String::from_utf8(altered).unwrap();
+        assert!(matches!(
+            sealer.open(&altered, "files_delete", &input),
+            Err(StateError::Refused(_))
+        ));
+        for other in [Sealer::new("mcp"), Sealer::new("native")] {
+            assert!(matches!(
+                other.open(&sealed, "files_delete", &input),
+                Err(StateError::Refused(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn answers_must_fit_their_question() {
+        let confirm = Question {
+            key: "confirm".into(),
+            kind: Kind::Form,
+            params: json!({
+                "message": "Delete?",
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {"confirm": {"type": "boolean"}},
+                    "required": ["confirm"],
+                },
+            }),
+        };
+        let ok = |a: Value| check_answer(&confirm, &a);
+        assert_eq!(
+            ok(json!({"action": "accept", "content": {"confirm": true}})),
+            Ok(())
+        );
+        assert_eq!(ok(json!({"action": "decline"})), Ok(()));
+        let wrong = ok(json!({"action": "accept", "content": {"confirm": "yes"}})).unwrap_err();
+        assert!(
+            wrong.contains("does not fit") && wrong.contains("/confirm"),
+            "{wrong}"
+        );
+        assert!(ok(json!({"action": "accept"})).is_err());
+        assert!(ok(json!({"action": "maybe"})).is_err());
+        assert!(ok(json!("yes")).is_err());
     }
 }

@@ -17,21 +17,16 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    ClientCapabilities, InputRequest, InputRequests, InputRequiredResult, RequestStateCodec,
-    ServerRequest,
+    ClientCapabilities, InputRequest, InputRequests, InputRequiredResult, ServerRequest,
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::task_manager::TaskContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Value, json};
-use sha2::Digest as _;
 use tokio::sync::Notify;
 
 use crate::catalog::BoxFuture;
-use crate::input::{AskError, Asker, Kind, Question, Replay};
-
-/// How long a sealed `requestState` stays good.
-const STATE_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+use crate::input::{AskError, Asker, Kind, Question, Replay, Sealer};
 
 /// A question as MCP's request.
 fn request(q: &Question) -> Result<InputRequest, AskError> {
@@ -165,33 +160,17 @@ impl Asker for Arc<TaskAsker> {
     }
 }
 
-/// What a sealed `requestState` holds.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct State {
-    tool: String,
-    /// SHA-256 of the arguments' JSON text.
-    args: String,
-    answers: BTreeMap<String, Value>,
-}
-
-fn digest(input: &Value) -> String {
-    format!("{:x}", sha2::Sha256::digest(input.to_string().as_bytes()))
-}
-
-/// Stateless input rounds (2026-07-28).
+/// Stateless input rounds (2026-07-28): `requestState` is sealed by
+/// [`crate::input::Sealer`].
 pub struct Mrtr {
-    codec: RequestStateCodec,
+    sealer: Sealer,
 }
 
 impl Default for Mrtr {
     /// A key of this server's run: states do not outlive a restart.
     fn default() -> Self {
-        let key: Vec<u8> = [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()]
-            .iter()
-            .flat_map(|u| *u.as_bytes())
-            .collect();
         Mrtr {
-            codec: RequestStateCodec::try_new(key).expect("32 random bytes are a key"),
+            sealer: Sealer::new("mcp"),
         }
     }
 }
@@ -209,15 +188,10 @@ impl Mrtr {
     ) -> Result<Arc<Replay>, McpError> {
         let mut answers = BTreeMap::new();
         if let Some(sealed) = state {
-            let opened: State = self.codec.open_json(sealed).map_err(|e| {
-                McpError::invalid_params(format!("requestState refused: {e}"), None)
-            })?;
-            if opened.tool != tool || opened.args != digest(input) {
-                return Err(McpError::invalid_params(
-                    "requestState refused: it belongs to another call",
-                    None,
-                ));
-            }
+            let opened = self
+                .sealer
+                .open(sealed, tool, input)
+                .map_err(|e| McpError::invalid_params(format!("requestState: {e}"), None))?;
             answers = opened.answers;
         }
         for (key, value) in responses.unwrap_or_default() {
@@ -245,16 +219,10 @@ impl Mrtr {
             let r = request(&q).map_err(|e| McpError::internal_error(e.to_string(), None))?;
             requests.insert(q.key.clone(), r);
         }
-        let state = State {
-            tool: tool.to_owned(),
-            args: digest(input),
-            answers: replay.answers().clone(),
-        };
-        let options = rmcp::model::SealOptions::new().ttl(STATE_TTL);
         let sealed = self
-            .codec
-            .seal_json_with(&state, &options)
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+            .sealer
+            .seal(tool, input, replay)
+            .map_err(|e| McpError::internal_error(e, None))?;
         Ok(InputRequiredResult::new(Some(requests), Some(sealed)))
     }
 }
