@@ -1,5 +1,6 @@
 //! The native REST API: health, tool discovery, schemas, invoke (JSON or SSE).
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -20,6 +21,7 @@ use super::error::ApiError;
 use super::formats;
 use crate::catalog::ToolEntry;
 use crate::dispatch::{CallOptions, CallOutput};
+use crate::input::{Kind, Replay};
 use crate::registry::ToolStatus;
 use crate::sessions::Session;
 use crate::tool::{CallError, Content, LimitOverrides, ProgressSink};
@@ -288,6 +290,104 @@ struct InvokeRequest {
     /// Lower this call's limits (never raise them).
     #[serde(default)]
     limits: LimitOverrides,
+    /// Input requests: absent, the caller answers a tool's questions in a
+    /// second request (`input_required`); `"none"`, it cannot (the tool is
+    /// told that no input is available); `{"state", "answers"}`, the answers
+    /// to the round whose state it got.
+    #[serde(default)]
+    input: Option<Value>,
+}
+
+/// The key of this run's native input states (see [`crate::input::Sealer`]).
+fn sealer() -> &'static crate::input::Sealer {
+    static SEALER: std::sync::OnceLock<crate::input::Sealer> = std::sync::OnceLock::new();
+    SEALER.get_or_init(|| crate::input::Sealer::new("native"))
+}
+
+/// How a call's questions are answered: by a [`Replay`] holding the answers
+/// so far, or by nobody (`"input": "none"`).
+fn replay_of(
+    id: &str,
+    params: &Value,
+    input: Option<Value>,
+) -> Result<Option<Arc<Replay>>, ApiError> {
+    let all = vec![Kind::Form, Kind::Sampling, Kind::Roots];
+    let invalid = |m: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", m);
+    let (state, answers) = match input {
+        None => return Ok(Some(Replay::new(BTreeMap::new(), all))),
+        Some(Value::String(s)) if s == "none" => return Ok(None),
+        Some(Value::Object(mut o)) => {
+            let state = o.remove("state");
+            let answers = o.remove("answers");
+            if let Some(k) = o.keys().next() {
+                return Err(invalid(format!(
+                    "input: unknown field `{k}` (use state and answers)"
+                )));
+            }
+            (state, answers)
+        }
+        Some(other) => {
+            return Err(invalid(format!(
+                "input: \"none\" or {{\"state\", \"answers\"}}, not {other}"
+            )));
+        }
+    };
+    let Some(Value::String(state)) = state else {
+        return Err(invalid(
+            "input: `state` (the string of the input_required answer) is missing".into(),
+        ));
+    };
+    let mut round = sealer()
+        .open(&state, id, params)
+        .map_err(|e| invalid(format!("input: {e}")))?;
+    let answers = match answers {
+        None => serde_json::Map::new(),
+        Some(Value::Object(a)) => a,
+        Some(_) => {
+            return Err(invalid(
+                "input: `answers` is an object by question key".into(),
+            ));
+        }
+    };
+    for (key, answer) in answers {
+        let Some(q) = round.asked.iter().find(|q| q.key == key) else {
+            return Err(invalid(format!(
+                "input: no question `{key}` was asked in this round"
+            )));
+        };
+        crate::input::check_answer(q, &answer).map_err(|e| invalid(format!("input: {e}")))?;
+        round.answers.insert(key, answer);
+    }
+    Ok(Some(Replay::new(round.answers, all)))
+}
+
+/// The body of a call that ended on questions, when it did:
+/// `{"status":"input_required","input_required":{"questions":[...],"state":...}}`.
+fn input_required(
+    id: &str,
+    params: &Value,
+    replay: Option<&Replay>,
+) -> Option<Result<Value, ApiError>> {
+    let replay = replay?;
+    let questions = replay.pending();
+    if questions.is_empty() {
+        return None;
+    }
+    Some(
+        sealer()
+            .seal(id, params, replay)
+            .map(|state| {
+                json!({
+                    "status": "input_required",
+                    "input_required": {"questions": questions, "state": state},
+                    "result": null,
+                    "error": null,
+                })
+            })
+            .map_err(|e| {
+                ApiError::from(CallError::Internal(format!("cannot seal the state: {e}")))
+            }),
+    )
 }
 
 #[derive(Deserialize, Default)]
@@ -330,24 +430,40 @@ async fn invoke(
     };
     let session_header = HeaderValue::from_str(session.id()).expect("session ids are header-safe");
     let params = req.params.unwrap_or_else(|| json!({}));
+    let replay = match replay_of(&id, &params, req.input) {
+        Ok(r) => r,
+        Err(e) => {
+            let mut r = e.into_response();
+            r.headers_mut().insert(SESSION_HEADER, session_header);
+            return r;
+        }
+    };
     let mut response = if req.stream || wants_sse(&headers) {
-        invoke_sse(state, session, implicit, id, params, req.limits).into_response()
+        invoke_sse(state, session, implicit, id, params, req.limits, replay).into_response()
     } else {
         let options = CallOptions {
             limits: req.limits,
             progress: None,
             staging: false,
-            ask: None,
+            ask: replay.clone().map(|r| r as Arc<dyn crate::input::Asker>),
         };
-        match call(&state, session, implicit, &id, params, options).await {
-            Ok(out) => {
-                let mut r = Json(success_body(&out)).into_response();
-                if let Ok(v) = HeaderValue::from_str(&out.version) {
-                    r.headers_mut().insert(VERSION_HEADER, v);
-                }
-                r
+        let result = call(&state, session, implicit, &id, params.clone(), options).await;
+        if let Some(asked) = input_required(&id, &params, replay.as_deref()) {
+            match asked {
+                Ok(body) => Json(body).into_response(),
+                Err(e) => e.into_response(),
             }
-            Err(e) => ApiError::from(e).into_response(),
+        } else {
+            match result {
+                Ok(out) => {
+                    let mut r = Json(success_body(&out)).into_response();
+                    if let Ok(v) = HeaderValue::from_str(&out.version) {
+                        r.headers_mut().insert(VERSION_HEADER, v);
+                    }
+                    r
+                }
+                Err(e) => ApiError::from(e).into_response(),
+            }
         }
     };
     response
@@ -404,6 +520,7 @@ fn invoke_sse(
     id: String,
     params: Value,
     limits: LimitOverrides,
+    replay: Option<Arc<Replay>>,
 ) -> Sse<impl futures::Stream<Item = Result<Event, Infallible>>> {
     let (sink, rx) = ProgressSink::channel();
     let call = AbortOnDrop(tokio::spawn(async move {
@@ -411,9 +528,13 @@ fn invoke_sse(
             limits,
             progress: Some(sink),
             staging: false,
-            ask: None,
+            ask: replay.clone().map(|r| r as Arc<dyn crate::input::Asker>),
         };
-        call(&state, session, implicit, &id, params, options).await
+        let result = call(&state, session, implicit, &id, params.clone(), options).await;
+        match input_required(&id, &params, replay.as_deref()) {
+            Some(asked) => Asked::Questions(asked),
+            None => Asked::Done(result),
+        }
     }));
     let progress = tokio_stream(rx).map(|p| {
         Ok(Event::default()
@@ -424,8 +545,10 @@ fn invoke_sse(
     let last = futures::stream::once(async move {
         let mut call = call;
         let (name, mut body) = match (&mut call.0).await {
-            Ok(Ok(out)) => ("result", success_body(&out)),
-            Ok(Err(e)) => ("error", ApiError::from(e).body()),
+            Ok(Asked::Questions(Ok(body))) => ("input_required", body),
+            Ok(Asked::Questions(Err(e))) => ("error", e.body()),
+            Ok(Asked::Done(Ok(out))) => ("result", success_body(&out)),
+            Ok(Asked::Done(Err(e))) => ("error", ApiError::from(e).body()),
             Err(e) => (
                 "error",
                 ApiError::from(CallError::Internal(e.to_string())).body(),
@@ -438,6 +561,12 @@ fn invoke_sse(
             .unwrap_or_default())
     });
     Sse::new(progress.chain(last)).keep_alive(KeepAlive::default())
+}
+
+/// How a streamed call ended: on questions, or done.
+enum Asked {
+    Questions(Result<Value, ApiError>),
+    Done(Result<CallOutput, CallError>),
 }
 
 /// Aborts the task when dropped: a call streamed to a client that went away
