@@ -14,7 +14,10 @@
 //!   creating parent directories;
 //! - `modify {path, new_text, start_line?, end_line?, old_text?, replace_all?}`:
 //!   replace a range of lines, or occurrences of a text;
-//! - `list {path?, max_depth?}`: a directory tree as JSON.
+//! - `list {path?, max_depth?}`: a directory tree as JSON;
+//! - `delete {path}`: delete a file, or a directory and all it holds, once
+//!   the caller has confirmed it (an input request, `toolhost:input/ask`);
+//!   where nobody can confirm, nothing is deleted.
 //!
 //! The logic that does not touch the file system (path checks, line windows,
 //! edits) is in pure functions with unit tests; the file operations take the
@@ -24,7 +27,7 @@ use std::fs;
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::Path;
 
-use toolhost_sdk::{Deserialize, Json, JsonSchema, Serialize, ToolError};
+use toolhost_sdk::{Deserialize, Json, JsonSchema, Serialize, ToolError, input};
 
 /// Where the host mounts the session workspace inside the sandbox.
 pub const WORKSPACE: &str = "/workspace";
@@ -142,6 +145,27 @@ fn list(input: ListInput) -> Result<Json<Entry>, ToolError> {
     list_in(Path::new(WORKSPACE), input).map(Json)
 }
 
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DeleteInput {
+    /// File or directory path relative to the workspace root.
+    path: String,
+}
+
+/// Asks before it deletes anything, and asks the same question for the same
+/// input (the host may run the call again with the answer).
+fn delete(input: DeleteInput) -> Result<String, ToolError> {
+    let root = Path::new(WORKSPACE);
+    let (rel, what) = delete_target(root, &input.path)?;
+    let yes = input::confirm("confirm", &format!("Delete {what}?")).map_err(|e| {
+        ToolError::failed(format!("`{rel}` not deleted: nobody could confirm ({e})"))
+    })?;
+    if !yes {
+        return Ok(format!("`{rel}` kept: the deletion was not confirmed"));
+    }
+    delete_in(root, &rel)
+}
+
 toolhost_sdk::toolkit! {
     read: "Read a UTF-8 text file from the session workspace. Paths are relative to the \
         workspace root (e.g. `notes/todo.txt`). Optionally return only a window of lines: \
@@ -156,6 +180,8 @@ toolhost_sdk::toolkit! {
     list: "List a directory of the session workspace as a JSON tree of entries \
         {name, type: file|directory|symlink, size, children}, sorted by name. Defaults to the \
         workspace root, 4 levels deep (max_depth up to 16).",
+    delete: "Delete a file, or a directory and everything in it, from the session workspace. \
+        The caller is asked to confirm first; without a confirmation nothing is deleted.",
 }
 
 // ---------------------------------------------------------------------------
@@ -261,6 +287,33 @@ fn list_in(root: &Path, input: ListInput) -> Result<Entry, ToolError> {
     };
     let mut budget = MAX_LIST_ENTRIES;
     describe(&root.join(&rel), name, &rel, max_depth, &mut budget)
+}
+
+/// The checked relative path of what `delete` would delete, and how the
+/// confirmation names it.
+fn delete_target(root: &Path, path: &str) -> Result<(String, String), ToolError> {
+    let rel = relative_path(path, false).map_err(ToolError::invalid_input)?;
+    let meta = fs::symlink_metadata(root.join(&rel)).map_err(|e| io_error(e, &rel))?;
+    let what = if meta.is_dir() {
+        format!("the directory `{rel}` and everything in it")
+    } else if meta.file_type().is_symlink() {
+        format!("the symlink `{rel}`")
+    } else {
+        format!("`{rel}` ({})", plural(meta.len() as usize, "byte"))
+    };
+    Ok((rel, what))
+}
+
+fn delete_in(root: &Path, rel: &str) -> Result<String, ToolError> {
+    let full = root.join(rel);
+    let meta = fs::symlink_metadata(&full).map_err(|e| io_error(e, rel))?;
+    if meta.is_dir() {
+        fs::remove_dir_all(&full)
+    } else {
+        fs::remove_file(&full)
+    }
+    .map_err(|e| io_error(e, rel))?;
+    Ok(format!("deleted {rel}"))
 }
 
 /// The entry at `full` (shown as `name`, `rel` for messages), with children
@@ -1089,6 +1142,36 @@ mod tests {
                 ("real.txt".to_owned(), EntryKind::File, Some(2)),
             ]
         );
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn delete_names_its_target_then_deletes_it() {
+        let root = workspace("delete");
+        fs::create_dir_all(root.join("dir/sub")).unwrap();
+        fs::write(root.join("dir/sub/a.txt"), "abc").unwrap();
+        fs::write(root.join("one.txt"), "x").unwrap();
+        std::os::unix::fs::symlink("one.txt", root.join("link")).unwrap();
+        let what = |p: &str| delete_target(&root, p).map(|(_, w)| w);
+        assert_eq!(what("./one.txt").unwrap(), "`one.txt` (1 byte)");
+        assert_eq!(what("dir/sub/a.txt").unwrap(), "`dir/sub/a.txt` (3 bytes)");
+        assert_eq!(
+            what("dir/").unwrap(),
+            "the directory `dir` and everything in it"
+        );
+        assert_eq!(what("link").unwrap(), "the symlink `link`");
+        assert!(invalid(what("missing")).contains("does not exist"));
+        assert!(invalid(what("../x")).contains(".."));
+        assert!(
+            invalid(what(".")).contains("root"),
+            "{}",
+            invalid(what("."))
+        );
+        // A symlink goes, not what it points to; a directory goes whole.
+        assert_eq!(delete_in(&root, "link").unwrap(), "deleted link");
+        assert!(root.join("one.txt").exists());
+        assert_eq!(delete_in(&root, "dir").unwrap(), "deleted dir");
+        assert!(!root.join("dir").exists());
         fs::remove_dir_all(&root).unwrap();
     }
 }
