@@ -66,10 +66,19 @@ impl Target {
                 tls,
             });
         }
-        if url.starts_with("ssh://") {
+        if let Some(authority) = url.strip_prefix("ssh://") {
             if some_tls > 0 {
                 return Err(format!(
                     "engine `{}`: tls_* is for tcp:// engines",
+                    engine.name
+                ));
+            }
+            // bollard 0.21 hands ssh `user@host:port` as the host name, so a
+            // port in the URL never connects: say so instead.
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            if host.contains(':') {
+                return Err(format!(
+                    "engine `{}`: no port in an ssh:// url (bollard passes it to ssh as part of the host name); name a Host in ~/.ssh/config with its Port and use ssh://user@that-name",
                     engine.name
                 ));
             }

@@ -826,6 +826,8 @@ mod tests {
         ));
         assert!(matches!(of("ssh://me@host", false), Ok(Target::Ssh { .. })));
         assert!(of("unix:///run/d.sock", true).is_err());
+        let port = of("ssh://me@host:2222", false).unwrap_err();
+        assert!(port.contains("~/.ssh/config"), "{port}");
         // Remote: its containers' /proc is not ours (no service nodes there).
         let remote = |url: &str| of(url, false).unwrap().is_remote();
         assert!(!remote("tcp://127.0.0.1:2375") && !remote("unix:///run/d.sock"));
