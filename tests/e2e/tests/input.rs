@@ -1,9 +1,10 @@
 //! Input requests over the native API (#27) against the real binary:
 //! `files_delete` asks to confirm; the call answers `input_required` with a
 //! sealed state and is resumed by a second invoke carrying the answers.
+//! Over MCP, with the official MCP Python SDK (`tests/mcp/mcp_input.py`).
 
 use serde_json::{Value, json};
-use toolhost_e2e::{PluginsDir, Server};
+use toolhost_e2e::{PluginsDir, Server, python_venv, run_python};
 
 fn server() -> Server {
     Server::start(PluginsDir::new().add("files", "files"))
@@ -276,4 +277,27 @@ fn streamed_calls_end_on_an_input_required_event() {
         (200, json!("deleted e.txt"))
     );
     assert!(!exists(&s, "in4", "e.txt"));
+}
+
+#[test]
+fn the_official_mcp_client_answers_by_elicitation() {
+    let s = server();
+    let python = python_venv("tests/mcp/requirements.txt");
+    let url = s.url("/mcp");
+    let (ok, report) = run_python(
+        &python,
+        "tests/mcp/mcp_input.py",
+        &["--url".as_ref(), url.as_ref()],
+    );
+    assert!(
+        ok,
+        "mcp_input.py failed:\n{report}\nserver log:\n{}",
+        s.log()
+    );
+    for mode in ["auto 2026-07-28", "legacy 2025-11-25"] {
+        for scenario in ["declined", "confirmed", "unanswerable"] {
+            let line = format!("ok {scenario} ({mode})");
+            assert!(report.contains(&line), "no `{line}` in:\n{report}");
+        }
+    }
 }
