@@ -4,6 +4,7 @@
 //! Over MCP, with the official MCP Python SDK (`tests/mcp/mcp_input.py`).
 
 use serde_json::{Value, json};
+use toolhost_e2e::xagent::XAgent;
 use toolhost_e2e::{PluginsDir, Server, python_venv, run_python};
 
 fn server() -> Server {
@@ -300,4 +301,18 @@ fn the_official_mcp_client_answers_by_elicitation() {
             assert!(report.contains(&line), "no `{line}` in:\n{report}");
         }
     }
+}
+
+#[test]
+fn xagent_callers_get_no_input_available() {
+    let s = server();
+    let x = XAgent::connect(&s);
+    let (status, body) = x.execute("files_write", json!({"path": "f.txt", "content": "x"}));
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = x.execute("files_delete", json!({"path": "f.txt"}));
+    assert_eq!(status, 500, "{body}");
+    let detail = body["detail"].as_str().unwrap();
+    assert!(detail.contains("no input available"), "{body}");
+    let (status, body) = x.execute("files_read", json!({"path": "f.txt"}));
+    assert_eq!((status, body), (200, json!("x")));
 }
