@@ -934,3 +934,44 @@ async fn the_budget_holds_tasks_for_approval_or_refuses_them_and_system_reports_
     assert!(calc["avg_fuel"].as_u64().unwrap() > 0, "{calc}");
     assert!(calc["peak_memory_mb"].as_f64().unwrap() > 0.0, "{calc}");
 }
+
+/// The native `input` field (input requests, #27): checked before the tool
+/// runs; a tool that never asks is untouched by it.
+#[tokio::test]
+async fn native_input_is_checked_before_the_call() {
+    let (server, app, _dirs) = calc_server(&Config::default()).await;
+    let invoke = |input: Value| {
+        post(
+            "/tools/calc_evaluate/invoke",
+            json!({"params": {"expression": "1+1"}, "input": input}).to_string(),
+        )
+    };
+    let (status, _, body) = send(&app, invoke(json!("none"))).await;
+    assert_eq!(
+        (status, &body["result"]["value"]),
+        (StatusCode::OK, &json!(2.0))
+    );
+    for (input, says) in [
+        (json!("later"), "\"none\" or"),
+        (json!(7), "\"none\" or"),
+        (json!({"answers": {}}), "`state`"),
+        (json!({"state": 3}), "`state`"),
+        (json!({"state": "forged"}), "state refused"),
+        (json!({"state": "x", "extra": 1}), "unknown field `extra`"),
+    ] {
+        let (status, _, body) = send(&app, invoke(input.clone())).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{input}: {body}");
+        assert_eq!(body["error"]["kind"], "invalid_input");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{input}: {message}");
+    }
+    let stats = server
+        .dispatcher
+        .catalog()
+        .get("calc_evaluate")
+        .unwrap()
+        .record
+        .stats
+        .view();
+    assert_eq!(stats.call_count, 1, "a refused input ran the tool");
+}
