@@ -54,7 +54,7 @@ test:
 	@$(PHASE) clippy $(CARGO) clippy --workspace --all-targets -- -D warnings
 	@$(PHASE) clippy-guests $(CARGO) clippy --target $(WASM_TARGET) $(GUEST_PKGS:%=-p %) -p toolhost-sdk -- -D warnings
 	@$(PHASE) browser $(MAKE) --no-print-directory browser
-	@$(PHASE) cargo-test $(CARGO) test --workspace
+	@$(PHASE) cargo-test $(CARGO) test --workspace --no-fail-fast
 	@$(PHASE) conformance tests/conformance/run.sh
 	@$(PHASE) lang-units $(MAKE) --no-print-directory py-unit js-unit c-unit
 	@$(PHASE) py-client $(MAKE) --no-print-directory py-client
