@@ -98,10 +98,18 @@ impl Dispatcher {
         }
         let started = Instant::now();
         let usage = Arc::new(Usage::default());
+        let ask = options.ask.clone();
         let result = run(&tool, session, input, options, &usage, &self.metrics).await;
         let elapsed = started.elapsed();
-        tool.record.stats.record(elapsed, result.is_ok());
+        // A call ended on questions the caller answers in a second request
+        // (input requests) neither failed nor finished: its statistics are
+        // the resumed call's.
+        let asked = result.is_err() && ask.is_some_and(|a| a.ended_the_call());
+        if !asked {
+            tool.record.stats.record(elapsed, result.is_ok());
+        }
         let outcome = match &result {
+            _ if asked => "input_required",
             Ok(_) => "ok",
             Err(e) => e.kind().as_str(),
         };
@@ -114,6 +122,14 @@ impl Dispatcher {
         );
         match &result {
             Ok(_) => tracing::debug!(tool = tool_id, session = session.id(), ?elapsed, "call ok"),
+            Err(_) if asked => {
+                tracing::debug!(
+                    tool = tool_id,
+                    session = session.id(),
+                    ?elapsed,
+                    "call ended on questions"
+                )
+            }
             Err(e) => {
                 tracing::info!(tool = tool_id, session = session.id(), ?elapsed, kind = %e.kind(), error = %e, "call failed")
             }

@@ -75,6 +75,12 @@ pub enum AskError {
 pub trait Asker: Send + Sync {
     /// The answers to `questions`, in order.
     fn ask(&self, questions: Vec<Question>) -> BoxFuture<Result<Vec<Value>, AskError>>;
+
+    /// Whether it ended the call to put its questions in a second request
+    /// ([`AskError::Pending`]): the call did not fail, it is not over yet.
+    fn ended_the_call(&self) -> bool {
+        false
+    }
 }
 
 /// Check questions before they go out: keys unique and non-empty, at most
@@ -164,6 +170,14 @@ impl Asker for Replay {
             Err(AskError::Pending)
         })();
         Box::pin(std::future::ready(result))
+    }
+
+    fn ended_the_call(&self) -> bool {
+        !self
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
     }
 }
 

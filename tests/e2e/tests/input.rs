@@ -141,6 +141,15 @@ fn ask_then_resume_with_the_answer() {
         (200, json!("input_required"))
     );
     assert!(exists(&s, "in1", "a.txt"));
+
+    // The rounds that ended on questions are no calls of their own: three
+    // calls (declined, unconfirmed, confirmed), none failed.
+    let stats = &s.get("/tools/files_delete").1["stats"];
+    assert_eq!(
+        (&stats["call_count"], &stats["error_count"]),
+        (&json!(3), &json!(0)),
+        "{stats}"
+    );
 }
 
 #[test]
