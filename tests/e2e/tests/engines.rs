@@ -2,8 +2,8 @@
 //! the test's own: `a` on a unix socket, `b` over TCP with TLS client
 //! certificates on 127.0.0.1 (certificates made here with the openssl CLI).
 //! Each daemon has its own socket, pidfile, data and exec roots on a tmpfs
-//! the test mounts, `--bridge none` (nodes have no network) and no
-//! iptables. Neither can pull: the server loads the node image into each from
+//! the test mounts, a bridge of its own (nodes have no network; not
+//! `--bridge none`, which deletes the host's `docker0`) and no iptables. Neither can pull: the server loads the node image into each from
 //! a `docker save` archive. Then: drain moves new sessions away and lets a
 //! running one finish; 40 sessions spread over both; `b` is stopped in the
 //! middle of a run of shell calls: only `b`'s sessions see `node_lost`
@@ -157,6 +157,45 @@ struct Daemon {
     tls: Option<(PathBuf, PathBuf, PathBuf)>,
     child: Option<std::process::Child>,
     args: Vec<String>,
+    /// Dropped after the daemon stops (fields drop after `Drop::drop`).
+    _bridge: Bridge,
+}
+
+/// A Linux bridge for one test daemon, with an address in a subnet of its
+/// own (10.213.0.0/24 or 10.213.1.0/24, named for this process); deleted on drop.
+struct Bridge(String);
+
+impl Bridge {
+    fn make(second: bool) -> Bridge {
+        let n = u8::from(second);
+        let name = format!("thb{}{n}", std::process::id() % 100_000);
+        let ip = |args: &[&str]| {
+            Command::new("ip")
+                .args(args)
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let _ = ip(&["link", "del", &name]);
+        assert!(
+            ip(&["link", "add", &name, "type", "bridge"]),
+            "ip link add {name}"
+        );
+        let bridge = Bridge(name);
+        assert!(ip(&[
+            "addr",
+            "add",
+            &format!("10.213.{n}.1/24"),
+            "dev",
+            &bridge.0
+        ]));
+        bridge
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &self.0]).status();
+    }
 }
 
 impl Daemon {
@@ -164,6 +203,7 @@ impl Daemon {
         for d in ["data", "exec"] {
             std::fs::create_dir_all(root.join(d)).unwrap();
         }
+        let bridge = Bridge::make(tcp.is_some());
         std::fs::write(root.join("daemon.json"), "{}").unwrap();
         let p = |x: &str| root.join(x).to_string_lossy().into_owned();
         let mut args: Vec<String> = vec![
@@ -171,7 +211,11 @@ impl Daemon {
             format!("--data-root={}", p("data")),
             format!("--exec-root={}", p("exec")),
             format!("--pidfile={}", p("d.pid")),
-            "--bridge=none".into(),
+            // Not `--bridge=none`: a dockerd started so deletes the host's
+            // `docker0` (it shares the network namespace), breaking the main
+            // engine's builds. A bridge of its own instead, made here with an
+            // address of its own, removed on drop.
+            format!("--bridge={}", bridge.0),
             "--iptables=false".into(),
             "--ip-masq=false".into(),
             "--storage-driver=overlay2".into(),
@@ -204,6 +248,7 @@ impl Daemon {
             tls,
             child: None,
             args,
+            _bridge: bridge,
         };
         d.run();
         d
