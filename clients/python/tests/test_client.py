@@ -12,12 +12,14 @@ from conftest import Server, png, png_size
 from toolhost_client import (
     ERRORS_BY_KIND,
     Client,
+    InputRequiredError,
     InvalidInputError,
     LimitError,
     NotFoundError,
     OutOfFuelError,
     Progress,
     Result,
+    ToolError,
     ToolhostError,
 )
 
@@ -84,7 +86,7 @@ def test_one_class_per_kind() -> None:
     kinds = {
         "not_found", "invalid_input", "tool_error", "out_of_fuel", "out_of_memory", "timeout", "trap",
         "output_too_large", "overloaded", "backend_unavailable", "not_active", "internal", "unauthorized",
-        "forbidden", "rate_limited", "conflict",
+        "forbidden", "rate_limited", "conflict", "node_lost",
     }
     assert kinds <= set(ERRORS_BY_KIND)
     classes = list(ERRORS_BY_KIND.values())
@@ -139,6 +141,26 @@ def test_sessions_share_a_workspace(client: Client) -> None:
     # A call outside the session does not see its files.
     with pytest.raises(InvalidInputError):
         client.invoke("files_read", {"path": "notes.txt"})
+
+
+def test_a_tool_that_asks_is_answered_and_resumed(client: Client) -> None:
+    with client.session() as s:
+        s.invoke("files_write", {"path": "old.txt", "content": "bye\n"})
+        with pytest.raises(InputRequiredError) as asked:
+            s.invoke("files_delete", {"path": "old.txt"})
+        e = asked.value
+        assert [q["key"] for q in e.questions] == ["confirm"] and e.state
+        r = s.invoke(
+            "files_delete",
+            {"path": "old.txt"},
+            input={"state": e.state, "answers": {"confirm": {"action": "accept", "content": {"confirm": True}}}},
+        )
+        assert r.value == "deleted old.txt"
+        # A caller that cannot answer says so: the tool gets no input.
+        s.invoke("files_write", {"path": "keep.txt", "content": "stay\n"})
+        with pytest.raises(ToolError):
+            s.invoke("files_delete", {"path": "keep.txt"}, input="none")
+        assert s.download("keep.txt") == b"stay\n"
 
 
 def test_named_sessions_reconnect(client: Client) -> None:

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import httpx
 
-from .errors import ProtocolError, ToolhostConnectionError, ToolhostError, error_from_answer
+from .errors import InputRequiredError, ProtocolError, ToolhostConnectionError, ToolhostError, error_from_answer
 from .types import Content, Progress, Result, Tool
 
 SESSION_HEADER = "x-toolhost-session"
@@ -49,10 +49,16 @@ def cookie_headers(session: str) -> Dict[str, str]:
     return {"cookie": f"{COOKIE}={session}"}
 
 
-def invoke_body(params: Optional[Mapping[str, Any]], limits: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+def invoke_body(
+    params: Optional[Mapping[str, Any]],
+    limits: Optional[Mapping[str, Any]],
+    input: Any = None,
+) -> Dict[str, Any]:
     body: Dict[str, Any] = {"params": dict(params) if params is not None else {}}
     if limits:
         body["limits"] = dict(limits)
+    if input is not None:
+        body["input"] = input if isinstance(input, str) else dict(input)
     return body
 
 
@@ -101,6 +107,9 @@ def json_of(response: httpx.Response) -> Any:
 
 
 def result_of(body: Any, session: Optional[str]) -> Result:
+    if isinstance(body, dict) and body.get("status") == "input_required":
+        asked = body.get("input_required") or {}
+        raise InputRequiredError(list(asked.get("questions") or []), str(asked.get("state", "")), body)
     if not isinstance(body, dict) or body.get("status") != "success":
         raise ProtocolError(f"not a toolhost call result: {str(body)[:200]}")
     items = body.get("content") or []

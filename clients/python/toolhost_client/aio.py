@@ -4,7 +4,7 @@ methods as `Client` and `Session`, awaited."""
 from __future__ import annotations
 
 import os
-from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, cast
+from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, Union, cast
 
 import httpx
 
@@ -90,11 +90,12 @@ class AsyncClient:
         *,
         session: Optional[str] = None,
         limits: Optional[Mapping[str, Any]] = None,
+        input: Optional[Union[str, Mapping[str, Any]]] = None,
     ) -> Result:
         response = await self._send(
             "POST",
             f"/tools/{tool_id}/invoke",
-            json=_wire.invoke_body(params, limits),
+            json=_wire.invoke_body(params, limits, input),
             headers=_wire.session_headers(session),
         )
         return _wire.invoke_answer(response)
@@ -172,9 +173,14 @@ class AsyncSession:
         self.closed = False
 
     async def invoke(
-        self, tool_id: str, params: Optional[Mapping[str, Any]] = None, *, limits: Optional[Mapping[str, Any]] = None
+        self,
+        tool_id: str,
+        params: Optional[Mapping[str, Any]] = None,
+        *,
+        limits: Optional[Mapping[str, Any]] = None,
+        input: Optional[Union[str, Mapping[str, Any]]] = None,
     ) -> Result:
-        return await self.client.invoke(tool_id, params, session=self.id, limits=limits)
+        return await self.client.invoke(tool_id, params, session=self.id, limits=limits, input=input)
 
     def stream(
         self, tool_id: str, params: Optional[Mapping[str, Any]] = None, *, limits: Optional[Mapping[str, Any]] = None

@@ -107,6 +107,7 @@ class Client:
         *,
         session: Optional[str] = None,
         limits: Optional[Mapping[str, Any]] = None,
+        input: Optional[Union[str, Mapping[str, Any]]] = None,
     ) -> Result:
         """Call a tool and wait for its result. Errors are raised as the
         `ToolhostError` subclass of their kind (`InvalidInputError` with the
@@ -114,7 +115,7 @@ class Client:
         response = self._send(
             "POST",
             f"/tools/{tool_id}/invoke",
-            json=_wire.invoke_body(params, limits),
+            json=_wire.invoke_body(params, limits, input),
             headers=_wire.session_headers(session),
         )
         return _wire.invoke_answer(response)
@@ -199,9 +200,14 @@ class Session:
         self.closed = False
 
     def invoke(
-        self, tool_id: str, params: Optional[Mapping[str, Any]] = None, *, limits: Optional[Mapping[str, Any]] = None
+        self,
+        tool_id: str,
+        params: Optional[Mapping[str, Any]] = None,
+        *,
+        limits: Optional[Mapping[str, Any]] = None,
+        input: Optional[Union[str, Mapping[str, Any]]] = None,
     ) -> Result:
-        return self.client.invoke(tool_id, params, session=self.id, limits=limits)
+        return self.client.invoke(tool_id, params, session=self.id, limits=limits, input=input)
 
     def stream(
         self, tool_id: str, params: Optional[Mapping[str, Any]] = None, *, limits: Optional[Mapping[str, Any]] = None

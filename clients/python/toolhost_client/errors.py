@@ -170,6 +170,28 @@ class BuilderError(ToolhostError):
     kind = "builder_error"
 
 
+class NodeLostError(ToolhostError):
+    """503: the engine running the session's node died; the next call gets a
+    fresh node on a live engine."""
+
+    kind = "node_lost"
+
+
+class InputRequiredError(ToolhostError):
+    """The tool asks its caller for input mid-call (200, `status:
+    input_required`). `questions` are what it asks (`key`, `kind`, `params`);
+    call again with `input={"state": e.state, "answers": {key: answer}}`,
+    or `input="none"` to tell the tool no input is available."""
+
+    kind = "input_required"
+
+    def __init__(self, questions: List[Any], state: str, body: Any = None) -> None:
+        keys = ", ".join(str(q.get("key")) for q in questions if isinstance(q, dict))
+        super().__init__(f"the tool asks for input: {keys}", status=200, body=body)
+        self.questions = questions
+        self.state = state
+
+
 #: The class of each server error kind.
 ERRORS_BY_KIND: Dict[str, Type[ToolhostError]] = {
     cls.kind: cls
@@ -192,6 +214,7 @@ ERRORS_BY_KIND: Dict[str, Type[ToolhostError]] = {
         RateLimitedError,
         OverBudgetError,
         BuilderError,
+        NodeLostError,
     )
 }
 
