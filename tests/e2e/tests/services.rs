@@ -320,6 +320,19 @@ fn a_service_image_is_built_from_its_folder_and_rebuilt_when_it_changes() {
     if !require_docker() {
         return;
     }
+    // Images an earlier run left behind (one that failed midway) would be
+    // counted below.
+    for repo in ["toolhost-build-built", "toolhost-build-broken"] {
+        let out = std::process::Command::new("docker")
+            .args(["images", "-q", repo])
+            .output()
+            .unwrap();
+        for id in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+            let _ = std::process::Command::new("docker")
+                .args(["rmi", "-f", id])
+                .output();
+        }
+    }
     let dockerfile = "FROM toolhost-node:latest\nCOPY tiny.py /srv/tiny.py\nCMD [\"python3\", \"-u\", \"/srv/tiny.py\"]\n";
     let manifest = tiny_manifest("")
         .replace(
