@@ -174,6 +174,18 @@ pub fn search(root: &Path, input: SearchInput) -> Result<SearchOutput, ToolError
     };
     let want = top_k * 4;
     let (mut mode, mut note) = (mode, note);
+    // Fused with a partial vector ranking, the chunks embedded first would
+    // crowd out the rest: hybrid waits until every chunk has its vector.
+    if mode == Mode::Hybrid && report.pending_vectors > 0 {
+        mode = Mode::Keyword;
+        note = Some(format!(
+            "hybrid search waits for every chunk's vector ({} of {} pending, {} \
+             embedded per call): keyword results",
+            report.pending_vectors,
+            report.chunks,
+            embedder.as_ref().map_or(0, |e| e.per_call)
+        ));
+    }
     let vectors = match (mode, &embedder) {
         (Mode::Vector | Mode::Hybrid, Some(e)) => match index.vector(e, &query, &scope, want) {
             Ok(v) => Some(v),

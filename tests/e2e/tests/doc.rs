@@ -478,6 +478,11 @@ fn vector_and_hybrid_search_through_an_embeddings_endpoint() {
         "{r}"
     );
     assert_eq!(r["index"]["pending_vectors"], 1, "{r}");
+    assert_eq!(r["mode"], "keyword", "hybrid waits for every vector: {r}");
+    assert!(
+        r["note"].as_str().unwrap().contains("hybrid search waits"),
+        "{r}"
+    );
     assert_eq!(r["results"][0]["file"], "birds.txt", "{r}");
     // ... and embedded once the endpoint is back, without parsing it again.
     failing.store(false, Ordering::SeqCst);
