@@ -125,6 +125,37 @@ fn documents_read_as_their_anchors_read_them() {
     eprintln!("word F1 against the anchors: {}", report.join(", "));
 }
 
+/// The numbers of the sections of a `doc_parser` result.
+fn section_numbers(result: &Value) -> Vec<u64> {
+    result["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["number"].as_u64().unwrap())
+        .collect()
+}
+
+/// A server with `doc` under its shipped manifest changed by `edit`, and
+/// session `session`'s workspace holding `files` (name, text).
+fn doc_server_with(
+    edit: impl Fn(String) -> String,
+    session: &str,
+    files: &[(&str, &str)],
+) -> (Server, PathBuf) {
+    let (_, toml) = component("doc");
+    let manifest = edit(std::fs::read_to_string(toml.unwrap()).unwrap());
+    let s = Server::start(
+        PluginsDir::new()
+            .add("doc", "doc")
+            .write("doc.toml", manifest),
+    );
+    let ws = workspace(&s, session);
+    for (name, text) in files {
+        std::fs::write(ws.join(name), text).unwrap();
+    }
+    (s, ws)
+}
+
 #[test]
 fn structure_metadata_pages_and_paging() {
     let s = server_with_docs();
@@ -150,12 +181,7 @@ fn structure_metadata_pages_and_paging() {
     );
     let r = &body["result"];
     assert_eq!(r["count"], 8, "{body}");
-    let numbers: Vec<u64> = r["sections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["number"].as_u64().unwrap())
-        .collect();
+    let numbers = section_numbers(r);
     assert_eq!(numbers, [2, 3]);
     assert_eq!(r["sections"][0]["kind"], "slide");
     // A PowerPoint table.
@@ -183,12 +209,7 @@ fn structure_metadata_pages_and_paging() {
         json!({"path": "blktrace.pdf", "pages": "3,5-6"}),
     );
     let r = &body["result"];
-    let numbers: Vec<u64> = r["sections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["number"].as_u64().unwrap())
-        .collect();
+    let numbers = section_numbers(r);
     assert_eq!(numbers, [3, 5, 6], "{body}");
     assert_eq!(r["metadata"]["producer"], "xdvipdfmx (20181012)", "{body}");
     // Small windows give back exactly the text of one big one.
@@ -407,37 +428,31 @@ fn vector_and_hybrid_search_through_an_embeddings_endpoint() {
             json!({"object": "list", "data": data, "model": request["model"]}).to_string(),
         )
     });
-    let (_, toml) = component("doc");
-    let manifest = std::fs::read_to_string(toml.unwrap())
-        .unwrap()
-        .replace(
-            "[config]\n",
-            &format!(
-                "[config]\nembeddings_url = \"{}\"\nembeddings_model = \"hashed-64\"\n",
-                endpoint.url("/v1/embeddings")
+    let (s, ws) = doc_server_with(
+        |manifest| {
+            manifest
+                .replace(
+                    "[config]\n",
+                    &format!(
+                        "[config]\nembeddings_url = \"{}\"\nembeddings_model = \"hashed-64\"\n",
+                        endpoint.url("/v1/embeddings")
+                    ),
+                )
+                .replace(
+                    "allow = []",
+                    &format!("allow = [\"127.0.0.1:{}\"]", endpoint.port),
+                )
+        },
+        "v",
+        &[
+            (
+                "cats.md",
+                "# Cats\n\nCats purr and sleep in the sun all day.",
             ),
-        )
-        .replace(
-            "allow = []",
-            &format!("allow = [\"127.0.0.1:{}\"]", endpoint.port),
-        );
-    let s = Server::start(
-        PluginsDir::new()
-            .add("doc", "doc")
-            .write("doc.toml", manifest),
+            ("dogs.txt", "Dogs bark at the mailman and fetch sticks."),
+            ("fish.txt", "Fish swim in the pond."),
+        ],
     );
-    let ws = workspace(&s, "v");
-    std::fs::write(
-        ws.join("cats.md"),
-        "# Cats\n\nCats purr and sleep in the sun all day.",
-    )
-    .unwrap();
-    std::fs::write(
-        ws.join("dogs.txt"),
-        "Dogs bark at the mailman and fetch sticks.",
-    )
-    .unwrap();
-    std::fs::write(ws.join("fish.txt"), "Fish swim in the pond.").unwrap();
     let search = |params: Value| {
         let (code, body) = s.invoke_in("v", "doc_retrieval", params);
         assert_eq!(code, 200, "{body}");
@@ -507,32 +522,26 @@ fn the_local_model_finds_by_meaning() {
         eprintln!("skipped: no embedding model (make plugins fetches it)");
         return;
     }
-    let (_, toml) = component("doc");
-    let manifest = std::fs::read_to_string(toml.unwrap()).unwrap().replace(
-        "dir = \".models/all-minilm-l6-v2\"",
-        &format!("dir = \"{}\"", model.display()),
+    let (s, _ws) = doc_server_with(
+        |manifest| {
+            manifest.replace(
+                "dir = \".models/all-minilm-l6-v2\"",
+                &format!("dir = \"{}\"", model.display()),
+            )
+        },
+        "m",
+        &[
+            ("cats.md", "Cats purr and sleep in the sun all afternoon."),
+            (
+                "money.txt",
+                "The central bank raised interest rates to fight inflation.",
+            ),
+            (
+                "code.txt",
+                "Compile the program with cargo build and run the tests.",
+            ),
+        ],
     );
-    let s = Server::start(
-        PluginsDir::new()
-            .add("doc", "doc")
-            .write("doc.toml", manifest),
-    );
-    let ws = workspace(&s, "m");
-    std::fs::write(
-        ws.join("cats.md"),
-        "Cats purr and sleep in the sun all afternoon.",
-    )
-    .unwrap();
-    std::fs::write(
-        ws.join("money.txt"),
-        "The central bank raised interest rates to fight inflation.",
-    )
-    .unwrap();
-    std::fs::write(
-        ws.join("code.txt"),
-        "Compile the program with cargo build and run the tests.",
-    )
-    .unwrap();
     let (code, body) = s.invoke_in(
         "m",
         "doc_retrieval",
