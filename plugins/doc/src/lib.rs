@@ -154,13 +154,19 @@ fn window(
     let total: usize = sections.iter().map(|s| s.text.chars().count()).sum();
     let mut end = (offset + max).min(total);
     if end < total {
-        // Find a break in the last fifth of the window.
-        let all: Vec<char> = sections.iter().flat_map(|s| s.text.chars()).collect();
+        // Find a break in the last fifth of the window (only that fifth is
+        // collected, not the whole document).
         let floor = end - max / 5;
-        if let Some(p) = (floor..end).rev().find(|&i| all[i] == '\n') {
-            end = p + 1;
-        } else if let Some(p) = (floor..end).rev().find(|&i| all[i] == ' ') {
-            end = p + 1;
+        let tail: Vec<char> = sections
+            .iter()
+            .flat_map(|s| s.text.chars())
+            .skip(floor)
+            .take(end - floor)
+            .collect();
+        if let Some(p) = tail.iter().rposition(|&c| c == '\n') {
+            end = floor + p + 1;
+        } else if let Some(p) = tail.iter().rposition(|&c| c == ' ') {
+            end = floor + p + 1;
         }
     }
     let mut out = Vec::new();
