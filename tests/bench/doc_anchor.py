@@ -12,19 +12,17 @@ Skips, saying why, when pdftotext or pandoc is missing
 (apt-get install poppler-utils pandoc). TOOLHOST_BIN: the server binary
 (default target/release/toolhost)."""
 
-import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests/bench"))
+from benchserver import BenchServer  # noqa: E402
 from textsim import similarity  # noqa: E402
 
 RUNS = int(os.environ.get("RUNS", "5"))
@@ -56,38 +54,16 @@ names = sorted(n for n in os.listdir(DOCS) if n.endswith((".pdf", ".docx")) and 
 for n in names:
     shutil.copy(os.path.join(DOCS, n), workspace)
 
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-port = s.getsockname()[1]
-s.close()
-base = f"http://127.0.0.1:{port}"
-server = subprocess.Popen(
-    [BIN, "serve", "--bind", f"127.0.0.1:{port}", "--plugins", plugins, "--data", os.path.join(work, "data")],
-    stderr=subprocess.DEVNULL,
-    env={**os.environ, "TOOLHOST_LOG": "warn"},
-)
+server = BenchServer(BIN, plugins, os.path.join(work, "data"))
 
 
 def call(path):
-    body = json.dumps({"params": {"path": path, "max_chars": 200000}}).encode()
-    req = urllib.request.Request(
-        f"{base}/tools/doc_parser/invoke",
-        data=body,
-        headers={"content-type": "application/json", "x-toolhost-session": "bench"},
-    )
-    with urllib.request.urlopen(req, timeout=120) as r:
-        answer = json.load(r)
-    result = answer["result"]
+    result = server.invoke("doc_parser", {"path": path, "max_chars": 200000}, "bench", timeout=120)
     return "\n".join(s["text"] for s in result["sections"]), result.get("next_offset")
 
 
 try:
-    for _ in range(600):
-        try:
-            urllib.request.urlopen(f"{base}/health/ready", timeout=1)
-            break
-        except Exception:
-            time.sleep(0.1)
+    server.wait_ready()
     call(names[0])  # the first call instantiates the component
     print(f"{'document':34} {'ours ms':>8} {'anchor ms':>9} {'ratio':>6} {'sequence':>8} {'words':>6}")
     ratios, seqs, f1s = [], [], []
@@ -116,6 +92,5 @@ try:
         f"{statistics.median(seqs):.3f}, median word F1 {statistics.median(f1s):.3f} over {len(names)} documents"
     )
 finally:
-    server.terminate()
-    server.wait()
+    server.stop()
     shutil.rmtree(work, ignore_errors=True)

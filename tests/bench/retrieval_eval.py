@@ -22,15 +22,15 @@ import json
 import os
 import re
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests/bench"))
+from benchserver import BenchServer  # noqa: E402
+
 BIN = os.environ.get("TOOLHOST_BIN", os.path.join(ROOT, "target/release/toolhost"))
 DOCS = os.path.join(ROOT, "tests/fixtures/docs")
 EMBEDDINGS = os.environ.get("EMBEDDINGS_URL")
@@ -60,36 +60,16 @@ else:
         LOCAL = True
 open(os.path.join(plugins, "doc.toml"), "w").write(manifest)
 
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-port = s.getsockname()[1]
-s.close()
-base = f"http://127.0.0.1:{port}"
 data = os.path.join(work, "data")
-server = subprocess.Popen(
-    [BIN, "serve", "--bind", f"127.0.0.1:{port}", "--plugins", plugins, "--data", data],
-    stderr=subprocess.DEVNULL,
-    env={**os.environ, "TOOLHOST_LOG": "warn"},
-)
+server = BenchServer(BIN, plugins, data)
 
 
 def search(session, params):
-    req = urllib.request.Request(
-        f"{base}/tools/doc_retrieval/invoke",
-        data=json.dumps({"params": params}).encode(),
-        headers={"content-type": "application/json", "x-toolhost-session": session},
-    )
-    with urllib.request.urlopen(req, timeout=600) as r:
-        return json.load(r)["result"]
+    return server.invoke("doc_retrieval", params, session)
 
 
 try:
-    for _ in range(600):
-        try:
-            urllib.request.urlopen(f"{base}/health/ready", timeout=1)
-            break
-        except Exception:
-            time.sleep(0.1)
+    server.wait_ready()
     ws = os.path.join(data, "workspaces/eval")
     os.makedirs(ws)
     for n in os.listdir(DOCS):
@@ -141,6 +121,5 @@ try:
     print(f"keyword query over {chunks} chunks, whole call: median {statistics.median(times):.1f} ms, "
           f"min {min(times):.1f} ms, max {max(times):.1f} ms")
 finally:
-    server.terminate()
-    server.wait()
+    server.stop()
     shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,46 @@
+"""A release toolhost server on a free 127.0.0.1 port for the bench scripts
+(doc_anchor.py, retrieval_eval.py): started on a plugins and data directory,
+waited for until ready, called over the native API, stopped."""
+
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+
+
+class BenchServer:
+    def __init__(self, binary, plugins, data):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        self.base = f"http://127.0.0.1:{port}"
+        self.process = subprocess.Popen(
+            [binary, "serve", "--bind", f"127.0.0.1:{port}", "--plugins", plugins, "--data", data],
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "TOOLHOST_LOG": "warn"},
+        )
+
+    def wait_ready(self):
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(f"{self.base}/health/ready", timeout=1)
+                return
+            except Exception:
+                time.sleep(0.1)
+
+    def invoke(self, tool, params, session, timeout=600):
+        """The `result` of calling `tool` with `params` in `session`."""
+        req = urllib.request.Request(
+            f"{self.base}/tools/{tool}/invoke",
+            data=json.dumps({"params": params}).encode(),
+            headers={"content-type": "application/json", "x-toolhost-session": session},
+        )
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.load(r)["result"]
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait()
