@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Longest session id accepted from a client.
 pub const MAX_SESSION_ID_LEN: usize = 64;
@@ -67,6 +67,15 @@ pub struct LogRecord {
     pub message: String,
 }
 
+/// A regular file of a session's workspace ([`Session::files`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceFile {
+    /// Relative to the workspace, `/`-separated.
+    pub path: String,
+    pub size: u64,
+    pub modified: Option<SystemTime>,
+}
+
 /// Log records a session keeps for a listener that is behind.
 const LOG_BUFFER: usize = 64;
 
@@ -104,6 +113,41 @@ impl Session {
     /// The workspace path, whether or not it exists yet.
     pub fn workspace_path(&self) -> &Path {
         &self.workspace
+    }
+
+    /// The workspace's regular files (no symlink followed), sorted by path,
+    /// at most `max` (the walk stops there); none when the workspace does not
+    /// exist yet. Blocking: call it where blocking is allowed.
+    pub fn files(&self, max: usize) -> Vec<WorkspaceFile> {
+        let mut out = Vec::new();
+        let mut stack = vec![(self.workspace.clone(), String::new())];
+        while let Some((dir, prefix)) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if out.len() >= max {
+                    break;
+                }
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let path = format!("{prefix}{name}");
+                if kind.is_dir() {
+                    stack.push((entry.path(), format!("{path}/")));
+                } else if kind.is_file() {
+                    let meta = entry.metadata().ok();
+                    out.push(WorkspaceFile {
+                        path,
+                        size: meta.as_ref().map_or(0, |m| m.len()),
+                        modified: meta.and_then(|m| m.modified().ok()),
+                    });
+                }
+            }
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        out
     }
 
     /// Pass `record` to the session's log listeners, if any; never waits.

@@ -52,7 +52,8 @@ use rmcp::model::{
     GetTaskParams, GetTaskResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
     ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    ResourceContents, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool, UpdateTaskParams,
+    Resource, ResourceContents, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -282,10 +283,7 @@ impl McpHandler {
     /// not while a task of it runs: it is taken from the handler, and the
     /// returned closure closes it when the call ends.
     fn keep_own_session(&self, context: &RequestContext<RoleServer>) -> impl FnOnce() + use<> {
-        let headers = context.extensions.get::<Parts>().map(|p| &p.headers);
-        let stateless = headers
-            .is_some_and(|h| !h.contains_key("mcp-session-id") && !h.contains_key(SESSION_HEADER));
-        let kept = stateless
+        let kept = (!lasting(context))
             .then(|| {
                 self.link
                     .own
@@ -331,6 +329,15 @@ impl Drop for McpHandler {
             close_own(self.state.dispatcher.sessions().clone(), session);
         }
     }
+}
+
+/// Whether a request's toolhost session outlives it: an MCP session's, or
+/// one named by `X-Toolhost-Session` (a stateless request's own session ends
+/// with it: links to its files would lead nowhere).
+fn lasting(context: &RequestContext<RoleServer>) -> bool {
+    context.extensions.get::<Parts>().is_some_and(|p| {
+        p.headers.contains_key("mcp-session-id") || p.headers.contains_key(SESSION_HEADER)
+    })
 }
 
 /// Close the toolhost session an MCP session (or a stateless request) made
@@ -446,6 +453,7 @@ impl ServerHandler for McpHandler {
                         tool: id.clone(),
                         input,
                         support,
+                        note_written: lasting(&context),
                     },
                     asker,
                     on_end,
@@ -486,7 +494,15 @@ impl ServerHandler for McpHandler {
         let (progress_tx, mut progress_rx) = ProgressSink::channel();
         let token = context.meta.get_progress_token();
         let progress = token.is_some().then_some(progress_tx);
-        let call = call(&self.state, &session, name, input, progress, ask);
+        let call = call(
+            &self.state,
+            &session,
+            name,
+            input,
+            progress,
+            ask,
+            lasting(&context),
+        );
         // Progress goes out while the call runs, and all of it before the
         // result: the forwarder ends when the call drops its sender.
         let forward = async {
@@ -703,36 +719,82 @@ impl ServerHandler for McpHandler {
 
     fn accepted_subscription_filter(
         &self,
-        _requested: &SubscriptionFilter,
+        requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        Some(
-            SubscriptionFilter::builder()
-                .tools_list_changed()
-                .prompts_list_changed()
-                .build(),
-        )
+        // Workspace files, watched like `resources/subscribe`'s.
+        let files: Vec<String> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|uri| features::workspace_path(uri).is_some())
+            .take(logging::MAX_SUBSCRIPTIONS)
+            .cloned()
+            .collect();
+        let mut accepted = SubscriptionFilter::builder()
+            .tools_list_changed()
+            .prompts_list_changed()
+            .build();
+        if !files.is_empty() {
+            accepted.resource_subscriptions = Some(files);
+        }
+        Some(accepted)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        // 2026-07-28: `subscriptions/listen` carries list_changed.
+        // 2026-07-28: `subscriptions/listen` carries list_changed, and the
+        // updates of the workspace files it names (of the toolhost session
+        // its `X-Toolhost-Session` names).
         let mut changes = self.state.dispatcher.catalog().subscribe();
         changes.mark_unchanged();
+        let files = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let watched = if files.is_empty() {
+            None
+        } else {
+            let session = self.session(context.request_context())?;
+            let watched = logging::watch(&session, &files);
+            Some((session, watched))
+        };
         let shutdown = self.state.shutdown.clone();
         loop {
+            let look = async {
+                match watched {
+                    Some(_) => tokio::time::sleep(logging::WATCH_EVERY).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
-                changed = changes.changed() => if changed.is_err() { return Ok(()) },
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    let sink = context.sink();
+                    if sink.notify_tool_list_changed().await.is_err() {
+                        return Ok(());
+                    }
+                    // Sent when the listener asked for it (else refused, harmlessly).
+                    let _ = sink.notify_prompt_list_changed().await;
+                }
+                () = look => {
+                    let Some((session, watched)) = &watched else { continue };
+                    for uri in logging::changed(session, watched) {
+                        if context.sink().notify_resource_updated(uri).await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                }
                 () = context.cancelled() => return Ok(()),
                 () = shutdown.cancelled() => return Ok(()),
             }
-            let sink = context.sink();
-            if sink.notify_tool_list_changed().await.is_err() {
-                return Ok(());
-            }
-            // Sent when the listener asked for it (else refused, harmlessly).
-            let _ = sink.notify_prompt_list_changed().await;
         }
     }
 }
+
+/// Resource links a tool result carries, at most (to the files it wrote).
+const MAX_LINKS: usize = 32;
 
 pub(super) fn unknown_tool(name: &str) -> McpError {
     McpError::invalid_params(
@@ -741,8 +803,9 @@ pub(super) fn unknown_tool(name: &str) -> McpError {
     )
 }
 
-/// A call through dispatch as an MCP result (`isError` for tool failures);
-/// `Err` only for a tool that is gone.
+/// A call through dispatch as an MCP result (`isError` for tool failures,
+/// links to the files it wrote when `note_written`); `Err` only for a tool
+/// that is gone.
 async fn call(
     state: &AppState,
     session: &Arc<Session>,
@@ -750,10 +813,12 @@ async fn call(
     input: Value,
     progress: Option<ProgressSink>,
     ask: Option<Arc<dyn crate::input::Asker>>,
+    note_written: bool,
 ) -> Result<CallToolResult, McpError> {
     let options = CallOptions {
         progress,
         ask,
+        note_written,
         ..CallOptions::default()
     };
     // Boxed here, once: the wasm call's future is large, and the futures
@@ -769,7 +834,18 @@ async fn call(
 /// A successful call as an MCP result. A result that is one JSON value is
 /// also `structuredContent` (what `outputSchema` describes).
 pub(super) fn success(out: CallOutput) -> CallToolResult {
-    let mut result = CallToolResult::success(out.content.iter().map(block).collect());
+    let mut blocks: Vec<ContentBlock> = out.content.iter().map(block).collect();
+    blocks.extend(out.written.iter().take(MAX_LINKS).map(|f| {
+        ContentBlock::resource_link(
+            Resource::new(
+                format!("{}{}", features::WORKSPACE_PREFIX, f.path),
+                f.path.clone(),
+            )
+            .with_mime_type(features::media_type(&f.path))
+            .with_size(f.size),
+        )
+    }));
+    let mut result = CallToolResult::success(blocks);
     if let [Content::Json(_)] = out.content.as_slice()
         && let Some(Content::Json(v)) = out.content.into_iter().next()
     {

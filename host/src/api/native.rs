@@ -454,6 +454,7 @@ async fn invoke(
             progress: None,
             staging: false,
             ask: replay.clone().map(|r| r as Arc<dyn crate::input::Asker>),
+            ..CallOptions::default()
         };
         let result = call(&state, session, implicit, &id, params.clone(), options).await;
         if let Some(asked) = input_required(&id, &params, replay.as_deref()) {
@@ -537,6 +538,7 @@ fn invoke_sse(
             progress: Some(sink),
             staging: false,
             ask: replay.clone().map(|r| r as Arc<dyn crate::input::Asker>),
+            ..CallOptions::default()
         };
         let result = call(&state, session, implicit, &id, params.clone(), options).await;
         match input_required(&id, &params, replay.as_deref()) {

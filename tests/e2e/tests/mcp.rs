@@ -154,6 +154,81 @@ fn stateless_2026_07_28_requests_list_and_call() {
         left.is_some(),
         "stateless sessions are closed with their request"
     );
+    assert!(
+        !write.to_string().contains("resource_link"),
+        "no link into a workspace gone with its request: {write}"
+    );
+
+    // A session named by X-Toolhost-Session outlives its requests: a listen
+    // stream subscribed to one of its files hears of a change by another
+    // request, and the writing call links the file.
+    let post = |id: i64, method: &str, mut params: Value| {
+        params["_meta"] = meta.clone();
+        let mut r = c.http.post(s.url("/mcp")).header("mcp-method", method);
+        if let Some(name) = params["name"].as_str() {
+            r = r.header("mcp-name", name);
+        }
+        r.header("x-toolhost-session", "pinned-1")
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-protocol-version", "2026-07-28")
+            .body(
+                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+            )
+            .send()
+            .unwrap()
+    };
+    let uri = "toolhost://workspace/notes/b.txt";
+    let listen = post(
+        4,
+        "subscriptions/listen",
+        json!({"notifications": {"resourceSubscriptions": [uri, "file:///etc/passwd"]}}),
+    );
+    assert_eq!(listen.status(), 200);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(listen).lines() {
+            let Ok(line) = line else { return };
+            if line.starts_with("data:") && tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let ack = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("acknowledged");
+    assert!(
+        ack.contains("notifications/subscriptions/acknowledged"),
+        "{ack}"
+    );
+    assert!(ack.contains(uri), "the workspace file is accepted: {ack}");
+    assert!(!ack.contains("/etc/passwd"), "a foreign URI is not: {ack}");
+    std::thread::sleep(Duration::from_millis(300));
+    let write = toolhost_e2e::mcp::read(post(
+        5,
+        "tools/call",
+        json!({"name": "files_write", "arguments": {"path": "notes/b.txt", "content": "hi"}}),
+    ));
+    let write = write.response(5).cloned().expect("answer");
+    assert_eq!(write["result"]["isError"], false, "{write}");
+    assert!(
+        write["result"]["content"].as_array().is_some_and(|c| c
+            .iter()
+            .any(|b| b["type"] == "resource_link" && b["uri"] == uri)),
+        "{write}"
+    );
+    let note = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("notifications/resources/updated");
+    assert!(
+        note.contains("notifications/resources/updated") && note.contains(uri),
+        "{note}"
+    );
+    assert!(
+        note.contains("io.modelcontextprotocol/subscriptionId"),
+        "{note}"
+    );
 }
 
 #[test]
@@ -994,6 +1069,22 @@ fn the_session_workspace_is_served_as_resources() {
         json!({"path": "dir/a.txt", "content": "hello"}),
     );
     assert_eq!(w["result"]["isError"], false, "{w}");
+    // The result links the file the call wrote, and only that.
+    let links: Vec<&Value> = w["result"]["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{w}"))
+        .iter()
+        .filter(|b| b["type"] == "resource_link")
+        .collect();
+    assert_eq!(links.len(), 1, "{w}");
+    assert_eq!(links[0]["uri"], "toolhost://workspace/dir/a.txt", "{w}");
+    assert_eq!(links[0]["mimeType"], "text/plain", "{w}");
+    assert_eq!(links[0]["size"], 5, "{w}");
+    let r = c.call(5, "files_read", json!({"path": "dir/a.txt"}));
+    assert!(
+        !r.to_string().contains("resource_link"),
+        "a call that wrote nothing links nothing: {r}"
+    );
     let list = c.request(2, "resources/list", json!({}));
     let uris: Vec<&str> = list["result"]["resources"]
         .as_array()

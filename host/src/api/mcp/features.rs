@@ -284,32 +284,11 @@ pub async fn read_resource(
 /// Relative paths and sizes of the workspace's regular files, sorted (no
 /// symlink followed); none when it does not exist yet.
 pub fn workspace_files(session: &Session) -> Vec<(String, u64)> {
-    let root = session.workspace_path();
-    let mut out = Vec::new();
-    let mut stack = vec![(root.to_path_buf(), String::new())];
-    while let Some((dir, prefix)) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            if out.len() >= MAX_FILES {
-                break;
-            }
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let rel = format!("{prefix}{name}");
-            if kind.is_dir() {
-                stack.push((entry.path(), format!("{rel}/")));
-            } else if kind.is_file() {
-                let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
-                out.push((rel, size));
-            }
-        }
-    }
-    out.sort();
-    out
+    session
+        .files(MAX_FILES)
+        .into_iter()
+        .map(|f| (f.path, f.size))
+        .collect()
 }
 
 /// A media type from a file name's extension.

@@ -28,7 +28,7 @@ use crate::api::AppState;
 use crate::api::xagent::Running;
 use crate::catalog::{Catalog, ToolEntry};
 use crate::declared::{TaskSupport, ToolDecl};
-use crate::dispatch::CallOutput;
+use crate::dispatch::{CallOptions, CallOutput};
 use crate::sessions::Session;
 use crate::tool::CallError;
 
@@ -81,6 +81,8 @@ pub struct Call {
     pub tool: String,
     pub input: serde_json::Value,
     pub support: TaskSupport,
+    /// Link the files it wrote in its result (its session outlives it).
+    pub note_written: bool,
 }
 
 /// What a `tools/call` comes to: a result now, or a task.
@@ -113,14 +115,20 @@ impl Tasks {
             tool,
             input,
             support,
+            note_written,
         } = call;
         let ask: Arc<dyn crate::input::Asker> = Arc::new(asker.clone());
+        let options = CallOptions {
+            ask: Some(ask),
+            note_written,
+            ..CallOptions::default()
+        };
         let mut running = Running::start(
             state.dispatcher.clone(),
             session,
             tool.clone(),
             input,
-            Some(ask),
+            options,
         );
         // A question makes the call a task at once.
         if support == TaskSupport::Optional {

@@ -424,7 +424,9 @@ impl Direct {
         let state = self.state.clone();
         let call = {
             let session = session.clone();
-            async move { super::call(&state, &session, &name, input, None, None).await }
+            // A temporary session's files are gone with the request.
+            let note_written = !temporary;
+            async move { super::call(&state, &session, &name, input, None, None, note_written).await }
         };
         match mode {
             Mode::Stateless => {
