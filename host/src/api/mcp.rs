@@ -443,6 +443,10 @@ impl ServerHandler for McpHandler {
         let caps = context.client_capabilities();
         if can_follow && support != TaskSupport::Forbidden {
             let on_end = self.keep_own_session(&context);
+            let session_mode = context
+                .extensions
+                .get::<Parts>()
+                .is_some_and(|p| p.headers.contains_key("mcp-session-id"));
             let asker = input::TaskAsker::new(input::kinds(caps.as_ref()));
             return match self
                 .tasks
@@ -454,6 +458,7 @@ impl ServerHandler for McpHandler {
                         input,
                         support,
                         note_written: lasting(&context),
+                        notify: session_mode.then(|| context.peer.clone()),
                     },
                     asker,
                     on_end,

@@ -92,11 +92,16 @@ impl<'a> McpClient<'a> {
 
     /// `initialize` + `notifications/initialized`; returns the initialize result.
     pub fn initialize(&mut self, version: &str) -> Value {
+        self.initialize_with(version, json!({}))
+    }
+
+    /// [`McpClient::initialize`] declaring `capabilities`.
+    pub fn initialize_with(&mut self, version: &str, capabilities: Value) -> Value {
         let answer = self.send(&json!({
             "jsonrpc": "2.0", "id": 0, "method": "initialize",
             "params": {
                 "protocolVersion": version,
-                "capabilities": {},
+                "capabilities": capabilities,
                 "clientInfo": {"name": "toolhost-e2e", "version": "0"}
             }
         }));

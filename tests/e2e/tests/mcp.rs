@@ -1189,3 +1189,67 @@ fn the_session_workspace_is_served_as_resources() {
         .expect("notifications/resources/updated");
     assert!(note.contains("toolhost://workspace/dir/a.txt"), "{note}");
 }
+
+#[test]
+fn a_long_call_becomes_a_task_whose_status_changes_are_told() {
+    use std::io::{BufRead, BufReader};
+
+    let s = server();
+    let mut c = McpClient::new(&s);
+    let init = c.initialize_with(
+        "2025-11-25",
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+    );
+    assert!(
+        init["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"].is_object(),
+        "{init}"
+    );
+    // The session's standalone stream, where what is told unasked arrives.
+    let stream = c
+        .http
+        .get(s.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", c.session.clone().expect("session"))
+        .header("mcp-protocol-version", &c.version)
+        .send()
+        .expect("GET /mcp");
+    assert_eq!(stream.status(), 200);
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { return };
+            let Some(data) = line.strip_prefix("data:") else {
+                continue;
+            };
+            if let Ok(v) = serde_json::from_str::<Value>(data.trim())
+                && tx.send(v).is_err()
+            {
+                return;
+            }
+        }
+    });
+
+    let created = c.call(1, "hostile_sleep", json!({"ms": 1500}));
+    let task = &created["result"];
+    assert_eq!(task["resultType"], "task", "{created}");
+    let id = task["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"));
+    assert_eq!(task["status"], "working", "{created}");
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let told = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let note = rx.recv_timeout(left).expect("notifications/tasks");
+        if note["method"] == "notifications/tasks" && note["params"]["taskId"] == id {
+            break note;
+        }
+    };
+    assert_eq!(told["params"]["status"], "completed", "{told}");
+    assert_eq!(
+        told["params"]["result"]["content"][0]["text"], "woke up",
+        "the result comes with the status: {told}"
+    );
+    let got = c.request(2, "tasks/get", json!({"taskId": id}));
+    assert_eq!(got["result"]["status"], "completed", "{got}");
+}

@@ -20,8 +20,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ErrorData as McpError;
-use rmcp::model::{CallToolResult, ClientCapabilities, CreateTaskResult, Task};
+use rmcp::model::{
+    CallToolResult, ClientCapabilities, CreateTaskResult, ServerNotification, Task, TaskStatus,
+    TaskStatusNotification, TaskStatusNotificationParams,
+};
 use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
+use rmcp::{Peer, RoleServer};
 
 use super::input::TaskAsker;
 use crate::api::AppState;
@@ -40,6 +44,8 @@ pub const TASK_AFTER: Duration = Duration::from_millis(500);
 const TTL_MS: u64 = 600_000;
 /// Suggested interval between `tasks/get` polls.
 const POLL_MS: u64 = 250;
+/// How often a task's status is looked at for `notifications/tasks`.
+const STATUS_EVERY: Duration = Duration::from_millis(100);
 
 /// How `entry` is served over MCP (its manifest's `[tools.<name>]`).
 pub fn decl(entry: &ToolEntry) -> ToolDecl {
@@ -83,6 +89,10 @@ pub struct Call {
     pub support: TaskSupport,
     /// Link the files it wrote in its result (its session outlives it).
     pub note_written: bool,
+    /// Who is told of the task's status changes (`notifications/tasks`): an
+    /// MCP session's client. A stateless request's peer ends with it, and
+    /// `subscriptions/listen` has no filter for tasks yet: those poll.
+    pub notify: Option<Peer<RoleServer>>,
 }
 
 /// What a `tools/call` comes to: a result now, or a task.
@@ -116,6 +126,7 @@ impl Tasks {
             input,
             support,
             note_written,
+            notify,
         } = call;
         let ask: Arc<dyn crate::input::Asker> = Arc::new(asker.clone());
         let options = CallOptions {
@@ -159,7 +170,45 @@ impl Tasks {
             })
         });
         tracing::debug!(tool, task = %task.task_id, "MCP: the call goes on as a task");
+        if let Some(peer) = notify {
+            tokio::spawn(tell_status(
+                self.manager.clone(),
+                task.task_id.clone(),
+                task.status,
+                peer,
+            ));
+        }
         Outcome::Task(CreateTaskResult::new(task))
+    }
+}
+
+/// Send `peer` the task's status each time it changes from `last` (with what
+/// `tasks/get` would answer then: the questions, the result), up to its end.
+async fn tell_status(
+    manager: TaskManager,
+    id: String,
+    mut last: TaskStatus,
+    peer: Peer<RoleServer>,
+) {
+    loop {
+        tokio::time::sleep(STATUS_EVERY).await;
+        let Ok(now) = manager.get_task(&id) else {
+            return; // expired
+        };
+        let status = now.task.status;
+        if status == last {
+            continue;
+        }
+        last = status;
+        let note = TaskStatusNotification::new(TaskStatusNotificationParams::new(now));
+        if peer
+            .send_notification(ServerNotification::TaskStatusNotification(note))
+            .await
+            .is_err()
+            || status.is_terminal()
+        {
+            return;
+        }
     }
 }
 
