@@ -169,9 +169,12 @@ docker:
 	plugins/node/ensure-docker.sh
 
 ## The node image toolhost-node:latest (debootstrap + docker import; skipped
-## when the image of the current recipe exists).
+## when the image of the current recipe exists), and its `docker save` archive
+## target/node-image/toolhost-node.tar for engines that cannot pull ([docker]
+## image_archive; rewritten only when the image changed, ~10 s).
 node-image: docker
 	plugins/node/build-image.sh
+	plugins/node/save-image.sh target/node-image
 
 ## Driver-level tests: each in-container driver in the real image, over stdio.
 driver-test: node-image
