@@ -489,7 +489,7 @@ impl ServerHandler for McpHandler {
             let ask: Option<Arc<dyn crate::input::Asker>> = (!kinds.is_empty()).then(|| {
                 Arc::new(input::PeerAsker {
                     peer: context.peer.clone(),
-                    kinds,
+                    can: crate::input::Can::new(kinds),
                 }) as _
             });
             (ask, None)
@@ -529,10 +529,13 @@ impl ServerHandler for McpHandler {
         tokio::select! {
             (result, ()) = async { tokio::join!(call, forward) } => {
                 // A round that ended on questions.
-                if let Some((replay, input)) = asked
-                    && !replay.pending().is_empty()
-                {
-                    return self.mrtr.input_required(name, &input, &replay).map(CallToolResponse::from);
+                if let Some((replay, input)) = asked {
+                    if !replay.pending().is_empty() {
+                        return self.mrtr.input_required(name, &input, &replay).map(CallToolResponse::from);
+                    }
+                    if let Some(e) = input::missing_capability(&result, &*replay) {
+                        return Err(e);
+                    }
                 }
                 result.map(CallToolResponse::from)
             }

@@ -59,6 +59,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::AppState;
 use crate::api::body::read_bytes;
 use crate::api::native::SESSION_HEADER;
+use crate::input::Nobody;
 use crate::sessions::{Session, Sessions, is_valid_session_id};
 
 // Header names made once: a `&str` name is parsed again at every lookup.
@@ -426,7 +427,18 @@ impl Direct {
             let session = session.clone();
             // A temporary session's files are gone with the request.
             let note_written = !temporary;
-            async move { super::call(&state, &session, &name, input, None, None, note_written).await }
+            // A stateless client here can answer no question (one that
+            // can is the handler's): those asked are its missing capabilities.
+            let nobody = matches!(mode, Mode::Stateless).then(|| Arc::new(Nobody::default()));
+            let ask = nobody.clone().map(|n| n as Arc<dyn crate::input::Asker>);
+            async move {
+                let result =
+                    super::call(&state, &session, &name, input, None, ask, note_written).await;
+                match nobody.and_then(|n| super::input::missing_capability(&result, &*n)) {
+                    Some(e) => Err(e),
+                    None => result,
+                }
+            }
         };
         match mode {
             Mode::Stateless => {
