@@ -68,6 +68,7 @@ use super::formats;
 use super::native::SESSION_HEADER;
 use crate::declared::TaskSupport;
 use crate::dispatch::{CallOptions, CallOutput};
+use crate::input::Asker as _;
 use crate::sessions::{Session, SessionError, Sessions};
 use crate::tool::{CallError, Content, ProgressSink};
 
@@ -331,6 +332,14 @@ impl Drop for McpHandler {
     }
 }
 
+/// Whether a request is of the stateless revision (2026-07-28 on): its
+/// questions are answered in another request.
+fn is_stateless(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
 /// Whether a request's toolhost session outlives it: an MCP session's, or
 /// one named by `X-Toolhost-Session` (a stateless request's own session ends
 /// with it: links to its files would lead nowhere).
@@ -472,9 +481,7 @@ impl ServerHandler for McpHandler {
             };
         }
         // Stateless (2026-07-28): questions are answered in another request.
-        let stateless = context
-            .protocol_version()
-            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        let stateless = is_stateless(&context);
         let (ask, replay): (Option<Arc<dyn crate::input::Asker>>, _) = if stateless {
             let replay = self.mrtr.replay(
                 name,
@@ -557,14 +564,51 @@ impl ServerHandler for McpHandler {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        features::get_prompt(
-            self.state.dispatcher.catalog(),
-            &request.name,
-            request.arguments,
-        )
-        .map(GetPromptResponse::from)
+        let catalog = self.state.dispatcher.catalog();
+        let mut arguments = request.arguments.unwrap_or_default();
+        // Required arguments left out are asked for, of a client that can
+        // answer a form: in a second request (2026-07-28) or on the
+        // session's stream. Else the prompt's own error says what is missing.
+        if let Some(question) = features::missing_arguments(catalog, &request.name, &arguments) {
+            let answers = if is_stateless(&context) {
+                let key = format!("prompt:{}", request.name);
+                let given = Value::Object(arguments.clone());
+                let replay = self.mrtr.replay(
+                    &key,
+                    &given,
+                    request.request_state.as_deref(),
+                    request.input_responses.clone(),
+                    &context,
+                )?;
+                match replay.ask(vec![question]).await {
+                    Err(crate::input::AskError::Pending) => {
+                        return self
+                            .mrtr
+                            .input_required(&key, &given, &replay)
+                            .map(GetPromptResponse::from);
+                    }
+                    answers => answers,
+                }
+            } else {
+                let kinds = input::kinds(context.client_capabilities().as_ref());
+                let asker = input::PeerAsker {
+                    peer: context.peer.clone(),
+                    can: crate::input::Can::new(kinds),
+                };
+                asker.ask(vec![question]).await
+            };
+            if let Some(answer) = answers.ok().and_then(|mut a| a.pop())
+                && answer["action"] == "accept"
+                && let Some(content) = answer["content"].as_object()
+            {
+                for (k, v) in content {
+                    arguments.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+        }
+        features::get_prompt(catalog, &request.name, Some(arguments)).map(GetPromptResponse::from)
     }
 
     async fn list_resources(

@@ -24,6 +24,7 @@ use serde_json::json;
 use crate::api::workspace::{self, WorkspaceError};
 use crate::catalog::Catalog;
 use crate::declared::{self, Body, Rendered};
+use crate::input::{Kind, Question};
 use crate::sessions::Session;
 
 /// Where the session workspace's files live as resources.
@@ -78,6 +79,45 @@ pub fn list_prompts(catalog: &Catalog) -> ListPromptsResult {
         })
         .collect();
     ListPromptsResult::with_all_items(prompts)
+}
+
+/// The question for the required arguments of prompt `name` missing from
+/// `arguments`: one form, a string field each (an enum where the manifest
+/// lists values); none when nothing is missing or the prompt is unknown.
+pub fn missing_arguments(
+    catalog: &Catalog,
+    name: &str,
+    arguments: &serde_json::Map<String, serde_json::Value>,
+) -> Option<Question> {
+    let (_, prompt) = prompts(catalog).into_iter().find(|(n, _)| n == name)?;
+    let missing: Vec<&declared::Argument> = prompt
+        .arguments
+        .iter()
+        .filter(|a| a.required && !arguments.contains_key(&a.name))
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let mut properties = serde_json::Map::new();
+    for a in &missing {
+        let mut field = json!({"type": "string", "title": a.name});
+        if let Some(d) = &a.description {
+            field["description"] = json!(d);
+        }
+        if !a.values.is_empty() {
+            field["enum"] = json!(a.values);
+        }
+        properties.insert(a.name.clone(), field);
+    }
+    let names: Vec<&str> = missing.iter().map(|a| a.name.as_str()).collect();
+    Some(Question {
+        key: "arguments".into(),
+        kind: Kind::Form,
+        params: json!({
+            "message": format!("The prompt `{name}` needs: {}.", names.join(", ")),
+            "requestedSchema": {"type": "object", "properties": properties, "required": names},
+        }),
+    })
 }
 
 pub fn get_prompt(
