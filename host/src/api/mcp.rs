@@ -438,9 +438,10 @@ impl ServerHandler for McpHandler {
             return Err(unknown_tool(&request.name));
         };
         let name = id.as_str();
-        let support = catalog
+        let decl = catalog
             .get(name)
-            .map_or(Default::default(), |t| tasks::decl(&t).task);
+            .map_or(Default::default(), |t| tasks::decl(&t));
+        let support = decl.task;
         let can_follow = context
             .client_capabilities()
             .is_some_and(|c| c.supports_tasks());
@@ -457,6 +458,20 @@ impl ServerHandler for McpHandler {
                 .get::<Parts>()
                 .is_some_and(|p| p.headers.contains_key("mcp-session-id"));
             let asker = input::TaskAsker::new(input::kinds(caps.as_ref()));
+            // Stateless, a tool that asks first: what it asks before its
+            // task exists is asked in rounds (InputRequiredResult).
+            let rounds = if decl.asks_first && is_stateless(&context) {
+                Some(self.mrtr.replay(
+                    name,
+                    &input,
+                    request.request_state.as_deref(),
+                    request.input_responses.clone(),
+                    &context,
+                )?)
+            } else {
+                None
+            };
+            let asked = rounds.clone().map(|r| (r, input.clone()));
             return match self
                 .tasks
                 .run(
@@ -468,6 +483,7 @@ impl ServerHandler for McpHandler {
                         support,
                         note_written: lasting(&context),
                         notify: session_mode.then(|| context.peer.clone()),
+                        rounds,
                     },
                     asker,
                     on_end,
@@ -475,6 +491,13 @@ impl ServerHandler for McpHandler {
                 .await
             {
                 tasks::Outcome::Task(task) => Ok(task.into()),
+                tasks::Outcome::Asked => match asked {
+                    Some((replay, input)) => self
+                        .mrtr
+                        .input_required(name, &input, &replay)
+                        .map(CallToolResponse::from),
+                    None => Err(McpError::internal_error("questions without rounds", None)),
+                },
                 tasks::Outcome::Now(Err(CallError::NotFound(_))) => Err(unknown_tool(name)),
                 tasks::Outcome::Now(Err(e)) => Ok(failure(&e).into()),
                 tasks::Outcome::Now(Ok(out)) => Ok(success(out).into()),

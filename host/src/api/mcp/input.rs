@@ -138,6 +138,11 @@ impl TaskAsker {
         self.ready.notify_waiters();
     }
 
+    /// Whether its task exists (questions go through it).
+    pub fn attached(&self) -> bool {
+        self.context().is_some()
+    }
+
     fn context(&self) -> Option<TaskContext> {
         self.context
             .lock()
