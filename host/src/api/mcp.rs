@@ -846,12 +846,19 @@ impl ServerHandler for McpHandler {
                     if changed.is_err() {
                         return Ok(());
                     }
+                    // What the listener asked for (the sink refuses the rest).
                     let sink = context.sink();
-                    if sink.notify_tool_list_changed().await.is_err() {
+                    let asked = context.requested();
+                    if asked.tools_list_changed == Some(true)
+                        && sink.notify_tool_list_changed().await.is_err()
+                    {
                         return Ok(());
                     }
-                    // Sent when the listener asked for it (else refused, harmlessly).
-                    let _ = sink.notify_prompt_list_changed().await;
+                    if asked.prompts_list_changed == Some(true)
+                        && sink.notify_prompt_list_changed().await.is_err()
+                    {
+                        return Ok(());
+                    }
                 }
                 () = look => {
                     let Some((session, watched)) = &watched else { continue };
