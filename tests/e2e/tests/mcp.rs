@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolhost_e2e::mcp::McpClient;
+use toolhost_e2e::mcp::{McpClient, next_of};
 use toolhost_e2e::{PluginsDir, Server, component, python_venv, run_python, wait_for};
 
 fn server() -> Server {
@@ -185,25 +185,23 @@ fn stateless_2026_07_28_requests_list_and_call() {
         json!({"notifications": {"resourceSubscriptions": [uri, "file:///etc/passwd"]}}),
     );
     assert_eq!(listen.status(), 200);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(listen).lines() {
-            let Ok(line) = line else { return };
-            if line.starts_with("data:") && tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let rx = toolhost_e2e::mcp::sse_messages(listen);
     let ack = rx
         .recv_timeout(Duration::from_secs(5))
         .expect("acknowledged");
-    assert!(
-        ack.contains("notifications/subscriptions/acknowledged"),
-        "{ack}"
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "first on the stream: {ack}"
     );
-    assert!(ack.contains(uri), "the workspace file is accepted: {ack}");
-    assert!(!ack.contains("/etc/passwd"), "a foreign URI is not: {ack}");
+    let accepted = ack.to_string();
+    assert!(
+        accepted.contains(uri),
+        "the workspace file is accepted: {ack}"
+    );
+    assert!(
+        !accepted.contains("/etc/passwd"),
+        "a foreign URI is not: {ack}"
+    );
     std::thread::sleep(Duration::from_millis(300));
     let write = toolhost_e2e::mcp::read(post(
         5,
@@ -218,15 +216,15 @@ fn stateless_2026_07_28_requests_list_and_call() {
             .any(|b| b["type"] == "resource_link" && b["uri"] == uri)),
         "{write}"
     );
-    let note = rx
-        .recv_timeout(Duration::from_secs(5))
-        .expect("notifications/resources/updated");
-    assert!(
-        note.contains("notifications/resources/updated") && note.contains(uri),
-        "{note}"
+    let note = next_of(
+        &rx,
+        "notifications/resources/updated",
+        Duration::from_secs(5),
     );
+    assert_eq!(note["params"]["uri"], uri, "{note}");
     assert!(
-        note.contains("io.modelcontextprotocol/subscriptionId"),
+        note["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].is_string()
+            || note["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].is_number(),
         "{note}"
     );
 }
@@ -1050,8 +1048,6 @@ fn cancellation_stops_a_running_shell_command() {
 /// tool call changes it); no URI reaches outside the workspace.
 #[test]
 fn the_session_workspace_is_served_as_resources() {
-    use std::io::{BufRead, BufReader};
-
     let s = server();
     let mut c = McpClient::new(&s);
     let init = c.initialize("2025-11-25");
@@ -1159,24 +1155,7 @@ fn the_session_workspace_is_served_as_resources() {
         json!({"uri": "toolhost://workspace/dir/a.txt"}),
     );
     assert!(sub["result"].is_object(), "{sub}");
-    let stream = c
-        .http
-        .get(s.url("/mcp"))
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", c.session.clone().expect("session"))
-        .header("mcp-protocol-version", &c.version)
-        .send()
-        .expect("GET /mcp");
-    assert_eq!(stream.status(), 200);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stream).lines() {
-            let Ok(line) = line else { return };
-            if line.contains("notifications/resources/updated") && tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let rx = c.listen();
     std::thread::sleep(Duration::from_millis(300));
     let w = c.call(
         22,
@@ -1184,16 +1163,19 @@ fn the_session_workspace_is_served_as_resources() {
         json!({"path": "dir/a.txt", "content": "changed!"}),
     );
     assert_eq!(w["result"]["isError"], false, "{w}");
-    let note = rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("notifications/resources/updated");
-    assert!(note.contains("toolhost://workspace/dir/a.txt"), "{note}");
+    let note = next_of(
+        &rx,
+        "notifications/resources/updated",
+        Duration::from_secs(10),
+    );
+    assert_eq!(
+        note["params"]["uri"], "toolhost://workspace/dir/a.txt",
+        "{note}"
+    );
 }
 
 #[test]
 fn a_long_call_becomes_a_task_whose_status_changes_are_told() {
-    use std::io::{BufRead, BufReader};
-
     let s = server();
     let mut c = McpClient::new(&s);
     let init = c.initialize_with(
@@ -1204,30 +1186,7 @@ fn a_long_call_becomes_a_task_whose_status_changes_are_told() {
         init["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"].is_object(),
         "{init}"
     );
-    // The session's standalone stream, where what is told unasked arrives.
-    let stream = c
-        .http
-        .get(s.url("/mcp"))
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", c.session.clone().expect("session"))
-        .header("mcp-protocol-version", &c.version)
-        .send()
-        .expect("GET /mcp");
-    assert_eq!(stream.status(), 200);
-    let (tx, rx) = std::sync::mpsc::channel::<Value>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stream).lines() {
-            let Ok(line) = line else { return };
-            let Some(data) = line.strip_prefix("data:") else {
-                continue;
-            };
-            if let Ok(v) = serde_json::from_str::<Value>(data.trim())
-                && tx.send(v).is_err()
-            {
-                return;
-            }
-        }
-    });
+    let rx = c.listen();
 
     let created = c.call(1, "hostile_sleep", json!({"ms": 1500}));
     let task = &created["result"];
@@ -1237,14 +1196,8 @@ fn a_long_call_becomes_a_task_whose_status_changes_are_told() {
         .unwrap_or_else(|| panic!("{created}"));
     assert_eq!(task["status"], "working", "{created}");
 
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let told = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let note = rx.recv_timeout(left).expect("notifications/tasks");
-        if note["method"] == "notifications/tasks" && note["params"]["taskId"] == id {
-            break note;
-        }
-    };
+    let told = next_of(&rx, "notifications/tasks", Duration::from_secs(20));
+    assert_eq!(told["params"]["taskId"], id, "{told}");
     assert_eq!(told["params"]["status"], "completed", "{told}");
     assert_eq!(
         told["params"]["result"]["content"][0]["text"], "woke up",
