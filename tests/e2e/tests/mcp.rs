@@ -100,21 +100,27 @@ fn stateless_2026_07_28_requests_list_and_call() {
         "io.modelcontextprotocol/clientCapabilities": {},
         "io.modelcontextprotocol/clientInfo": {"name": "toolhost-e2e", "version": "0"}
     });
-    let send = |id: i64, method: &str, mut params: Value| {
+    // A stateless request, in the toolhost session `pinned` names if any.
+    let post = |id: i64, method: &str, mut params: Value, pinned: Option<&str>| {
         params["_meta"] = meta.clone();
         let mut r = c.http.post(s.url("/mcp")).header("mcp-method", method);
         if let Some(name) = params["name"].as_str() {
             r = r.header("mcp-name", name);
         }
-        let r = r
-            .header("accept", "application/json, text/event-stream")
+        if let Some(session) = pinned {
+            r = r.header("x-toolhost-session", session);
+        }
+        r.header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json")
             .header("mcp-protocol-version", "2026-07-28")
             .body(
                 json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
             )
             .send()
-            .unwrap();
+            .unwrap()
+    };
+    let send = |id: i64, method: &str, params: Value| {
+        let r = post(id, method, params, None);
         // Nothing comes before the result: plain JSON, not a stream.
         let content_type = r.headers()["content-type"].to_str().unwrap().to_owned();
         let answer = toolhost_e2e::mcp::read(r);
@@ -162,27 +168,12 @@ fn stateless_2026_07_28_requests_list_and_call() {
     // A session named by X-Toolhost-Session outlives its requests: a listen
     // stream subscribed to one of its files hears of a change by another
     // request, and the writing call links the file.
-    let post = |id: i64, method: &str, mut params: Value| {
-        params["_meta"] = meta.clone();
-        let mut r = c.http.post(s.url("/mcp")).header("mcp-method", method);
-        if let Some(name) = params["name"].as_str() {
-            r = r.header("mcp-name", name);
-        }
-        r.header("x-toolhost-session", "pinned-1")
-            .header("accept", "application/json, text/event-stream")
-            .header("content-type", "application/json")
-            .header("mcp-protocol-version", "2026-07-28")
-            .body(
-                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
-            )
-            .send()
-            .unwrap()
-    };
     let uri = "toolhost://workspace/notes/b.txt";
     let listen = post(
         4,
         "subscriptions/listen",
         json!({"notifications": {"resourceSubscriptions": [uri, "file:///etc/passwd"]}}),
+        Some("pinned-1"),
     );
     assert_eq!(listen.status(), 200);
     let rx = toolhost_e2e::mcp::sse_messages(listen);
@@ -207,6 +198,7 @@ fn stateless_2026_07_28_requests_list_and_call() {
         5,
         "tools/call",
         json!({"name": "files_write", "arguments": {"path": "notes/b.txt", "content": "hi"}}),
+        Some("pinned-1"),
     ));
     let write = write.response(5).cloned().expect("answer");
     assert_eq!(write["result"]["isError"], false, "{write}");
