@@ -30,6 +30,7 @@
 //! `node` (the driver over exec stdio), `toolkit` (the call path).
 
 mod build;
+pub mod confirm;
 mod containers;
 mod engine;
 pub mod engines;
