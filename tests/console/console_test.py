@@ -22,7 +22,7 @@ import time
 import traceback
 
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
@@ -87,8 +87,12 @@ def shot(driver, name, full=False):
 
 
 def wait(driver, what, check, timeout=20):
+    # The console re-renders what it polls (metrics, plugins): an element
+    # found a moment ago may be replaced before it is read; look again.
     try:
-        return WebDriverWait(driver, timeout, poll_frequency=0.1).until(lambda d: check(d))
+        return WebDriverWait(
+            driver, timeout, poll_frequency=0.1, ignored_exceptions=[StaleElementReferenceException]
+        ).until(lambda d: check(d))
     except TimeoutException:
         raise AssertionError(f"timed out after {timeout} s waiting for {what}") from None
 
