@@ -20,10 +20,12 @@ import json
 import sys
 
 ROOTS = [
+    "io.k8s.api.core.v1.Pod",
     "io.k8s.api.core.v1.PodSpec",
     "io.k8s.api.core.v1.ConfigMap",
     "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
     "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions",
 ]
 EXEC_PATH = "/api/v1/namespaces/{namespace}/pods/{name}/exec"
 REF = "#/definitions/"

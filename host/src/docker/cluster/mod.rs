@@ -98,6 +98,10 @@ impl Cluster {
     /// default kubeconfig). Nothing is sent yet.
     pub async fn connect(config: &KubernetesConfig, scope: &str) -> Result<Cluster, ClusterError> {
         config.check().map_err(ClusterError::Config)?;
+        // kube's TLS takes rustls's process-wide provider, which cannot be
+        // inferred with both ring and aws-lc-rs in the build (as for
+        // bollard's TLS engines).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let kube_config = match &config.kubeconfig {
             Some(path) => {
                 let file = kube::config::Kubeconfig::read_from(path).map_err(|e| {
