@@ -510,6 +510,44 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_kubernetes_section_is_checked_at_start_up() {
+        let c: Config = toml::from_str(
+            "[kubernetes]\nnamespace = \"toolhost\"\nworkspace_pvc = \"toolhost-workspaces\"\nwarm_pool = 2\nready_timeout_s = 90\nruntime_class = \"gvisor\"\ninstance = \"toolhost-0\"",
+        )
+        .unwrap();
+        c.check().unwrap();
+        let k = c.kubernetes.unwrap();
+        assert_eq!((k.warm_pool, k.ready_timeout_s), (2, 90));
+        // Absent: no cluster.
+        assert!(toml::from_str::<Config>("").unwrap().kubernetes.is_none());
+        let refused = |text: &str| {
+            let c: Config = toml::from_str(text).unwrap();
+            c.check().unwrap_err().to_string()
+        };
+        let e = refused("[kubernetes]\nnamespace = \"toolhost\"");
+        assert!(
+            e.contains("[kubernetes]") && e.contains("workspace_pvc is required"),
+            "{e}"
+        );
+        let e = refused("[kubernetes]\nnamespace = \"Tool_Host\"\nworkspace_pvc = \"w\"");
+        assert!(e.contains("namespace `Tool_Host`"), "{e}");
+        let e = refused("[kubernetes]\nworkspace_pvc = \"w\"\nready_timeout_s = 0");
+        assert!(e.contains("ready_timeout_s"), "{e}");
+        let e = refused("[kubernetes]\nworkspace_pvc = \"w\"\ncontext = \"kind-kind\"");
+        assert!(e.contains("context needs a kubeconfig"), "{e}");
+        let e = refused("[kubernetes]\nworkspace_pvc = \"w\"\ninstance = \"a b\"");
+        assert!(e.contains("instance `a b`"), "{e}");
+        // Unknown keys and wrong types are refused by the parser.
+        assert!(
+            toml::from_str::<Config>("[kubernetes]\nworkspace_pvc = \"w\"\nwarmpool = 1").is_err()
+        );
+        assert!(
+            toml::from_str::<Config>("[kubernetes]\nworkspace_pvc = \"w\"\nwarm_pool = -1")
+                .is_err()
+        );
+    }
+
+    #[test]
     fn defaults_need_no_file_and_unknown_keys_are_refused() {
         let c: Config = toml::from_str("").unwrap();
         c.check().unwrap();

@@ -637,3 +637,25 @@ async fn create_claim_exec_delete_against_a_replayed_api_server() {
     assert_eq!(labels["toolhost.dev/session"], "s1");
     assert_eq!(labels["toolhost.dev/toolkit"], "shell");
 }
+
+#[tokio::test]
+async fn a_kubeconfig_that_cannot_be_read_stops_the_start_with_a_clear_error() {
+    let plugins = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let config = Config {
+        kubernetes: Some(KubernetesConfig {
+            kubeconfig: Some(data.path().join("no-such-kubeconfig")),
+            workspace_pvc: "toolhost-workspaces".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let e = match Server::start(&config, plugins.path(), data.path()).await {
+        Ok(_) => panic!("started without a kubeconfig"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(
+        e.contains("[kubernetes]") && e.contains("no-such-kubeconfig"),
+        "{e}"
+    );
+}
