@@ -59,6 +59,7 @@ fn the_template_says_what_the_manifest_says() {
     let pod = &t["spec"]["podTemplate"]["spec"];
     let c = &pod["containers"][0];
     assert_eq!(c["image"], "toolhost-node:latest");
+    assert_eq!(c["imagePullPolicy"], "IfNotPresent");
     // shell.toml: cpus = 1.0, memory_mb = 512.
     assert_eq!(
         c["resources"]["limits"],

@@ -200,6 +200,9 @@ pub fn pod_spec(spec: &LoadedManifest, settings: &PodSettings) -> Result<PodSpec
     let container = Container {
         name: CONTAINER.into(),
         image: Some(d.image.clone()),
+        // A `:latest` tag would default to Always: an image loaded into the
+        // nodes (kind, air-gapped clusters) must be usable as it is.
+        image_pull_policy: Some("IfNotPresent".into()),
         command: Some(vec!["sleep".into(), "infinity".into()]),
         working_dir: Some(WORKSPACES.into()),
         env: (!d.env.is_empty()).then(|| {
