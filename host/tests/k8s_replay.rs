@@ -362,10 +362,22 @@ fn url_pairs(query: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-async fn start_replay(workspaces: &Path, driver_dir: &Path) -> (Arc<Replay>, std::net::SocketAddr) {
+fn fixture() -> Value {
     let text = std::fs::read_to_string(repo().join("tests/k8s/recorded/exchange.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+async fn start_replay(workspaces: &Path, driver_dir: &Path) -> (Arc<Replay>, std::net::SocketAddr) {
+    start_replay_of(fixture(), workspaces, driver_dir).await
+}
+
+async fn start_replay_of(
+    fixture: Value,
+    workspaces: &Path,
+    driver_dir: &Path,
+) -> (Arc<Replay>, std::net::SocketAddr) {
     let replay = Arc::new(Replay {
-        fixture: serde_json::from_str(&text).unwrap(),
+        fixture,
         workspaces: workspaces.to_owned(),
         driver_dir: driver_dir.to_owned(),
         state: Mutex::default(),
@@ -657,5 +669,65 @@ async fn a_kubeconfig_that_cannot_be_read_stops_the_start_with_a_clear_error() {
     assert!(
         e.contains("[kubernetes]") && e.contains("no-such-kubeconfig"),
         "{e}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_never_ready_fails_the_call_clearly_and_is_deleted() {
+    let plugins = tempfile::tempdir().unwrap();
+    let shell = plugins.path().join("shell");
+    std::fs::create_dir(&shell).unwrap();
+    for f in ["shell.toml", "driver.py"] {
+        std::fs::copy(repo().join("plugins/shell").join(f), shell.join(f)).unwrap();
+    }
+    let data = tempfile::tempdir().unwrap();
+    let workspaces = data.path().join("workspaces");
+    std::fs::create_dir_all(&workspaces).unwrap();
+    // The same exchange, but the controller never makes the claim ready.
+    let mut fixture = fixture();
+    for route in fixture["routes"].as_array_mut().unwrap() {
+        if route["method"] == "GET" && route["path"].as_str().unwrap().contains("sandboxclaims/") {
+            route["responses"].as_array_mut().unwrap().truncate(1);
+        }
+    }
+    let (replay, addr) = start_replay_of(fixture, &workspaces, &shell).await;
+    let kube_dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        kubernetes: Some(KubernetesConfig {
+            namespace: "toolhost".into(),
+            kubeconfig: Some(kubeconfig(kube_dir.path(), addr)),
+            workspace_pvc: "toolhost-workspaces".into(),
+            ready_timeout_s: 2,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let server = Server::start(&config, plugins.path(), data.path())
+        .await
+        .unwrap();
+    server.loaded().await;
+    let app = server.router(&config);
+    let (status, body) = invoke(&app, "echo never").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body:#}");
+    assert_eq!(body["error"]["kind"], "backend_unavailable", "{body:#}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("was not ready within 2s")
+            && message.contains("SandboxNotReady: Sandbox is not ready"),
+        "{message}"
+    );
+    server.shutdown().await;
+    let state = lock(&replay);
+    let claim = &state.claims[0].0;
+    assert!(
+        state
+            .seen
+            .iter()
+            .any(|s| s.method == "DELETE" && s.path.ends_with(&format!("/sandboxclaims/{claim}"))),
+        "the claim that never got ready was not deleted"
+    );
+    assert!(
+        !state.seen.iter().any(|s| s.path.ends_with("/exec")),
+        "no exec before the claim is ready"
     );
 }
