@@ -367,10 +367,6 @@ fn fixture() -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
-async fn start_replay(workspaces: &Path, driver_dir: &Path) -> (Arc<Replay>, std::net::SocketAddr) {
-    start_replay_of(fixture(), workspaces, driver_dir).await
-}
-
 async fn start_replay_of(
     fixture: Value,
     workspaces: &Path,
@@ -434,8 +430,18 @@ fn shape(seen: &[Seen], claims: &[String]) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn create_claim_exec_delete_against_a_replayed_api_server() {
+/// A server with `[kubernetes]` pointed at a replay of `fixture`, the shell
+/// toolkit in its plugins directory; its router, the replay, and the
+/// directories (kept alive with it).
+struct Setup {
+    server: Server,
+    app: axum::Router,
+    replay: Arc<Replay>,
+    workspaces: PathBuf,
+    _dirs: [tempfile::TempDir; 3],
+}
+
+async fn setup(fixture: Value, ready_timeout_s: u64) -> Setup {
     let plugins = tempfile::tempdir().unwrap();
     let shell = plugins.path().join("shell");
     std::fs::create_dir(&shell).unwrap();
@@ -445,7 +451,7 @@ async fn create_claim_exec_delete_against_a_replayed_api_server() {
     let data = tempfile::tempdir().unwrap();
     let workspaces = data.path().join("workspaces");
     std::fs::create_dir_all(&workspaces).unwrap();
-    let (replay, addr) = start_replay(&workspaces, &shell).await;
+    let (replay, addr) = start_replay_of(fixture, &workspaces, &shell).await;
     let kube_dir = tempfile::tempdir().unwrap();
     let config = Config {
         kubernetes: Some(KubernetesConfig {
@@ -454,7 +460,7 @@ async fn create_claim_exec_delete_against_a_replayed_api_server() {
             instance: Some("toolhost-test".into()),
             workspace_pvc: "toolhost-workspaces".into(),
             warm_pool: 1,
-            ready_timeout_s: 20,
+            ready_timeout_s,
             ..Default::default()
         }),
         ..Default::default()
@@ -464,6 +470,24 @@ async fn create_claim_exec_delete_against_a_replayed_api_server() {
         .unwrap();
     server.loaded().await;
     let app = server.router(&config);
+    Setup {
+        server,
+        app,
+        replay,
+        workspaces,
+        _dirs: [plugins, data, kube_dir],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_claim_exec_delete_against_a_replayed_api_server() {
+    let Setup {
+        server,
+        app,
+        replay,
+        workspaces,
+        _dirs,
+    } = setup(fixture(), 20).await;
 
     // 1. A call: the toolkit's objects applied, a claim made and polled
     // until ready, the driver exec'd, the command run in the session's
@@ -674,15 +698,6 @@ async fn a_kubeconfig_that_cannot_be_read_stops_the_start_with_a_clear_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_never_ready_fails_the_call_clearly_and_is_deleted() {
-    let plugins = tempfile::tempdir().unwrap();
-    let shell = plugins.path().join("shell");
-    std::fs::create_dir(&shell).unwrap();
-    for f in ["shell.toml", "driver.py"] {
-        std::fs::copy(repo().join("plugins/shell").join(f), shell.join(f)).unwrap();
-    }
-    let data = tempfile::tempdir().unwrap();
-    let workspaces = data.path().join("workspaces");
-    std::fs::create_dir_all(&workspaces).unwrap();
     // The same exchange, but the controller never makes the claim ready.
     let mut fixture = fixture();
     for route in fixture["routes"].as_array_mut().unwrap() {
@@ -690,23 +705,14 @@ async fn a_claim_never_ready_fails_the_call_clearly_and_is_deleted() {
             route["responses"].as_array_mut().unwrap().truncate(1);
         }
     }
-    let (replay, addr) = start_replay_of(fixture, &workspaces, &shell).await;
-    let kube_dir = tempfile::tempdir().unwrap();
-    let config = Config {
-        kubernetes: Some(KubernetesConfig {
-            namespace: "toolhost".into(),
-            kubeconfig: Some(kubeconfig(kube_dir.path(), addr)),
-            workspace_pvc: "toolhost-workspaces".into(),
-            ready_timeout_s: 2,
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let server = Server::start(&config, plugins.path(), data.path())
-        .await
-        .unwrap();
-    server.loaded().await;
-    let app = server.router(&config);
+    // (`_dirs` bound: the directories live as long as the test.)
+    let Setup {
+        server,
+        app,
+        replay,
+        _dirs,
+        ..
+    } = setup(fixture, 2).await;
     let (status, body) = invoke(&app, "echo never").await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body:#}");
     assert_eq!(body["error"]["kind"], "backend_unavailable", "{body:#}");
@@ -729,5 +735,30 @@ async fn a_claim_never_ready_fails_the_call_clearly_and_is_deleted() {
     assert!(
         !state.seen.iter().any(|s| s.path.ends_with("/exec")),
         "no exec before the claim is ready"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_server_speaking_only_v4_channels_works_too() {
+    // Older API servers answer the exec with v4.channel.k8s.io (no stdin
+    // close signal): the driver protocol does not need it.
+    let mut fixture = fixture();
+    for route in fixture["routes"].as_array_mut().unwrap() {
+        if let Some(ws) = route.get_mut("websocket") {
+            ws["protocol"] = json!("v4.channel.k8s.io");
+        }
+    }
+    let s = setup(fixture, 20).await;
+    let (status, body) = invoke(&s.app, "echo over v4").await;
+    assert_eq!(status, StatusCode::OK, "{body:#}");
+    assert!(body.to_string().contains("over v4"), "{body}");
+    s.server.shutdown().await;
+    let state = lock(&s.replay);
+    let claim = &state.claims[0].0;
+    assert!(
+        state
+            .seen
+            .iter()
+            .any(|x| x.method == "DELETE" && x.path.ends_with(&format!("/sandboxclaims/{claim}")))
     );
 }
