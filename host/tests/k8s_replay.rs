@@ -46,6 +46,8 @@ struct Seen {
     path: String,
     query: String,
     body: Value,
+    /// The `Authorization` header.
+    auth: Option<String>,
 }
 
 #[derive(Default)]
@@ -148,6 +150,11 @@ impl Replay {
             .unwrap_or_default()
             .to_owned();
         let key = req.headers().get("sec-websocket-key").cloned();
+        let auth = req
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let on_upgrade = hyper::upgrade::on(&mut req);
         let bytes = req.into_body().collect().await.unwrap().to_bytes();
         let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
@@ -156,6 +163,7 @@ impl Replay {
             path: path.clone(),
             query: query.clone(),
             body: body.clone(),
+            auth,
         });
         let Some((i, mut n)) = self.route(&method, &path) else {
             return json_response(
@@ -371,6 +379,7 @@ async fn start_replay_of(
     fixture: Value,
     workspaces: &Path,
     driver_dir: &Path,
+    tls: Option<&Tls>,
 ) -> (Arc<Replay>, std::net::SocketAddr) {
     let replay = Arc::new(Replay {
         fixture,
@@ -384,16 +393,172 @@ async fn start_replay_of(
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    match tls {
+        Some(tls) => {
+            let listener = TlsListener {
+                tcp: listener,
+                acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(tls.server_config())),
+            };
+            tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        }
+        None => {
+            tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        }
+    }
     (replay, addr)
 }
 
-fn kubeconfig(dir: &Path, addr: std::net::SocketAddr) -> PathBuf {
+/// A certificate authority and a server certificate for 127.0.0.1 signed by
+/// it, made by the `openssl` command for this test run.
+struct Tls {
+    ca_pem: Vec<u8>,
+    cert_pem: Vec<u8>,
+    key_pem: Vec<u8>,
+}
+
+impl Tls {
+    fn make(dir: &Path) -> Tls {
+        let run = |args: &[&str]| {
+            let out = std::process::Command::new("openssl")
+                .args(args)
+                .current_dir(dir)
+                .output()
+                .expect("the openssl command");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        let mut ca = vec![
+            "req",
+            "-x509",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=replay-ca",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+        ];
+        ca.extend(ec);
+        ca.extend([
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign",
+        ]);
+        run(&ca);
+        let mut csr = vec![
+            "req",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+        ];
+        csr.extend(ec);
+        run(&csr);
+        std::fs::write(
+            dir.join("ext.cnf"),
+            "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature\n",
+        )
+        .unwrap();
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+            "-out",
+            "server.pem",
+        ]);
+        let read = |f: &str| std::fs::read(dir.join(f)).unwrap();
+        Tls {
+            ca_pem: read("ca.pem"),
+            cert_pem: read("server.pem"),
+            key_pem: read("server.key"),
+        }
+    }
+
+    fn server_config(&self) -> rustls::ServerConfig {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&self.cert_pem)
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let key = PrivateKeyDer::from_pem_slice(&self.key_pem).unwrap();
+        rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap()
+    }
+}
+
+/// The replay's TCP listener behind TLS (a failed handshake is skipped).
+struct TlsListener {
+    tcp: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((tcp, addr)) = self.tcp.accept().await else {
+                continue;
+            };
+            if let Ok(tls) = self.acceptor.accept(tcp).await {
+                return (tls, addr);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.tcp.local_addr()
+    }
+}
+
+/// The bearer token of the kubeconfig: sent with every request.
+const TOKEN: &str = "replay-token-7f3a";
+
+fn kubeconfig(dir: &Path, addr: std::net::SocketAddr, tls: Option<&Tls>) -> PathBuf {
+    use base64::Engine as _;
     let path = dir.join("kubeconfig");
+    let cluster = match tls {
+        Some(tls) => format!(
+            "    server: https://{addr}\n    certificate-authority-data: {}\n",
+            base64::engine::general_purpose::STANDARD.encode(&tls.ca_pem)
+        ),
+        None => format!("    server: http://{addr}\n"),
+    };
     std::fs::write(
         &path,
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: replay\n  cluster:\n    server: http://{addr}\nusers:\n- name: replay\n  user: {{}}\ncontexts:\n- name: replay\n  context:\n    cluster: replay\n    user: replay\n    namespace: toolhost\ncurrent-context: replay\n"
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: replay\n  cluster:\n{cluster}users:\n- name: replay\n  user:\n    token: {TOKEN}\ncontexts:\n- name: replay\n  context:\n    cluster: replay\n    user: replay\n    namespace: toolhost\ncurrent-context: replay\n"
         ),
     )
     .unwrap();
@@ -441,7 +606,7 @@ struct Setup {
     _dirs: [tempfile::TempDir; 3],
 }
 
-async fn setup(fixture: Value, ready_timeout_s: u64) -> Setup {
+async fn setup(fixture: Value, ready_timeout_s: u64, tls: bool) -> Setup {
     let plugins = tempfile::tempdir().unwrap();
     let shell = plugins.path().join("shell");
     std::fs::create_dir(&shell).unwrap();
@@ -451,12 +616,13 @@ async fn setup(fixture: Value, ready_timeout_s: u64) -> Setup {
     let data = tempfile::tempdir().unwrap();
     let workspaces = data.path().join("workspaces");
     std::fs::create_dir_all(&workspaces).unwrap();
-    let (replay, addr) = start_replay_of(fixture, &workspaces, &shell).await;
     let kube_dir = tempfile::tempdir().unwrap();
+    let tls = tls.then(|| Tls::make(kube_dir.path()));
+    let (replay, addr) = start_replay_of(fixture, &workspaces, &shell, tls.as_ref()).await;
     let config = Config {
         kubernetes: Some(KubernetesConfig {
             namespace: "toolhost".into(),
-            kubeconfig: Some(kubeconfig(kube_dir.path(), addr)),
+            kubeconfig: Some(kubeconfig(kube_dir.path(), addr, tls.as_ref())),
             instance: Some("toolhost-test".into()),
             workspace_pvc: "toolhost-workspaces".into(),
             warm_pool: 1,
@@ -487,7 +653,7 @@ async fn create_claim_exec_delete_against_a_replayed_api_server() {
         replay,
         workspaces,
         _dirs,
-    } = setup(fixture(), 20).await;
+    } = setup(fixture(), 20, true).await;
 
     // 1. A call: the toolkit's objects applied, a claim made and polled
     // until ready, the driver exec'd, the command run in the session's
@@ -634,6 +800,16 @@ async fn create_claim_exec_delete_against_a_replayed_api_server() {
         assert!(q.contains(&(p.0.into(), p.1.into())), "{q:?}");
     }
     assert_eq!(q.last().unwrap(), &("command".to_owned(), "s1".to_owned()));
+    // Every request carries the kubeconfig's credentials (the exec too).
+    for x in &state.seen {
+        assert_eq!(
+            x.auth.as_deref(),
+            Some(&*format!("Bearer {TOKEN}")),
+            "{} {}",
+            x.method,
+            x.path
+        );
+    }
     // Every body sent is valid against the schemas; so is every answer
     // the fixtures gave.
     let delete_options =
@@ -712,7 +888,7 @@ async fn a_claim_never_ready_fails_the_call_clearly_and_is_deleted() {
         replay,
         _dirs,
         ..
-    } = setup(fixture, 2).await;
+    } = setup(fixture, 2, false).await;
     let (status, body) = invoke(&app, "echo never").await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body:#}");
     assert_eq!(body["error"]["kind"], "backend_unavailable", "{body:#}");
@@ -748,7 +924,7 @@ async fn an_api_server_speaking_only_v4_channels_works_too() {
             ws["protocol"] = json!("v4.channel.k8s.io");
         }
     }
-    let s = setup(fixture, 20).await;
+    let s = setup(fixture, 20, false).await;
     let (status, body) = invoke(&s.app, "echo over v4").await;
     assert_eq!(status, StatusCode::OK, "{body:#}");
     assert!(body.to_string().contains("over v4"), "{body}");
