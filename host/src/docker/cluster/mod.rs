@@ -37,7 +37,10 @@ use super::node::{Node, NodeError};
 use crate::config::KubernetesConfig;
 use crate::tool::CallError;
 
-/// How often a claim's status is read while it is not ready.
+/// A claim's status is read again after this, doubling while it is not
+/// ready (a warm sandbox is adopted within moments) ...
+const POLL_FIRST: Duration = Duration::from_millis(100);
+/// ... up to this.
 const POLL_EVERY: Duration = Duration::from_millis(500);
 
 /// Why the cluster could not give a node.
@@ -277,6 +280,7 @@ impl Cluster {
         let deadline =
             tokio::time::Instant::now() + Duration::from_secs(self.config.ready_timeout_s);
         let claims = self.api(&objects::claims());
+        let mut pause = POLL_FIRST;
         let sandbox = loop {
             let got = claims
                 .get(claim)
@@ -287,14 +291,15 @@ impl Cluster {
                 objects::ClaimState::Ready(sandbox) => break sandbox,
                 objects::ClaimState::Waiting(why) => why,
             };
-            if tokio::time::Instant::now() + POLL_EVERY > deadline {
+            if tokio::time::Instant::now() + pause > deadline {
                 return Err(ClusterError::NotReady {
                     claim: claim.to_owned(),
                     within: Duration::from_secs(self.config.ready_timeout_s),
                     why: why.unwrap_or_else(|| "no Ready condition yet".into()),
                 });
             }
-            tokio::time::sleep(POLL_EVERY).await;
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(POLL_EVERY);
         };
         let sandbox = self
             .api(&objects::sandboxes())
