@@ -120,7 +120,11 @@ impl Node {
     /// A driver already started elsewhere, spoken to over its `stdin` and
     /// `stdout` (its `stderr` kept for error messages): the same protocol
     /// whatever carries it (a Kubernetes pod exec, for one). `keep` lives as
-    /// long as the node (what owns the streams, e.g. the exec session).
+    /// long as the node (what owns the streams, e.g. the exec session);
+    /// `gone` resolves when what carries the streams has ended, which also
+    /// ends the node (a transport that fails may drop its stdout without
+    /// ever closing it).
+    #[allow(clippy::too_many_arguments)]
     pub async fn from_stdio(
         container: &str,
         toolkit: &str,
@@ -128,17 +132,20 @@ impl Node {
         stderr: impl AsyncRead + Send + 'static,
         stdin: impl AsyncWrite + Send + 'static,
         keep: impl Send + Sync + 'static,
+        gone: impl std::future::Future<Output = String> + Send + 'static,
         ready_within: Duration,
     ) -> Result<Node, NodeError> {
         let text = |e: std::io::Error| e.to_string();
-        // The driver's output ends with its stdout (its stderr may stay open).
+        // The driver's output ends with its stdout (its stderr may stay
+        // open), or with its transport.
         let out = ReaderStream::new(stdout)
             .map(move |r| r.map(Output::Stdout).map_err(text))
             .chain(futures::stream::once(async {
                 Err("the driver's stdout closed".to_owned())
             }));
         let err = ReaderStream::new(stderr).map(move |r| r.map(Output::Stderr).map_err(text));
-        let output = futures::stream::select(out, err);
+        let gone = futures::stream::once(gone).map(Err);
+        let output = futures::stream::select(futures::stream::select(out, err), gone);
         Node::driver(
             container,
             toolkit,

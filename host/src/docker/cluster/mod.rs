@@ -332,6 +332,24 @@ impl Cluster {
                 error: "the exec gave no stdio".into(),
             });
         };
+        // kube's exec task ends (its status sender dropped) however the
+        // stream ends; when it fails it leaves stdout open, so this is what
+        // tells the node.
+        let Some(status) = process.take_status() else {
+            return Err(ClusterError::Api {
+                what: format!("exec in pod `{pod}`"),
+                error: "the exec gave no status channel".into(),
+            });
+        };
+        let gone = async move {
+            match status.await {
+                Some(s) => format!(
+                    "the exec in its pod ended ({})",
+                    s.message.or(s.status).unwrap_or_default()
+                ),
+                None => "the exec stream to its pod ended".to_owned(),
+            }
+        };
         let node = Node::from_stdio(
             claim,
             &spec.name,
@@ -339,6 +357,7 @@ impl Cluster {
             stderr,
             stdin,
             process,
+            gone,
             ready_within,
         )
         .await
