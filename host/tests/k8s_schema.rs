@@ -5,7 +5,9 @@
 
 mod k8s_common;
 
-use k8s_common::{check_object, crd_schema, definition, errors, kubernetes, shell_manifest};
+use k8s_common::{
+    check_object, crd_schema, definition, errors, kubernetes, shell_manifest, url_pairs,
+};
 use serde_json::{Value, json};
 use toolhost::docker::cluster::objects;
 use toolhost::docker::manifest::LoadedManifest;
@@ -201,23 +203,6 @@ fn the_exec_request_uses_only_parameters_kubernetes_declares() {
     );
     assert!(pairs.contains(&("stdin".into(), "true".into())));
     assert!(pairs.contains(&("container".into(), "node".into())));
-}
-
-/// `a=b&c=d` decoded.
-pub fn url_pairs(query: &str) -> Vec<(String, String)> {
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            let dec = |s: &str| {
-                percent_encoding::percent_decode_str(&s.replace('+', " "))
-                    .decode_utf8_lossy()
-                    .into_owned()
-            };
-            (dec(k), dec(v))
-        })
-        .collect()
 }
 
 #[test]

@@ -3,6 +3,8 @@
 //! manifest.
 #![allow(dead_code)]
 
+pub mod replay;
+
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
@@ -116,4 +118,21 @@ pub fn shell_manifest() -> toolhost::docker::manifest::LoadedManifest {
 pub fn shell_manifest_in(dir: &Path) -> toolhost::docker::manifest::LoadedManifest {
     let text = std::fs::read_to_string(dir.join("shell.toml")).unwrap();
     toolhost::docker::manifest::parse("shell", dir, &text).unwrap()
+}
+
+/// `a=b&c=d` decoded.
+pub fn url_pairs(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            let dec = |s: &str| {
+                percent_encoding::percent_decode_str(&s.replace('+', " "))
+                    .decode_utf8_lossy()
+                    .into_owned()
+            };
+            (dec(k), dec(v))
+        })
+        .collect()
 }
