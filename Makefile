@@ -30,7 +30,7 @@ TOOLHOST_BIN ?= $(CURDIR)/target/debug/toolhost
 # `code` (code_interpreter, routing to the notebook or python_run).
 TOOLKITS     := shell notebook browser imagecompress code
 
-.PHONY: browser fuzz soak run test py-unit py-client js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build lint bench clean docker node-image driver-test
+.PHONY: browser fuzz soak run test kubernetes py-unit py-client js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build lint bench clean docker node-image driver-test
 
 ## Serve the example plugins on $(BIND) (release build). The heavy tools need the
 ## Docker engine and the node image: built here when missing (once, ~2 min);
@@ -58,6 +58,7 @@ test:
 	@$(PHASE) conformance tests/conformance/run.sh
 	@$(PHASE) lang-units $(MAKE) --no-print-directory py-unit js-unit c-unit
 	@$(PHASE) py-client $(MAKE) --no-print-directory py-client
+	@$(PHASE) kubernetes $(MAKE) --no-print-directory kubernetes
 	@$(PHASE) drivers python3 plugins/node/test_drivers.py
 	@$(PHASE) --summary
 
@@ -147,6 +148,12 @@ c-unit:
 	sdk/c/tests/run.sh
 	@for p in $(C_PLUGINS); do [ ! -x plugins/$$p/tests/run.sh ] || plugins/$$p/tests/run.sh || exit 1; done
 
+## The Kubernetes manifests (deploy/kubernetes): rendered by kubectl's
+## kustomize, validated against the vendored schemas, cross-checked, their
+## toolhost.toml read by the binary, its probes asked (no cluster needed).
+kubernetes: host-bin
+	TOOLHOST_BIN=$(TOOLHOST_BIN) tests/kubernetes/run.sh
+
 build:
 	$(CARGO) build --release -p toolhost
 
@@ -162,9 +169,12 @@ docker:
 	plugins/node/ensure-docker.sh
 
 ## The node image toolhost-node:latest (debootstrap + docker import; skipped
-## when the image of the current recipe exists).
+## when the image of the current recipe exists), and its `docker save` archive
+## target/node-image/toolhost-node.tar for engines that cannot pull ([docker]
+## image_archive; rewritten only when the image changed, ~10 s).
 node-image: docker
 	plugins/node/build-image.sh
+	plugins/node/save-image.sh target/node-image
 
 ## Driver-level tests: each in-container driver in the real image, over stdio.
 driver-test: node-image

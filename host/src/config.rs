@@ -93,6 +93,12 @@ pub struct DockerEngine {
     pub tls_ca: Option<std::path::PathBuf>,
     /// The private key for an `ssh://` engine (else ssh's own defaults).
     pub ssh_key: Option<std::path::PathBuf>,
+    /// Where the engine's host sees toolhost's folders when not at the same
+    /// paths (a remote engine over a shared filesystem): a local folder to
+    /// its path there, e.g. `{ "/srv/toolhost" = "/mnt/toolhost" }`. Bind
+    /// mounts (workspaces, drivers, service folders) under a listed folder
+    /// are mapped; the others are passed as they are.
+    pub paths: std::collections::BTreeMap<std::path::PathBuf, std::path::PathBuf>,
 }
 
 impl Default for DockerConfig {

@@ -75,6 +75,13 @@ pub struct ToolDecl {
     pub alias: Option<String>,
     #[serde(default)]
     pub task: TaskSupport,
+    /// Its questions come before its work (it gathers what it needs): a
+    /// stateless client that follows tasks answers them in rounds
+    /// (`InputRequiredResult`), and the call becomes a task once they are
+    /// answered. Else (mid-work questions, the default) they are the task's
+    /// `input_required`.
+    #[serde(default)]
+    pub asks_first: bool,
 }
 
 /// Whether a call may become a task (MCP's tasks extension, XAgent's 450).

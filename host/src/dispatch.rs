@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::catalog::{Catalog, Invocation, ToolEntry};
 use crate::metrics::{Metrics, Usage};
 use crate::registry::ToolStatus;
-use crate::sessions::{Session, Sessions};
+use crate::sessions::{Session, Sessions, WorkspaceFile};
 use crate::tool::{CallError, Content, LimitOverrides, Limits, ProgressSink};
 
 /// Most schema violations listed in one error.
@@ -31,7 +31,14 @@ pub struct CallOptions {
     pub staging: bool,
     /// Who answers the tool's questions ([`crate::input`]); none: nobody.
     pub ask: Option<Arc<dyn crate::input::Asker>>,
+    /// Note the workspace files the call wrote ([`CallOutput::written`]):
+    /// the workspace is looked at before and after the call.
+    pub note_written: bool,
 }
+
+/// Workspace files looked at to tell what a call wrote; a larger workspace
+/// gets no [`CallOutput::written`] (the walk would not see every file).
+const MAX_WATCHED_FILES: usize = 10_000;
 
 /// The successful result of a call.
 #[derive(Debug)]
@@ -42,6 +49,11 @@ pub struct CallOutput {
     pub version: String,
     /// Fuel units the call consumed (wasm tools; `None` for Docker tools).
     pub fuel: Option<u64>,
+    /// The workspace files created or changed while the call ran (asked for
+    /// by [`CallOptions::note_written`]; files under hidden directories,
+    /// such as a tool's index, are left out). A call of the same session
+    /// running at the same time may have written some of them.
+    pub written: Vec<WorkspaceFile>,
 }
 
 pub struct Dispatcher {
@@ -96,6 +108,11 @@ impl Dispatcher {
                 status: status.as_str(),
             });
         }
+        let before = if options.note_written {
+            Some(workspace_files(session).await)
+        } else {
+            None
+        };
         let started = Instant::now();
         let usage = Arc::new(Usage::default());
         let ask = options.ask.clone();
@@ -138,13 +155,49 @@ impl Dispatcher {
         tool.record
             .stats
             .record_usage(fuel, usage.peak_memory.load(Ordering::Relaxed));
-        result.map(|content| CallOutput {
+        let content = result?;
+        let written = match before {
+            Some(before) => written_since(before, workspace_files(session).await),
+            None => Vec::new(),
+        };
+        Ok(CallOutput {
             content,
             elapsed,
             version: tool.toolkit.version.clone(),
             fuel: (fuel > 0).then_some(fuel),
+            written,
         })
     }
+}
+
+/// The session's workspace files, walked on a blocking thread; `None` when
+/// there are too many to tell what a call wrote.
+async fn workspace_files(session: &Arc<Session>) -> Option<Vec<WorkspaceFile>> {
+    let session = session.clone();
+    let files = tokio::task::spawn_blocking(move || session.files(MAX_WATCHED_FILES + 1))
+        .await
+        .ok()?;
+    (files.len() <= MAX_WATCHED_FILES).then_some(files)
+}
+
+/// Files of `after` that are new or changed since `before` (both sorted by
+/// path), hidden directories' and files' left out.
+fn written_since(
+    before: Option<Vec<WorkspaceFile>>,
+    after: Option<Vec<WorkspaceFile>>,
+) -> Vec<WorkspaceFile> {
+    let (Some(before), Some(after)) = (before, after) else {
+        return Vec::new();
+    };
+    after
+        .into_iter()
+        .filter(|f| !f.path.split('/').any(|part| part.starts_with('.')))
+        .filter(|f| {
+            before
+                .binary_search_by(|b| b.path.as_str().cmp(&f.path))
+                .map_or(true, |i| before[i] != *f)
+        })
+        .collect()
 }
 
 impl Dispatcher {
@@ -294,6 +347,31 @@ mod tests {
     use crate::catalog::{BoxFuture, Toolkit, ToolkitEntry};
     use crate::tool::{Limits, ToolDescriptor};
     use serde_json::json;
+
+    #[test]
+    fn written_files_are_the_new_and_changed_ones_outside_hidden_directories() {
+        let file = |path: &str, size| WorkspaceFile {
+            path: path.into(),
+            size,
+            modified: None,
+        };
+        let before = vec![file("a.txt", 1), file("b.txt", 2), file("c.txt", 3)];
+        let after = vec![
+            file(".index/doc/chunks", 9),
+            file("a.txt", 1),
+            file("b.txt", 5),
+            file("d/e.csv", 4),
+            file("d/.hidden", 1),
+        ];
+        let paths: Vec<String> = written_since(Some(before.clone()), Some(after.clone()))
+            .into_iter()
+            .map(|f| f.path)
+            .collect();
+        assert_eq!(paths, ["b.txt", "d/e.csv"]);
+        // A workspace too large to walk whole, before or after: nothing said.
+        assert!(written_since(None, Some(after)).is_empty());
+        assert!(written_since(Some(before), None).is_empty());
+    }
 
     /// A toolkit that sleeps for `input.ms` and echoes the input.
     struct Sleepy;

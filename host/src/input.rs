@@ -81,6 +81,75 @@ pub trait Asker: Send + Sync {
     fn ended_the_call(&self) -> bool {
         false
     }
+
+    /// The kinds of question it was asked and its caller cannot answer (a
+    /// call that failed for want of them failed for the caller's missing
+    /// capability).
+    fn lacking(&self) -> Vec<Kind> {
+        Vec::new()
+    }
+}
+
+/// The kinds of question a caller can answer, and those it was asked and
+/// cannot ([`Asker::lacking`]).
+#[derive(Default)]
+pub struct Can {
+    kinds: Vec<Kind>,
+    lacking: Mutex<Vec<Kind>>,
+}
+
+impl Can {
+    pub fn new(kinds: Vec<Kind>) -> Self {
+        Can {
+            kinds,
+            lacking: Mutex::default(),
+        }
+    }
+
+    pub fn kinds(&self) -> &[Kind] {
+        &self.kinds
+    }
+
+    /// [`check`] `questions`, then the error a tool gets for the first whose
+    /// kind the caller cannot answer (remembered).
+    pub fn check(&self, questions: &[Question]) -> Result<(), AskError> {
+        check(questions)?;
+        let Some(q) = questions.iter().find(|q| !self.kinds.contains(&q.kind)) else {
+            return Ok(());
+        };
+        let mut lacking = self.lacking.lock().unwrap_or_else(|e| e.into_inner());
+        if !lacking.contains(&q.kind) {
+            lacking.push(q.kind);
+        }
+        Err(AskError::Unavailable(format!(
+            "the client cannot answer {} (`{}`)",
+            q.kind.method(),
+            q.key
+        )))
+    }
+
+    pub fn lacking(&self) -> Vec<Kind> {
+        self.lacking
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// For a caller that can answer nothing: every question is unavailable, and
+/// remembered ([`Asker::lacking`]).
+#[derive(Default)]
+pub struct Nobody(Can);
+
+impl Asker for Nobody {
+    fn ask(&self, questions: Vec<Question>) -> BoxFuture<Result<Vec<Value>, AskError>> {
+        let result = self.0.check(&questions).map(|()| Vec::new());
+        Box::pin(std::future::ready(result))
+    }
+
+    fn lacking(&self) -> Vec<Kind> {
+        self.0.lacking()
+    }
 }
 
 /// Check questions before they go out: keys unique and non-empty, at most
@@ -118,7 +187,7 @@ pub struct Replay {
     answers: BTreeMap<String, Value>,
     pending: Mutex<Vec<Question>>,
     /// The kinds the client can answer (others: unavailable).
-    can: Vec<Kind>,
+    can: Can,
 }
 
 impl Replay {
@@ -126,7 +195,7 @@ impl Replay {
         Arc::new(Replay {
             answers,
             pending: Mutex::default(),
-            can,
+            can: Can::new(can),
         })
     }
 
@@ -147,14 +216,7 @@ impl Replay {
 impl Asker for Replay {
     fn ask(&self, questions: Vec<Question>) -> BoxFuture<Result<Vec<Value>, AskError>> {
         let result = (|| {
-            check(&questions)?;
-            if let Some(q) = questions.iter().find(|q| !self.can.contains(&q.kind)) {
-                return Err(AskError::Unavailable(format!(
-                    "the client cannot answer {} (`{}`)",
-                    q.kind.method(),
-                    q.key
-                )));
-            }
+            self.can.check(&questions)?;
             let missing: Vec<Question> = questions
                 .iter()
                 .filter(|q| !self.answers.contains_key(&q.key))
@@ -170,6 +232,10 @@ impl Asker for Replay {
             Err(AskError::Pending)
         })();
         Box::pin(std::future::ready(result))
+    }
+
+    fn lacking(&self) -> Vec<Kind> {
+        self.can.lacking()
     }
 
     fn ended_the_call(&self) -> bool {

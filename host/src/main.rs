@@ -94,6 +94,12 @@ enum Command {
         #[arg(long, env = "TOOLHOST_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Read a configuration file as `serve` does (every section, key and
+    /// limit checked) and start nothing: "ok", or the reason it is refused.
+    CheckConfig {
+        /// The configuration file (TOML).
+        config: PathBuf,
+    },
     /// Turn a core wasm module (C: clang + wasi-libc, linked with the C SDK's
     /// `plugin_component_type.o`) into a plugin component; WASI preview 1 is
     /// bridged by the embedded adapter.
@@ -151,6 +157,11 @@ fn main() -> anyhow::Result<()> {
                     None => Config::default(),
                 };
                 precompile(&config, &plugins, None).await
+            }
+            Command::CheckConfig { config } => {
+                Config::from_file(&config)?;
+                println!("{}: ok", config.display());
+                Ok(())
             }
             Command::New { lang, name, dir } => {
                 let made = toolhost::scaffold::new_plugin(lang, &name, &dir)?;

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Longest session id accepted from a client.
 pub const MAX_SESSION_ID_LEN: usize = 64;
@@ -52,6 +52,8 @@ pub struct Session {
     created: OnceLock<Result<(), String>>,
     /// Milliseconds since the manager's epoch at the last call.
     last_used: AtomicU64,
+    /// ... when the workspace's modification time last said so.
+    marked: AtomicU64,
     /// What the session's calls log for its clients (plugin logs, Docker
     /// nodes' notes): bounded, a slow listener loses the oldest records.
     logs: tokio::sync::broadcast::Sender<LogRecord>,
@@ -65,6 +67,15 @@ pub struct LogRecord {
     /// Who wrote it: `<plugin>/<tool>`, or a Docker toolkit.
     pub logger: String,
     pub message: String,
+}
+
+/// A regular file of a session's workspace ([`Session::files`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceFile {
+    /// Relative to the workspace, `/`-separated.
+    pub path: String,
+    pub size: u64,
+    pub modified: Option<SystemTime>,
 }
 
 /// Log records a session keeps for a listener that is behind.
@@ -104,6 +115,41 @@ impl Session {
     /// The workspace path, whether or not it exists yet.
     pub fn workspace_path(&self) -> &Path {
         &self.workspace
+    }
+
+    /// The workspace's regular files (no symlink followed), sorted by path,
+    /// at most `max` (the walk stops there); none when the workspace does not
+    /// exist yet. Blocking: call it where blocking is allowed.
+    pub fn files(&self, max: usize) -> Vec<WorkspaceFile> {
+        let mut out = Vec::new();
+        let mut stack = vec![(self.workspace.clone(), String::new())];
+        while let Some((dir, prefix)) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if out.len() >= max {
+                    break;
+                }
+                let Ok(kind) = entry.file_type() else {
+                    continue;
+                };
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let path = format!("{prefix}{name}");
+                if kind.is_dir() {
+                    stack.push((entry.path(), format!("{path}/")));
+                } else if kind.is_file() {
+                    let meta = entry.metadata().ok();
+                    out.push(WorkspaceFile {
+                        path,
+                        size: meta.as_ref().map_or(0, |m| m.len()),
+                        modified: meta.and_then(|m| m.modified().ok()),
+                    });
+                }
+            }
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        out
     }
 
     /// Pass `record` to the session's log listeners, if any; never waits.
@@ -199,6 +245,7 @@ impl Sessions {
             workspace: self.root.join(id),
             created: OnceLock::new(),
             last_used: AtomicU64::new(self.now_ms()),
+            marked: AtomicU64::new(0),
             logs: tokio::sync::broadcast::channel(LOG_BUFFER).0,
         })
     }
@@ -228,7 +275,9 @@ impl Sessions {
             })
             .clone();
         drop(map);
-        session.last_used.store(self.now_ms(), Ordering::Relaxed);
+        let now = self.now_ms();
+        session.last_used.store(now, Ordering::Relaxed);
+        self.mark_used(&session, now);
         Ok((session, created))
     }
 
@@ -319,7 +368,37 @@ impl Sessions {
             .map_err(io::Error::other)?
     }
 
+    /// Say on disk that `session` is in use: its workspace's modification
+    /// time, set at most every quarter of the idle timeout (10 s at most).
+    /// Instances sharing the workspaces (replicas over one volume) read it
+    /// before deleting a workspace they think idle ([`Sessions::reap_idle`]).
+    fn mark_used(&self, session: &Session, now: u64) {
+        let every = (self.idle.as_millis() as u64 / 4).min(10_000);
+        let last = session.marked.load(Ordering::Relaxed);
+        if session.created.get().is_none() || now.saturating_sub(last) < every {
+            return;
+        }
+        session.marked.store(now, Ordering::Relaxed);
+        let marked = std::fs::File::open(&session.workspace)
+            .and_then(|dir| dir.set_modified(std::time::SystemTime::now()));
+        if let Err(e) = marked {
+            tracing::debug!(session = %session.id, error = %e, "cannot mark the workspace in use");
+        }
+    }
+
+    /// Whether another instance used `session`'s workspace within the idle
+    /// timeout ([`Sessions::mark_used`]).
+    fn used_elsewhere(&self, session: &Session) -> bool {
+        std::fs::metadata(&session.workspace)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age < self.idle)
+    }
+
     /// Close every session idle for longer than the idle timeout; returns their ids.
+    /// A workspace another instance used within the timeout is left to it
+    /// (the session is only forgotten here, its resources released).
     pub async fn reap_idle(&self) -> Vec<String> {
         let now = self.now_ms();
         let idle_ms = self.idle.as_millis() as u64;
@@ -335,6 +414,11 @@ impl Sessions {
             ids.iter().filter_map(|id| map.remove(id)).collect()
         };
         for s in &reaped {
+            if self.used_elsewhere(s) {
+                tracing::info!(session = %s.id, "idle here but its workspace is in use by another instance: kept");
+                self.release(&s.id).await;
+                continue;
+            }
             if let Err(e) = self.finish_close(s).await {
                 tracing::warn!(session = %s.id, error = %e, "could not delete the workspace of a reaped session");
             }
@@ -448,6 +532,34 @@ mod tests {
         let id = b.id().to_owned();
         s.forget_if_untouched(b);
         assert!(s.get(&id).is_some(), "a session with a workspace stays");
+    }
+
+    #[tokio::test]
+    async fn a_workspace_another_instance_uses_is_not_reaped() {
+        // Two instances over one data directory, as replicas over one volume.
+        let dir = tempfile::tempdir().unwrap();
+        let idle = Duration::from_millis(400);
+        let a = Sessions::new(dir.path(), idle).unwrap();
+        let (shared, _) = a.open(Some("shared")).unwrap();
+        shared.workspace().unwrap();
+        drop(shared);
+        let b = Sessions::new(dir.path(), idle).unwrap();
+        assert!(b.get("shared").is_some(), "adopted at start");
+        // `a` goes on using it; `b` reaps its idle view of it.
+        let until = std::time::Instant::now() + Duration::from_millis(700);
+        while std::time::Instant::now() < until {
+            a.open(Some("shared")).unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(b.reap_idle().await, vec!["shared".to_owned()]);
+        assert!(
+            dir.path().join("workspaces/shared").exists(),
+            "in use by `a`: kept"
+        );
+        // Once `a` is done with it too, it goes.
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(a.reap_idle().await, vec!["shared".to_owned()]);
+        assert!(!dir.path().join("workspaces/shared").exists());
     }
 
     #[tokio::test]

@@ -580,6 +580,43 @@ async fn readiness_never_runs_ahead_of_the_plugins_on_disk() {
     assert!(body["tools"].as_u64().unwrap() > 0, "{body}");
 }
 
+/// With caller tokens, a probe without a token (Kubernetes' httpGet probes
+/// cannot send a secret) hears whether the server is ready and nothing else;
+/// a token gets the plugins, a wrong one is refused.
+#[tokio::test]
+async fn readiness_answers_a_probe_without_a_token_but_names_nothing() {
+    let plugins = calc_plugins();
+    let data = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.auth.tokens = vec!["a-caller-token-of-16+".into()];
+    let server = Server::build(&config, plugins.path(), data.path())
+        .await
+        .unwrap();
+    server.load_plugins();
+    let app = server.router(&config);
+    let probe = || Request::get("/health/ready").body(Body::empty()).unwrap();
+    let (status, _, body) = send(&app, probe()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body, json!({"ready": false}));
+    server.loaded().await;
+    let (status, _, body) = send(&app, probe()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body, json!({"ready": true}));
+    let with = |token: &str| {
+        Request::get("/health/ready")
+            .header("authorization", format!("Bearer {token}"))
+            .body(Body::empty())
+            .unwrap()
+    };
+    let (status, _, body) = send(&app, with("a-caller-token-of-16+")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body["tools"].as_u64().unwrap() > 0, "{body}");
+    let (status, _, _) = send(&app, with("not-the-caller-token")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _, _) = send(&app, Request::get("/tools").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "only readiness is open");
+}
+
 fn admin(req: axum::http::request::Builder) -> axum::http::request::Builder {
     req.header("authorization", "Bearer admin-admin-admin-admin")
 }

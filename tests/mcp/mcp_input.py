@@ -8,7 +8,8 @@ question comes back as an InputRequiredResult the SDK answers and calls again
 with) and with the initialize handshake (mode "legacy", 2025-11-25: an
 `elicitation/create` request on the session's stream). In each: a client that
 declines keeps the file, one that confirms deletes it, one without an
-elicitation callback gets "no input available" and the file stays. Prints
+elicitation callback gets "no input available" (2025-11-25) or -32021 naming
+the elicitation capability (2026-07-28), and the file stays. Prints
 `ok <scenario> (<mode> <version>)` per scenario, `FAILED ...` and exit 1 on
 the first failure. Run by tests/e2e/tests/input.rs.
 """
@@ -22,7 +23,7 @@ import uuid
 import anyio
 import httpx2
 import mcp_types as types
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 
@@ -89,10 +90,19 @@ async def run(url: str, mode: str) -> None:
         check(not r.is_error, f"files_write: {text_of(r)}")
 
     # A client that cannot answer (no elicitation capability).
+    # 2025-11-25: the tool's own error ("no input available"); 2026-07-28:
+    # -32021 naming the missing capability (the call failed for want of it).
     async with client(url, mode, session) as c:
-        r = await c.call_tool("files_delete", {"path": "kept.txt"})
-        check(r.is_error, f"nobody could confirm, yet: {r}")
-        check("no input available" in text_of(r) and "not deleted" in text_of(r), text_of(r))
+        try:
+            r = await c.call_tool("files_delete", {"path": "kept.txt"})
+        except MCPError as e:
+            check(c.protocol_version >= "2026-07-28", f"-32021 before 2026-07-28: {e!r}")
+            check(e.code == -32021, f"the error: {e!r}")
+            check("elicitation" in (e.data or {}).get("requiredCapabilities", {}), f"{e.data}")
+        else:
+            check(c.protocol_version < "2026-07-28", f"no -32021 in 2026-07-28: {r}")
+            check(r.is_error, f"nobody could confirm, yet: {r}")
+            check("no input available" in text_of(r) and "not deleted" in text_of(r), text_of(r))
         check(await exists(c, "kept.txt"), "deleted without a confirmation")
         print(f"ok unanswerable ({mode} {c.protocol_version})", flush=True)
 

@@ -2,8 +2,8 @@
 //! per token.
 //!
 //! With no caller token configured every route is open (the default bind is
-//! loopback). With tokens, every route but `/health` needs
-//! `Authorization: Bearer <token>`; the admin token is accepted as a caller
+//! loopback). With tokens, every route but `/health` (and `/health/ready`'s
+//! bare status) needs `Authorization: Bearer <token>`; the admin token is accepted as a caller
 //! token too, and the admin routes check it again themselves.
 
 use std::num::NonZeroU32;
@@ -100,10 +100,16 @@ impl CallerAuth {
     }
 }
 
+/// Marks a request let through without a token (`/health/ready`'s probes):
+/// its handler answers the status alone.
+#[derive(Clone, Copy, Debug)]
+pub struct Anonymous;
+
 /// Middleware: refuse requests without a valid token (401) and those over
 /// their token's rate (429 with `Retry-After`). `/health` stays open, so
 /// load balancers and orchestrators need no secret, and so do the console's
-/// static files (the page asks for the token).
+/// static files (the page asks for the token); `/health/ready` without an
+/// `Authorization` header answers its status and `{"ready": …}` only.
 pub async fn require_token(
     State(auth): State<Arc<CallerAuth>>,
     request: Request,
@@ -111,6 +117,14 @@ pub async fn require_token(
 ) -> Response {
     let path = request.uri().path();
     if path == "/health" || super::console::is_public(path) {
+        return next.run(request).await;
+    }
+    // A readiness probe carries no secret (Kubernetes' httpGet probes send
+    // literal headers only): without a token it hears ready or not, and
+    // nothing of which plugins hold it back.
+    if path == "/health/ready" && !request.headers().contains_key(header::AUTHORIZATION) {
+        let mut request = request;
+        request.extensions_mut().insert(Anonymous);
         return next.run(request).await;
     }
     // A refusal leaves the request's body unread, and the connection is then

@@ -52,7 +52,8 @@ use rmcp::model::{
     GetTaskParams, GetTaskResult, Implementation, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
     ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    ResourceContents, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool, UpdateTaskParams,
+    Resource, ResourceContents, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -67,6 +68,7 @@ use super::formats;
 use super::native::SESSION_HEADER;
 use crate::declared::TaskSupport;
 use crate::dispatch::{CallOptions, CallOutput};
+use crate::input::Asker as _;
 use crate::sessions::{Session, SessionError, Sessions};
 use crate::tool::{CallError, Content, ProgressSink};
 
@@ -282,10 +284,7 @@ impl McpHandler {
     /// not while a task of it runs: it is taken from the handler, and the
     /// returned closure closes it when the call ends.
     fn keep_own_session(&self, context: &RequestContext<RoleServer>) -> impl FnOnce() + use<> {
-        let headers = context.extensions.get::<Parts>().map(|p| &p.headers);
-        let stateless = headers
-            .is_some_and(|h| !h.contains_key("mcp-session-id") && !h.contains_key(SESSION_HEADER));
-        let kept = stateless
+        let kept = (!lasting(context))
             .then(|| {
                 self.link
                     .own
@@ -331,6 +330,23 @@ impl Drop for McpHandler {
             close_own(self.state.dispatcher.sessions().clone(), session);
         }
     }
+}
+
+/// Whether a request is of the stateless revision (2026-07-28 on): its
+/// questions are answered in another request.
+fn is_stateless(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// Whether a request's toolhost session outlives it: an MCP session's, or
+/// one named by `X-Toolhost-Session` (a stateless request's own session ends
+/// with it: links to its files would lead nowhere).
+fn lasting(context: &RequestContext<RoleServer>) -> bool {
+    context.extensions.get::<Parts>().is_some_and(|p| {
+        p.headers.contains_key("mcp-session-id") || p.headers.contains_key(SESSION_HEADER)
+    })
 }
 
 /// Close the toolhost session an MCP session (or a stateless request) made
@@ -422,9 +438,10 @@ impl ServerHandler for McpHandler {
             return Err(unknown_tool(&request.name));
         };
         let name = id.as_str();
-        let support = catalog
+        let decl = catalog
             .get(name)
-            .map_or(Default::default(), |t| tasks::decl(&t).task);
+            .map_or(Default::default(), |t| tasks::decl(&t));
+        let support = decl.task;
         let can_follow = context
             .client_capabilities()
             .is_some_and(|c| c.supports_tasks());
@@ -436,7 +453,25 @@ impl ServerHandler for McpHandler {
         let caps = context.client_capabilities();
         if can_follow && support != TaskSupport::Forbidden {
             let on_end = self.keep_own_session(&context);
+            let session_mode = context
+                .extensions
+                .get::<Parts>()
+                .is_some_and(|p| p.headers.contains_key("mcp-session-id"));
             let asker = input::TaskAsker::new(input::kinds(caps.as_ref()));
+            // Stateless, a tool that asks first: what it asks before its
+            // task exists is asked in rounds (InputRequiredResult).
+            let rounds = if decl.asks_first && is_stateless(&context) {
+                Some(self.mrtr.replay(
+                    name,
+                    &input,
+                    request.request_state.as_deref(),
+                    request.input_responses.clone(),
+                    &context,
+                )?)
+            } else {
+                None
+            };
+            let asked = rounds.clone().map(|r| (r, input.clone()));
             return match self
                 .tasks
                 .run(
@@ -446,6 +481,9 @@ impl ServerHandler for McpHandler {
                         tool: id.clone(),
                         input,
                         support,
+                        note_written: lasting(&context),
+                        notify: session_mode.then(|| context.peer.clone()),
+                        rounds,
                     },
                     asker,
                     on_end,
@@ -453,15 +491,20 @@ impl ServerHandler for McpHandler {
                 .await
             {
                 tasks::Outcome::Task(task) => Ok(task.into()),
+                tasks::Outcome::Asked => match asked {
+                    Some((replay, input)) => self
+                        .mrtr
+                        .input_required(name, &input, &replay)
+                        .map(CallToolResponse::from),
+                    None => Err(McpError::internal_error("questions without rounds", None)),
+                },
                 tasks::Outcome::Now(Err(CallError::NotFound(_))) => Err(unknown_tool(name)),
                 tasks::Outcome::Now(Err(e)) => Ok(failure(&e).into()),
                 tasks::Outcome::Now(Ok(out)) => Ok(success(out).into()),
             };
         }
         // Stateless (2026-07-28): questions are answered in another request.
-        let stateless = context
-            .protocol_version()
-            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        let stateless = is_stateless(&context);
         let (ask, replay): (Option<Arc<dyn crate::input::Asker>>, _) = if stateless {
             let replay = self.mrtr.replay(
                 name,
@@ -476,7 +519,7 @@ impl ServerHandler for McpHandler {
             let ask: Option<Arc<dyn crate::input::Asker>> = (!kinds.is_empty()).then(|| {
                 Arc::new(input::PeerAsker {
                     peer: context.peer.clone(),
-                    kinds,
+                    can: crate::input::Can::new(kinds),
                 }) as _
             });
             (ask, None)
@@ -486,7 +529,15 @@ impl ServerHandler for McpHandler {
         let (progress_tx, mut progress_rx) = ProgressSink::channel();
         let token = context.meta.get_progress_token();
         let progress = token.is_some().then_some(progress_tx);
-        let call = call(&self.state, &session, name, input, progress, ask);
+        let call = call(
+            &self.state,
+            &session,
+            name,
+            input,
+            progress,
+            ask,
+            lasting(&context),
+        );
         // Progress goes out while the call runs, and all of it before the
         // result: the forwarder ends when the call drops its sender.
         let forward = async {
@@ -508,10 +559,13 @@ impl ServerHandler for McpHandler {
         tokio::select! {
             (result, ()) = async { tokio::join!(call, forward) } => {
                 // A round that ended on questions.
-                if let Some((replay, input)) = asked
-                    && !replay.pending().is_empty()
-                {
-                    return self.mrtr.input_required(name, &input, &replay).map(CallToolResponse::from);
+                if let Some((replay, input)) = asked {
+                    if !replay.pending().is_empty() {
+                        return self.mrtr.input_required(name, &input, &replay).map(CallToolResponse::from);
+                    }
+                    if let Some(e) = input::missing_capability(&result, &*replay) {
+                        return Err(e);
+                    }
                 }
                 result.map(CallToolResponse::from)
             }
@@ -533,14 +587,51 @@ impl ServerHandler for McpHandler {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        features::get_prompt(
-            self.state.dispatcher.catalog(),
-            &request.name,
-            request.arguments,
-        )
-        .map(GetPromptResponse::from)
+        let catalog = self.state.dispatcher.catalog();
+        let mut arguments = request.arguments.unwrap_or_default();
+        // Required arguments left out are asked for, of a client that can
+        // answer a form: in a second request (2026-07-28) or on the
+        // session's stream. Else the prompt's own error says what is missing.
+        if let Some(question) = features::missing_arguments(catalog, &request.name, &arguments) {
+            let answers = if is_stateless(&context) {
+                let key = format!("prompt:{}", request.name);
+                let given = Value::Object(arguments.clone());
+                let replay = self.mrtr.replay(
+                    &key,
+                    &given,
+                    request.request_state.as_deref(),
+                    request.input_responses.clone(),
+                    &context,
+                )?;
+                match replay.ask(vec![question]).await {
+                    Err(crate::input::AskError::Pending) => {
+                        return self
+                            .mrtr
+                            .input_required(&key, &given, &replay)
+                            .map(GetPromptResponse::from);
+                    }
+                    answers => answers,
+                }
+            } else {
+                let kinds = input::kinds(context.client_capabilities().as_ref());
+                let asker = input::PeerAsker {
+                    peer: context.peer.clone(),
+                    can: crate::input::Can::new(kinds),
+                };
+                asker.ask(vec![question]).await
+            };
+            if let Some(answer) = answers.ok().and_then(|mut a| a.pop())
+                && answer["action"] == "accept"
+                && let Some(content) = answer["content"].as_object()
+            {
+                for (k, v) in content {
+                    arguments.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+        }
+        features::get_prompt(catalog, &request.name, Some(arguments)).map(GetPromptResponse::from)
     }
 
     async fn list_resources(
@@ -703,36 +794,89 @@ impl ServerHandler for McpHandler {
 
     fn accepted_subscription_filter(
         &self,
-        _requested: &SubscriptionFilter,
+        requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        Some(
-            SubscriptionFilter::builder()
-                .tools_list_changed()
-                .prompts_list_changed()
-                .build(),
-        )
+        // Workspace files, watched like `resources/subscribe`'s.
+        let files: Vec<String> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|uri| features::workspace_path(uri).is_some())
+            .take(logging::MAX_SUBSCRIPTIONS)
+            .cloned()
+            .collect();
+        let mut accepted = SubscriptionFilter::builder()
+            .tools_list_changed()
+            .prompts_list_changed()
+            .build();
+        if !files.is_empty() {
+            accepted.resource_subscriptions = Some(files);
+        }
+        Some(accepted)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        // 2026-07-28: `subscriptions/listen` carries list_changed.
+        // 2026-07-28: `subscriptions/listen` carries list_changed, and the
+        // updates of the workspace files it names (of the toolhost session
+        // its `X-Toolhost-Session` names).
         let mut changes = self.state.dispatcher.catalog().subscribe();
         changes.mark_unchanged();
+        let files = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let watched = if files.is_empty() {
+            None
+        } else {
+            let session = self.session(context.request_context())?;
+            let watched = logging::watch(&session, &files);
+            Some((session, watched))
+        };
         let shutdown = self.state.shutdown.clone();
         loop {
+            let look = async {
+                match watched {
+                    Some(_) => tokio::time::sleep(logging::WATCH_EVERY).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
-                changed = changes.changed() => if changed.is_err() { return Ok(()) },
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    // What the listener asked for (the sink refuses the rest).
+                    let sink = context.sink();
+                    let asked = context.requested();
+                    if asked.tools_list_changed == Some(true)
+                        && sink.notify_tool_list_changed().await.is_err()
+                    {
+                        return Ok(());
+                    }
+                    if asked.prompts_list_changed == Some(true)
+                        && sink.notify_prompt_list_changed().await.is_err()
+                    {
+                        return Ok(());
+                    }
+                }
+                () = look => {
+                    let Some((session, watched)) = &watched else { continue };
+                    for uri in logging::changed(session, watched) {
+                        if context.sink().notify_resource_updated(uri).await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                }
                 () = context.cancelled() => return Ok(()),
                 () = shutdown.cancelled() => return Ok(()),
             }
-            let sink = context.sink();
-            if sink.notify_tool_list_changed().await.is_err() {
-                return Ok(());
-            }
-            // Sent when the listener asked for it (else refused, harmlessly).
-            let _ = sink.notify_prompt_list_changed().await;
         }
     }
 }
+
+/// Resource links a tool result carries, at most (to the files it wrote).
+const MAX_LINKS: usize = 32;
 
 pub(super) fn unknown_tool(name: &str) -> McpError {
     McpError::invalid_params(
@@ -741,8 +885,9 @@ pub(super) fn unknown_tool(name: &str) -> McpError {
     )
 }
 
-/// A call through dispatch as an MCP result (`isError` for tool failures);
-/// `Err` only for a tool that is gone.
+/// A call through dispatch as an MCP result (`isError` for tool failures,
+/// links to the files it wrote when `note_written`); `Err` only for a tool
+/// that is gone.
 async fn call(
     state: &AppState,
     session: &Arc<Session>,
@@ -750,10 +895,12 @@ async fn call(
     input: Value,
     progress: Option<ProgressSink>,
     ask: Option<Arc<dyn crate::input::Asker>>,
+    note_written: bool,
 ) -> Result<CallToolResult, McpError> {
     let options = CallOptions {
         progress,
         ask,
+        note_written,
         ..CallOptions::default()
     };
     // Boxed here, once: the wasm call's future is large, and the futures
@@ -769,7 +916,18 @@ async fn call(
 /// A successful call as an MCP result. A result that is one JSON value is
 /// also `structuredContent` (what `outputSchema` describes).
 pub(super) fn success(out: CallOutput) -> CallToolResult {
-    let mut result = CallToolResult::success(out.content.iter().map(block).collect());
+    let mut blocks: Vec<ContentBlock> = out.content.iter().map(block).collect();
+    blocks.extend(out.written.iter().take(MAX_LINKS).map(|f| {
+        ContentBlock::resource_link(
+            Resource::new(
+                format!("{}{}", features::WORKSPACE_PREFIX, f.path),
+                f.path.clone(),
+            )
+            .with_mime_type(features::media_type(&f.path))
+            .with_size(f.size),
+        )
+    }));
+    let mut result = CallToolResult::success(blocks);
     if let [Content::Json(_)] = out.content.as_slice()
         && let Some(Content::Json(v)) = out.content.into_iter().next()
     {

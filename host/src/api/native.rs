@@ -8,7 +8,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::{Json, Router, routing};
+use axum::{Extension, Json, Router, routing};
 use base64::Engine as _;
 use futures::StreamExt;
 use serde::Deserialize;
@@ -51,9 +51,13 @@ async fn health() -> Json<Value> {
 /// Readiness: 200 once no plugin of the directory is compiling, 503 (with
 /// `Retry-After`) while some are, naming them with their progress. Plugins
 /// that failed are listed but do not hold readiness back (they will not get
-/// ready by waiting). Behind the caller tokens, unlike `/health` (it names
-/// plugins); probes can send a header.
-async fn ready(State(state): State<AppState>) -> Response {
+/// ready by waiting). With caller tokens, a request without a token (a
+/// probe: Kubernetes' probes cannot send a secret) gets the status code and
+/// `{"ready": …}` alone; the plugins' names need a token.
+async fn ready(
+    State(state): State<AppState>,
+    anonymous: Option<Extension<super::auth::Anonymous>>,
+) -> Response {
     let statuses = state.plugins.list();
     let compiling: Vec<Value> = statuses
         .iter()
@@ -66,12 +70,16 @@ async fn ready(State(state): State<AppState>) -> Response {
         .map(|s| s.name.as_str())
         .collect();
     let ready = compiling.is_empty();
-    let body = Json(json!({
-        "ready": ready,
-        "compiling": compiling,
-        "failed": failed,
-        "tools": state.dispatcher.catalog().tools().len(),
-    }));
+    let body = Json(if anonymous.is_some() {
+        json!({"ready": ready})
+    } else {
+        json!({
+            "ready": ready,
+            "compiling": compiling,
+            "failed": failed,
+            "tools": state.dispatcher.catalog().tools().len(),
+        })
+    });
     if ready {
         body.into_response()
     } else {
@@ -446,6 +454,7 @@ async fn invoke(
             progress: None,
             staging: false,
             ask: replay.clone().map(|r| r as Arc<dyn crate::input::Asker>),
+            ..CallOptions::default()
         };
         let result = call(&state, session, implicit, &id, params.clone(), options).await;
         if let Some(asked) = input_required(&id, &params, replay.as_deref()) {
@@ -529,6 +538,7 @@ fn invoke_sse(
             progress: Some(sink),
             staging: false,
             ask: replay.clone().map(|r| r as Arc<dyn crate::input::Asker>),
+            ..CallOptions::default()
         };
         let result = call(&state, session, implicit, &id, params.clone(), options).await;
         match input_required(&id, &params, replay.as_deref()) {

@@ -338,16 +338,21 @@ impl DockerBackend {
         }
         let labels = self.labels(&spec.name, session);
         let memory = i64::from(d.memory_mb) << 20;
-        let mut binds = vec![format!("{}:/workspace:rw", workspace.display())];
+        // Host paths as the engine's host sees them.
+        let there = |p: &std::path::Path| self.engines.member(engine).host_path(p);
+        let mut binds = vec![format!("{}:/workspace:rw", there(workspace).display())];
         let (cmd, env) = match &spec.driver {
             // A driver node idles; the driver is exec'd into it.
             Some(driver) => {
-                binds.push(format!("{}:{DRIVER_PATH}:ro", driver.display()));
+                binds.push(format!("{}:{DRIVER_PATH}:ro", there(driver).display()));
                 (Some(vec!["sleep".into(), "infinity".into()]), None)
             }
             // A service runs its own command, its folder at /toolkit.
             None => {
-                binds.push(format!("{}:{SERVICE_FOLDER}:ro", spec.folder.display()));
+                binds.push(format!(
+                    "{}:{SERVICE_FOLDER}:ro",
+                    there(&spec.folder).display()
+                ));
                 let env = d.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 (d.command.clone(), Some(env))
             }

@@ -19,7 +19,7 @@
 //!   `docker save` archive (engines that cannot pull).
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -45,6 +45,8 @@ pub struct Member {
     state: Mutex<MemberState>,
     /// One archive load at a time.
     loading: tokio::sync::Mutex<()>,
+    /// Local folders and where the engine's host sees them, longest first.
+    paths: Vec<(PathBuf, PathBuf)>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -204,11 +206,22 @@ impl Engines {
                 ));
             }
             // Bounded once its `docker info` is known.
-            members.push(Member::new(
-                e.name.clone(),
-                Target::of(e)?,
-                Allocation::unbounded(),
-            ));
+            let mut member = Member::new(e.name.clone(), Target::of(e)?, Allocation::unbounded());
+            for (local, there) in &e.paths {
+                if !local.is_absolute() || !there.is_absolute() {
+                    return Err(format!(
+                        "[[docker.engines]] `{}`: paths maps absolute folders to absolute folders (`{}` = `{}`)",
+                        e.name,
+                        local.display(),
+                        there.display()
+                    ));
+                }
+                member.paths.push((local.clone(), there.clone()));
+            }
+            member
+                .paths
+                .sort_by_key(|(local, _)| std::cmp::Reverse(local.components().count()));
+            members.push(member);
         }
         Ok(Engines {
             members,
@@ -621,7 +634,19 @@ impl Member {
             allocation: Mutex::new(allocation),
             state: Mutex::default(),
             loading: tokio::sync::Mutex::new(()),
+            paths: Vec::new(),
         }
+    }
+
+    /// Where this engine's host sees local folder or file `local` (its
+    /// `paths`: the deepest listed folder holding it), for a bind mount.
+    pub fn host_path(&self, local: &Path) -> PathBuf {
+        for (from, to) in &self.paths {
+            if let Ok(rest) = local.strip_prefix(from) {
+                return to.join(rest);
+            }
+        }
+        local.to_path_buf()
     }
 
     pub fn is_drained(&self) -> bool {
@@ -652,6 +677,45 @@ async fn load_archive(docker: &bollard::Docker, archive: &std::path::Path) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bind_paths_are_mapped_by_the_deepest_listed_folder() {
+        let config = crate::config::DockerConfig {
+            engines: vec![crate::config::DockerEngine {
+                name: "far".into(),
+                url: "tcp://10.0.0.9:2376".into(),
+                paths: [
+                    ("/srv/toolhost".into(), "/mnt/th".into()),
+                    ("/srv/toolhost/plugins".into(), "/opt/plugins".into()),
+                ]
+                .into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let engines = Engines::new(&config).unwrap();
+        let far = engines.member(0);
+        let map = |p: &str| far.host_path(Path::new(p));
+        assert_eq!(
+            map("/srv/toolhost/data/workspaces/s1"),
+            Path::new("/mnt/th/data/workspaces/s1")
+        );
+        assert_eq!(
+            map("/srv/toolhost/plugins/shell/driver.py"),
+            Path::new("/opt/plugins/shell/driver.py")
+        );
+        assert_eq!(
+            map("/srv/toolhostile/x"),
+            Path::new("/srv/toolhostile/x"),
+            "a prefix of a name is not a folder"
+        );
+        assert_eq!(map("/elsewhere"), Path::new("/elsewhere"));
+
+        let mut bad = config.clone();
+        bad.engines[0].paths = [("data".into(), "/mnt/th".into())].into();
+        let e = Engines::new(&bad).err().unwrap();
+        assert!(e.contains("absolute"), "{e}");
+    }
 
     const SHARES: Shares = Shares {
         cpu: 1.0,
@@ -809,7 +873,7 @@ mod tests {
                 tls_cert: tls.then(|| "c.pem".into()),
                 tls_key: tls.then(|| "k.pem".into()),
                 tls_ca: tls.then(|| "ca.pem".into()),
-                ssh_key: None,
+                ..Default::default()
             })
         };
         assert_eq!(

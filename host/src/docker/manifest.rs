@@ -42,11 +42,13 @@
 //!
 //! Unknown keys are errors, as in wasm manifests.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::confirm::{Confirm, ConfirmSpec};
 use crate::tool::ToolDescriptor;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -202,6 +204,9 @@ pub struct ToolSpec {
     /// GET, HEAD and DELETE send it as the query).
     #[serde(default)]
     pub http_method: Option<String>,
+    /// Inputs that need the caller's confirmation first ([`super::confirm`]).
+    #[serde(default)]
+    pub confirm: Option<ConfirmSpec>,
 }
 
 /// A toolkit manifest with its folder and its driver's absolute path (none
@@ -212,6 +217,8 @@ pub struct LoadedManifest {
     pub manifest: ToolkitManifest,
     pub folder: PathBuf,
     pub driver: Option<PathBuf>,
+    /// The tools' confirmation rules, compiled, by tool name.
+    pub confirms: BTreeMap<String, Confirm>,
 }
 
 impl LoadedManifest {
@@ -385,11 +392,19 @@ pub fn parse(name: &str, dir: &Path, text: &str) -> Result<LoadedManifest, Strin
             ));
         }
     }
+    let mut confirms = BTreeMap::new();
+    for t in &manifest.tools {
+        if let Some(spec) = &t.confirm {
+            let rule = Confirm::new(spec.clone()).map_err(|e| format!("tool `{}`: {e}", t.name))?;
+            confirms.insert(t.name.clone(), rule);
+        }
+    }
     Ok(LoadedManifest {
         name: name.to_owned(),
         manifest,
         folder: dir.to_owned(),
         driver,
+        confirms,
     })
 }
 

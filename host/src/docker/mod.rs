@@ -31,6 +31,7 @@
 
 mod build;
 pub mod cluster;
+pub mod confirm;
 mod containers;
 mod engine;
 pub mod engines;

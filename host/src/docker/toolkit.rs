@@ -30,10 +30,15 @@ impl DockerToolkit {
 
 impl Toolkit for DockerToolkit {
     fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
-        if self.spec.service_port().is_some() {
-            return Box::pin(self.call_service(call));
-        }
         Box::pin(async move {
+            // A command the manifest marks is confirmed before it goes on.
+            if let Some(rule) = self.spec.confirms.get(&call.tool) {
+                rule.check(&call.tool, &call.input, call.ask.as_deref())
+                    .await?;
+            }
+            if self.spec.service_port().is_some() {
+                return self.call_service(call).await;
+            }
             let args = call.input;
             let (node, note) = self.backend.node_for(&call.session, &self.spec).await?;
             let timeout = Duration::from_millis(call.limits.timeout_ms) + GRACE;

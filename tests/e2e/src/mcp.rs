@@ -4,7 +4,10 @@
 //! (`tests/mcp/mcp_client.py`); this one is for what a well-behaved client
 //! never sends.
 
-use reqwest::blocking::{Client, RequestBuilder};
+use std::io::{BufRead, BufReader};
+use std::sync::mpsc::Receiver;
+
+use reqwest::blocking::{Client, RequestBuilder, Response};
 use serde_json::{Value, json};
 
 use crate::Server;
@@ -90,13 +93,36 @@ impl<'a> McpClient<'a> {
         self.send_raw(message.to_string())
     }
 
+    /// The session's standalone stream (`GET /mcp`), where what the server
+    /// tells unasked arrives: its messages as they come.
+    pub fn listen(&self) -> Receiver<Value> {
+        let stream = self
+            .http
+            .get(self.server.url("/mcp"))
+            .header("accept", "text/event-stream")
+            .header(
+                SESSION_ID,
+                self.session.clone().expect("an initialized session"),
+            )
+            .header("mcp-protocol-version", &self.version)
+            .send()
+            .expect("GET /mcp");
+        assert_eq!(stream.status(), 200, "GET /mcp");
+        sse_messages(stream)
+    }
+
     /// `initialize` + `notifications/initialized`; returns the initialize result.
     pub fn initialize(&mut self, version: &str) -> Value {
+        self.initialize_with(version, json!({}))
+    }
+
+    /// [`McpClient::initialize`] declaring `capabilities`.
+    pub fn initialize_with(&mut self, version: &str, capabilities: Value) -> Value {
         let answer = self.send(&json!({
             "jsonrpc": "2.0", "id": 0, "method": "initialize",
             "params": {
                 "protocolVersion": version,
-                "capabilities": {},
+                "capabilities": capabilities,
                 "clientInfo": {"name": "toolhost-e2e", "version": "0"}
             }
         }));
@@ -197,4 +223,38 @@ pub fn sse_data(text: &str) -> Vec<String> {
         }
     }
     events
+}
+
+/// The JSON messages of an SSE response as they come (a thread reads them
+/// until the stream ends or the receiver is dropped).
+pub fn sse_messages(response: Response) -> Receiver<Value> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(response).lines() {
+            let Ok(line) = line else { return };
+            let Some(data) = line.strip_prefix("data:") else {
+                continue;
+            };
+            if let Ok(v) = serde_json::from_str::<Value>(data.trim())
+                && tx.send(v).is_err()
+            {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// The next message of `method` from `messages` within `patience` (others
+/// before it are skipped); panics when none comes.
+pub fn next_of(messages: &Receiver<Value>, method: &str, patience: std::time::Duration) -> Value {
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match messages.recv_timeout(left) {
+            Ok(m) if m["method"] == method => return m,
+            Ok(_) => {}
+            Err(e) => panic!("no {method} within {patience:?}: {e}"),
+        }
+    }
 }

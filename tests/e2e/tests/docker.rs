@@ -551,3 +551,56 @@ fn a_graceful_shutdown_removes_every_node_and_the_pool() {
         s.log()
     );
 }
+
+#[test]
+fn an_engines_paths_map_its_bind_mounts() {
+    if !require_docker() {
+        return;
+    }
+    // A remote engine sees toolhost's folders elsewhere (a shared
+    // filesystem): here, /tmp through a symlink, so the mapped path is
+    // another spelling of the same folder, and the bind must use it.
+    let alias = std::env::temp_dir().join(format!("th-alias-{}", std::process::id()));
+    let _ = std::fs::remove_file(&alias);
+    std::os::unix::fs::symlink(std::env::temp_dir(), &alias).expect("symlink");
+    let config = format!(
+        r#"
+[[docker.engines]]
+name = "far"
+url = "unix:///var/run/docker.sock"
+[docker.engines.paths]
+"{tmp}" = "{alias}"
+"#,
+        tmp = std::env::temp_dir().display(),
+        alias = alias.display()
+    );
+    let s = Server::start_with(
+        PluginsDir::new().add_toolkit_with("shell", cold),
+        Some(&config),
+    )
+    .expect("server starts");
+    let out = run(
+        &s,
+        "far1",
+        "echo through the map > mapped.txt && cat mapped.txt",
+    );
+    assert_eq!(out["stdout"], "through the map\n", "{out}\n{}", s.log());
+    let written = s.data.path().join("data/workspaces/far1/mapped.txt");
+    assert_eq!(
+        std::fs::read_to_string(&written).ok().as_deref(),
+        Some("through the map\n")
+    );
+    // The container's binds name the mapped paths.
+    let id = s.containers().pop().expect("a node");
+    let binds = std::process::Command::new("docker")
+        .args(["inspect", "-f", "{{json .HostConfig.Binds}}", &id])
+        .output()
+        .expect("docker inspect");
+    let binds = String::from_utf8_lossy(&binds.stdout).into_owned();
+    assert!(
+        binds.contains(&format!("{}/", alias.display())) && binds.contains(":/workspace:rw"),
+        "{binds}"
+    );
+    drop(s);
+    let _ = std::fs::remove_file(&alias);
+}

@@ -4,7 +4,7 @@
 //! Each daemon has its own socket, pidfile, data and exec roots on a tmpfs
 //! the test mounts, a bridge of its own (nodes have no network; not
 //! `--bridge none`, which deletes the host's `docker0`) and no iptables. Neither can pull: the server loads the node image into each from
-//! a `docker save` archive. Then: drain moves new sessions away and lets a
+//! the `docker save` archive the build wrote (target/node-image/). Then: drain moves new sessions away and lets a
 //! running one finish; 40 sessions spread over both; `b` is stopped in the
 //! middle of a run of shell calls: only `b`'s sessions see `node_lost`
 //! (503), each recovers on its next call on `a`, `a`'s sessions and
@@ -12,7 +12,8 @@
 //! left there; nothing is left on either daemon at the end.
 //!
 //! Every daemon, mount and directory goes in `Drop` guards, on failure too.
-//! Needs root (mount, dockerd) and the node image on the main engine.
+//! Needs root (mount, dockerd), the node image on the main engine and its
+//! archive (`make node-image` makes both).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -409,17 +410,27 @@ fn two_engines_one_pool_drain_and_a_dead_engine() {
     assert!(has_image, "no {IMAGE} on the main engine: make node-image");
     let started = Instant::now();
 
+    // The archive the engines load the node image from: the one the build
+    // writes (`make node-image`: plugins/node/save-image.sh), holding the
+    // image the main engine has, as the documented configuration names it.
+    let archive = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/node-image/toolhost-node.tar")
+        .canonicalize()
+        .expect("no target/node-image/toolhost-node.tar: make node-image");
+    let image_id = Command::new("docker")
+        .args(["image", "inspect", "-f", "{{.Id}}", IMAGE])
+        .output()
+        .unwrap()
+        .stdout;
+    let recorded = std::fs::read(archive.with_extension("id")).unwrap_or_default();
+    assert_eq!(
+        String::from_utf8_lossy(&recorded).trim(),
+        String::from_utf8_lossy(&image_id).trim(),
+        "target/node-image/toolhost-node.tar is not of the current {IMAGE}: make node-image"
+    );
+
     let fs = Tmpfs::mount();
     let certs = make_certs(&fs.path().join("certs"));
-    // The archive the engines load the node image from.
-    let archive = fs.path().join("node-image.tar");
-    let saved = Command::new("docker")
-        .args(["save", "-o"])
-        .arg(&archive)
-        .arg(IMAGE)
-        .status()
-        .unwrap();
-    assert!(saved.success(), "docker save");
     let mut a = Daemon::start(&fs.path().join("a"), None);
     let mut b = Daemon::start(&fs.path().join("b"), Some((free_port().unwrap(), &certs)));
     for d in [&a, &b] {

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 use toolhost_e2e::xagent::XAgent;
-use toolhost_e2e::{PluginsDir, Server, python_venv, run_python};
+use toolhost_e2e::{PluginsDir, Server, cold, python_venv, require_docker, run_python};
 
 fn server() -> Server {
     Server::start(PluginsDir::new().add("files", "files"))
@@ -324,4 +324,70 @@ fn xagent_callers_get_no_input_available() {
     assert!(detail.contains("no input available"), "{body}");
     let (status, body) = x.execute("files_read", json!({"path": "f.txt"}));
     assert_eq!((status, body), (200, json!("x")));
+}
+
+#[test]
+fn the_shell_asks_before_a_command_its_manifest_marks() {
+    if !require_docker() {
+        return;
+    }
+    // shell.toml's [tools.confirm], uncommented.
+    let s = Server::start(PluginsDir::new().add_toolkit_with("shell", |m| {
+        let m = cold(m);
+        let start = m.find("# [tools.confirm]").expect("the shipped rule");
+        let end = start + m[start..].find("\n\n").expect("its end");
+        let rule: String = m[start..end]
+            .lines()
+            .map(|l| l.strip_prefix("# ").unwrap_or(l))
+            .map(|l| l.split("  #").next().unwrap_or(l))
+            .collect::<Vec<_>>()
+            .join("\n");
+        format!("{}{rule}{}", &m[..start], &m[end..])
+    }));
+    let run = |body: Value| invoke(&s, "sh1", "shell_run", body);
+    let (status, body) = run(json!({"params": {"command": "mkdir -p d && touch d/f && ls d"}}));
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("success")),
+        "unmarked: {body}"
+    );
+
+    let rm = json!({"command": "cd /workspace && rm -rf d && echo gone"});
+    let (status, body) = run(json!({"params": rm}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "input_required", "{body}");
+    let question = &body["input_required"]["questions"][0];
+    assert!(
+        question["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("rm -rf d"),
+        "{question}"
+    );
+    let state = body["input_required"]["state"].clone();
+    let (_, ls) = run(json!({"params": {"command": "ls d"}}));
+    assert!(ls.to_string().contains("\"f"), "asked, yet run: {ls}");
+
+    // Declined: not run. Nobody to ask: refused. Confirmed: run.
+    let answer = |yes: bool| json!({"params": rm, "input": {"state": state, "answers": {"confirm": {"action": "accept", "content": {"confirm": yes}}}}});
+    // (A tool error, as every surface renders one: 500 and its kind.)
+    let (status, body) = run(answer(false));
+    assert_eq!(
+        (status, &body["error"]["kind"]),
+        (500, &json!("tool_error")),
+        "{body}"
+    );
+    assert!(body.to_string().contains("not confirmed"), "{body}");
+    let (status, body) = run(json!({"params": rm, "input": "none"}));
+    assert_eq!(
+        (status, &body["error"]["kind"]),
+        (500, &json!("tool_error")),
+        "{body}"
+    );
+    assert!(body.to_string().contains("no input available"), "{body}");
+    let (_, ls) = run(json!({"params": {"command": "ls d"}}));
+    assert!(ls.to_string().contains("\"f"), "refused, yet run: {ls}");
+    let (status, body) = run(answer(true));
+    assert_eq!(status, 200, "{body}");
+    assert!(body.to_string().contains("gone"), "{body}");
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolhost_e2e::mcp::McpClient;
+use toolhost_e2e::mcp::{McpClient, next_of};
 use toolhost_e2e::{PluginsDir, Server, component, python_venv, run_python, wait_for};
 
 fn server() -> Server {
@@ -100,21 +100,27 @@ fn stateless_2026_07_28_requests_list_and_call() {
         "io.modelcontextprotocol/clientCapabilities": {},
         "io.modelcontextprotocol/clientInfo": {"name": "toolhost-e2e", "version": "0"}
     });
-    let send = |id: i64, method: &str, mut params: Value| {
+    // A stateless request, in the toolhost session `pinned` names if any.
+    let post = |id: i64, method: &str, mut params: Value, pinned: Option<&str>| {
         params["_meta"] = meta.clone();
         let mut r = c.http.post(s.url("/mcp")).header("mcp-method", method);
         if let Some(name) = params["name"].as_str() {
             r = r.header("mcp-name", name);
         }
-        let r = r
-            .header("accept", "application/json, text/event-stream")
+        if let Some(session) = pinned {
+            r = r.header("x-toolhost-session", session);
+        }
+        r.header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json")
             .header("mcp-protocol-version", "2026-07-28")
             .body(
                 json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
             )
             .send()
-            .unwrap();
+            .unwrap()
+    };
+    let send = |id: i64, method: &str, params: Value| {
+        let r = post(id, method, params, None);
         // Nothing comes before the result: plain JSON, not a stream.
         let content_type = r.headers()["content-type"].to_str().unwrap().to_owned();
         let answer = toolhost_e2e::mcp::read(r);
@@ -153,6 +159,65 @@ fn stateless_2026_07_28_requests_list_and_call() {
     assert!(
         left.is_some(),
         "stateless sessions are closed with their request"
+    );
+    assert!(
+        !write.to_string().contains("resource_link"),
+        "no link into a workspace gone with its request: {write}"
+    );
+
+    // A session named by X-Toolhost-Session outlives its requests: a listen
+    // stream subscribed to one of its files hears of a change by another
+    // request, and the writing call links the file.
+    let uri = "toolhost://workspace/notes/b.txt";
+    let listen = post(
+        4,
+        "subscriptions/listen",
+        json!({"notifications": {"resourceSubscriptions": [uri, "file:///etc/passwd"]}}),
+        Some("pinned-1"),
+    );
+    assert_eq!(listen.status(), 200);
+    let rx = toolhost_e2e::mcp::sse_messages(listen);
+    let ack = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("acknowledged");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "first on the stream: {ack}"
+    );
+    let accepted = ack.to_string();
+    assert!(
+        accepted.contains(uri),
+        "the workspace file is accepted: {ack}"
+    );
+    assert!(
+        !accepted.contains("/etc/passwd"),
+        "a foreign URI is not: {ack}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let write = toolhost_e2e::mcp::read(post(
+        5,
+        "tools/call",
+        json!({"name": "files_write", "arguments": {"path": "notes/b.txt", "content": "hi"}}),
+        Some("pinned-1"),
+    ));
+    let write = write.response(5).cloned().expect("answer");
+    assert_eq!(write["result"]["isError"], false, "{write}");
+    assert!(
+        write["result"]["content"].as_array().is_some_and(|c| c
+            .iter()
+            .any(|b| b["type"] == "resource_link" && b["uri"] == uri)),
+        "{write}"
+    );
+    let note = next_of(
+        &rx,
+        "notifications/resources/updated",
+        Duration::from_secs(5),
+    );
+    assert_eq!(note["params"]["uri"], uri, "{note}");
+    assert!(
+        note["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].is_string()
+            || note["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].is_number(),
+        "{note}"
     );
 }
 
@@ -975,8 +1040,6 @@ fn cancellation_stops_a_running_shell_command() {
 /// tool call changes it); no URI reaches outside the workspace.
 #[test]
 fn the_session_workspace_is_served_as_resources() {
-    use std::io::{BufRead, BufReader};
-
     let s = server();
     let mut c = McpClient::new(&s);
     let init = c.initialize("2025-11-25");
@@ -994,6 +1057,22 @@ fn the_session_workspace_is_served_as_resources() {
         json!({"path": "dir/a.txt", "content": "hello"}),
     );
     assert_eq!(w["result"]["isError"], false, "{w}");
+    // The result links the file the call wrote, and only that.
+    let links: Vec<&Value> = w["result"]["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{w}"))
+        .iter()
+        .filter(|b| b["type"] == "resource_link")
+        .collect();
+    assert_eq!(links.len(), 1, "{w}");
+    assert_eq!(links[0]["uri"], "toolhost://workspace/dir/a.txt", "{w}");
+    assert_eq!(links[0]["mimeType"], "text/plain", "{w}");
+    assert_eq!(links[0]["size"], 5, "{w}");
+    let r = c.call(5, "files_read", json!({"path": "dir/a.txt"}));
+    assert!(
+        !r.to_string().contains("resource_link"),
+        "a call that wrote nothing links nothing: {r}"
+    );
     let list = c.request(2, "resources/list", json!({}));
     let uris: Vec<&str> = list["result"]["resources"]
         .as_array()
@@ -1068,24 +1147,7 @@ fn the_session_workspace_is_served_as_resources() {
         json!({"uri": "toolhost://workspace/dir/a.txt"}),
     );
     assert!(sub["result"].is_object(), "{sub}");
-    let stream = c
-        .http
-        .get(s.url("/mcp"))
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", c.session.clone().expect("session"))
-        .header("mcp-protocol-version", &c.version)
-        .send()
-        .expect("GET /mcp");
-    assert_eq!(stream.status(), 200);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stream).lines() {
-            let Ok(line) = line else { return };
-            if line.contains("notifications/resources/updated") && tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let rx = c.listen();
     std::thread::sleep(Duration::from_millis(300));
     let w = c.call(
         22,
@@ -1093,8 +1155,46 @@ fn the_session_workspace_is_served_as_resources() {
         json!({"path": "dir/a.txt", "content": "changed!"}),
     );
     assert_eq!(w["result"]["isError"], false, "{w}");
-    let note = rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("notifications/resources/updated");
-    assert!(note.contains("toolhost://workspace/dir/a.txt"), "{note}");
+    let note = next_of(
+        &rx,
+        "notifications/resources/updated",
+        Duration::from_secs(10),
+    );
+    assert_eq!(
+        note["params"]["uri"], "toolhost://workspace/dir/a.txt",
+        "{note}"
+    );
+}
+
+#[test]
+fn a_long_call_becomes_a_task_whose_status_changes_are_told() {
+    let s = server();
+    let mut c = McpClient::new(&s);
+    let init = c.initialize_with(
+        "2025-11-25",
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+    );
+    assert!(
+        init["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"].is_object(),
+        "{init}"
+    );
+    let rx = c.listen();
+
+    let created = c.call(1, "hostile_sleep", json!({"ms": 1500}));
+    let task = &created["result"];
+    assert_eq!(task["resultType"], "task", "{created}");
+    let id = task["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"));
+    assert_eq!(task["status"], "working", "{created}");
+
+    let told = next_of(&rx, "notifications/tasks", Duration::from_secs(20));
+    assert_eq!(told["params"]["taskId"], id, "{told}");
+    assert_eq!(told["params"]["status"], "completed", "{told}");
+    assert_eq!(
+        told["params"]["result"]["content"][0]["text"], "woke up",
+        "the result comes with the status: {told}"
+    );
+    let got = c.request(2, "tasks/get", json!({"taskId": id}));
+    assert_eq!(got["result"]["status"], "completed", "{got}");
 }

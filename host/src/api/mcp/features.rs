@@ -24,6 +24,7 @@ use serde_json::json;
 use crate::api::workspace::{self, WorkspaceError};
 use crate::catalog::Catalog;
 use crate::declared::{self, Body, Rendered};
+use crate::input::{Kind, Question};
 use crate::sessions::Session;
 
 /// Where the session workspace's files live as resources.
@@ -78,6 +79,45 @@ pub fn list_prompts(catalog: &Catalog) -> ListPromptsResult {
         })
         .collect();
     ListPromptsResult::with_all_items(prompts)
+}
+
+/// The question for the required arguments of prompt `name` missing from
+/// `arguments`: one form, a string field each (an enum where the manifest
+/// lists values); none when nothing is missing or the prompt is unknown.
+pub fn missing_arguments(
+    catalog: &Catalog,
+    name: &str,
+    arguments: &serde_json::Map<String, serde_json::Value>,
+) -> Option<Question> {
+    let (_, prompt) = prompts(catalog).into_iter().find(|(n, _)| n == name)?;
+    let missing: Vec<&declared::Argument> = prompt
+        .arguments
+        .iter()
+        .filter(|a| a.required && !arguments.contains_key(&a.name))
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let mut properties = serde_json::Map::new();
+    for a in &missing {
+        let mut field = json!({"type": "string", "title": a.name});
+        if let Some(d) = &a.description {
+            field["description"] = json!(d);
+        }
+        if !a.values.is_empty() {
+            field["enum"] = json!(a.values);
+        }
+        properties.insert(a.name.clone(), field);
+    }
+    let names: Vec<&str> = missing.iter().map(|a| a.name.as_str()).collect();
+    Some(Question {
+        key: "arguments".into(),
+        kind: Kind::Form,
+        params: json!({
+            "message": format!("The prompt `{name}` needs: {}.", names.join(", ")),
+            "requestedSchema": {"type": "object", "properties": properties, "required": names},
+        }),
+    })
 }
 
 pub fn get_prompt(
@@ -284,32 +324,11 @@ pub async fn read_resource(
 /// Relative paths and sizes of the workspace's regular files, sorted (no
 /// symlink followed); none when it does not exist yet.
 pub fn workspace_files(session: &Session) -> Vec<(String, u64)> {
-    let root = session.workspace_path();
-    let mut out = Vec::new();
-    let mut stack = vec![(root.to_path_buf(), String::new())];
-    while let Some((dir, prefix)) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            if out.len() >= MAX_FILES {
-                break;
-            }
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let rel = format!("{prefix}{name}");
-            if kind.is_dir() {
-                stack.push((entry.path(), format!("{rel}/")));
-            } else if kind.is_file() {
-                let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
-                out.push((rel, size));
-            }
-        }
-    }
-    out.sort();
-    out
+    session
+        .files(MAX_FILES)
+        .into_iter()
+        .map(|f| (f.path, f.size))
+        .collect()
 }
 
 /// A media type from a file name's extension.

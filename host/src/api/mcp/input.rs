@@ -17,7 +17,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    ClientCapabilities, InputRequest, InputRequests, InputRequiredResult, ServerRequest,
+    CallToolResult, ClientCapabilities, InputRequest, InputRequests, InputRequiredResult,
+    ServerRequest,
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::task_manager::TaskContext;
@@ -26,7 +27,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use crate::catalog::BoxFuture;
-use crate::input::{AskError, Asker, Kind, Question, Replay, Sealer};
+use crate::input::{AskError, Asker, Can, Kind, Question, Replay, Sealer};
 
 /// A question as MCP's request.
 fn request(q: &Question) -> Result<InputRequest, AskError> {
@@ -50,28 +51,45 @@ pub fn kinds(caps: Option<&ClientCapabilities>) -> Vec<Kind> {
     kinds
 }
 
-fn unable(kinds: &[Kind], questions: &[Question]) -> Result<(), AskError> {
-    match questions.iter().find(|q| !kinds.contains(&q.kind)) {
-        Some(q) => Err(AskError::Unavailable(format!(
-            "the client cannot answer {} (`{}`)",
-            q.kind.method(),
-            q.key
-        ))),
-        None => Ok(()),
+/// A stateless call that failed for want of answers its client cannot give
+/// fails for the client's missing capabilities: -32021 naming them (HTTP
+/// 400). A tool that did without them (another way, or a default) is not
+/// concerned.
+pub fn missing_capability(
+    result: &Result<CallToolResult, McpError>,
+    asker: &dyn Asker,
+) -> Option<McpError> {
+    let failed = match result {
+        Ok(r) => r.is_error == Some(true),
+        Err(_) => false,
+    };
+    let lacking = asker.lacking();
+    if !failed || lacking.is_empty() {
+        return None;
     }
+    let mut caps = serde_json::Map::new();
+    for kind in lacking {
+        let name = match kind {
+            Kind::Form => "elicitation",
+            Kind::Sampling => "sampling",
+            Kind::Roots => "roots",
+        };
+        caps.insert(name.into(), json!({}));
+    }
+    let caps: ClientCapabilities = serde_json::from_value(Value::Object(caps)).ok()?;
+    Some(McpError::missing_required_client_capability(caps))
 }
 
 /// Asks on a session's stream and waits for the answers.
 pub struct PeerAsker {
     pub peer: Peer<RoleServer>,
-    pub kinds: Vec<Kind>,
+    pub can: Can,
 }
 
 impl Asker for PeerAsker {
     fn ask(&self, questions: Vec<Question>) -> BoxFuture<Result<Vec<Value>, AskError>> {
         let peer = self.peer.clone();
-        let checked =
-            crate::input::check(&questions).and_then(|()| unable(&self.kinds, &questions));
+        let checked = self.can.check(&questions);
         Box::pin(async move {
             checked?;
             let mut sent = Vec::new();
@@ -104,13 +122,13 @@ pub struct TaskAsker {
     context: Mutex<Option<TaskContext>>,
     ready: Notify,
     pub wanted: Notify,
-    pub kinds: Vec<Kind>,
+    can: Can,
 }
 
 impl TaskAsker {
     pub fn new(kinds: Vec<Kind>) -> Arc<Self> {
         Arc::new(TaskAsker {
-            kinds,
+            can: Can::new(kinds),
             ..Default::default()
         })
     }
@@ -118,6 +136,11 @@ impl TaskAsker {
     pub fn attach(&self, context: TaskContext) {
         *self.context.lock().unwrap_or_else(|e| e.into_inner()) = Some(context);
         self.ready.notify_waiters();
+    }
+
+    /// Whether its task exists (questions go through it).
+    pub fn attached(&self) -> bool {
+        self.context().is_some()
     }
 
     fn context(&self) -> Option<TaskContext> {
@@ -131,8 +154,7 @@ impl TaskAsker {
 impl Asker for Arc<TaskAsker> {
     fn ask(&self, questions: Vec<Question>) -> BoxFuture<Result<Vec<Value>, AskError>> {
         let this = self.clone();
-        let checked =
-            crate::input::check(&questions).and_then(|()| unable(&self.kinds, &questions));
+        let checked = self.can.check(&questions);
         Box::pin(async move {
             checked?;
             let requests = questions

@@ -28,11 +28,12 @@ use crate::sessions::Session;
 /// Log notifications sent a second at most; the rest are dropped (counted).
 const MAX_LOGS_PER_SECOND: u32 = 100;
 /// How often subscribed files are looked at.
-const WATCH_EVERY: Duration = Duration::from_millis(250);
+pub const WATCH_EVERY: Duration = Duration::from_millis(250);
 /// Resources one MCP session may subscribe to.
-const MAX_SUBSCRIPTIONS: usize = 256;
+pub const MAX_SUBSCRIPTIONS: usize = 256;
 
-type Watched = Arc<Mutex<HashMap<String, Option<(SystemTime, u64)>>>>;
+/// Watched workspace files, by URI, with what they were when last looked at.
+pub type Watched = Arc<Mutex<HashMap<String, Option<(SystemTime, u64)>>>>;
 
 #[derive(Default)]
 pub struct Logging {
@@ -165,31 +166,12 @@ impl Logging {
                     () = tokio::time::sleep(WATCH_EVERY) => {}
                     () = shutdown.cancelled() => return,
                 }
-                let uris: Vec<String> = watched
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .keys()
-                    .cloned()
-                    .collect();
-                for uri in uris {
-                    let now = stat(&session, &uri);
-                    let changed = {
-                        let mut w = watched.lock().unwrap_or_else(|e| e.into_inner());
-                        match w.get_mut(&uri) {
-                            Some(before) if *before != now => {
-                                *before = now;
-                                true
-                            }
-                            _ => false,
-                        }
-                    };
-                    if changed {
-                        let note = ResourceUpdatedNotificationParam::new(uri);
-                        if peer.notify_resource_updated(note).await.is_err()
-                            || peer.is_transport_closed()
-                        {
-                            return;
-                        }
+                for uri in changed(&session, &watched) {
+                    let note = ResourceUpdatedNotificationParam::new(uri);
+                    if peer.notify_resource_updated(note).await.is_err()
+                        || peer.is_transport_closed()
+                    {
+                        return;
                     }
                 }
             }
@@ -202,6 +184,39 @@ impl Logging {
             .unwrap_or_else(|e| e.into_inner())
             .remove(uri);
     }
+}
+
+/// The URIs of `watched` whose file changed (or appeared, or went) since it
+/// was last looked at; what they are now is remembered.
+pub fn changed(session: &Session, watched: &Watched) -> Vec<String> {
+    let uris: Vec<String> = watched
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .keys()
+        .cloned()
+        .collect();
+    let mut out = Vec::new();
+    for uri in uris {
+        let now = stat(session, &uri);
+        let mut w = watched.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(before) = w.get_mut(&uri)
+            && *before != now
+        {
+            *before = now;
+            out.push(uri);
+        }
+    }
+    out
+}
+
+/// `uris` (at most [`MAX_SUBSCRIPTIONS`]) to be watched, as they are now.
+pub fn watch(session: &Session, uris: &[String]) -> Watched {
+    let seen = uris
+        .iter()
+        .take(MAX_SUBSCRIPTIONS)
+        .map(|uri| (uri.clone(), stat(session, uri)))
+        .collect();
+    Arc::new(Mutex::new(seen))
 }
 
 /// A workspace file's modification time and size (none when it is missing,

@@ -20,15 +20,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ErrorData as McpError;
-use rmcp::model::{CallToolResult, ClientCapabilities, CreateTaskResult, Task};
+use rmcp::model::{
+    CallToolResult, ClientCapabilities, CreateTaskResult, ServerNotification, Task, TaskStatus,
+    TaskStatusNotification, TaskStatusNotificationParams,
+};
 use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
+use rmcp::{Peer, RoleServer};
+
+use serde_json::Value;
 
 use super::input::TaskAsker;
 use crate::api::AppState;
 use crate::api::xagent::Running;
+use crate::catalog::BoxFuture;
 use crate::catalog::{Catalog, ToolEntry};
 use crate::declared::{TaskSupport, ToolDecl};
-use crate::dispatch::CallOutput;
+use crate::dispatch::{CallOptions, CallOutput};
+use crate::input::{AskError, Asker, Kind, Question, Replay};
 use crate::sessions::Session;
 use crate::tool::CallError;
 
@@ -40,6 +48,8 @@ pub const TASK_AFTER: Duration = Duration::from_millis(500);
 const TTL_MS: u64 = 600_000;
 /// Suggested interval between `tasks/get` polls.
 const POLL_MS: u64 = 250;
+/// How often a task's status is looked at for `notifications/tasks`.
+const STATUS_EVERY: Duration = Duration::from_millis(100);
 
 /// How `entry` is served over MCP (its manifest's `[tools.<name>]`).
 pub fn decl(entry: &ToolEntry) -> ToolDecl {
@@ -81,12 +91,24 @@ pub struct Call {
     pub tool: String,
     pub input: serde_json::Value,
     pub support: TaskSupport,
+    /// Link the files it wrote in its result (its session outlives it).
+    pub note_written: bool,
+    /// Who is told of the task's status changes (`notifications/tasks`): an
+    /// MCP session's client. A stateless request's peer ends with it, and
+    /// `subscriptions/listen` has no filter for tasks yet: those poll.
+    pub notify: Option<Peer<RoleServer>>,
+    /// A stateless client's rounds: questions asked before the task exists
+    /// end the call with [`Outcome::Asked`]; the next round's call, with the
+    /// answers, goes on (as a task).
+    pub rounds: Option<Arc<Replay>>,
 }
 
 /// What a `tools/call` comes to: a result now, or a task.
 pub enum Outcome {
     Now(Result<CallOutput, CallError>),
     Task(CreateTaskResult),
+    /// The call ended on questions for the client's next round.
+    Asked,
 }
 
 /// The -32021 refusal of a `required` tool to a client without tasks.
@@ -113,30 +135,55 @@ impl Tasks {
             tool,
             input,
             support,
+            note_written,
+            notify,
+            rounds,
         } = call;
-        let ask: Arc<dyn crate::input::Asker> = Arc::new(asker.clone());
+        let ask: Arc<dyn crate::input::Asker> = match &rounds {
+            Some(replay) => Arc::new(Rounds {
+                replay: replay.clone(),
+                task: asker.clone(),
+            }),
+            None => Arc::new(asker.clone()),
+        };
+        let options = CallOptions {
+            ask: Some(ask),
+            note_written,
+            ..CallOptions::default()
+        };
         let mut running = Running::start(
             state.dispatcher.clone(),
             session,
             tool.clone(),
             input,
-            Some(ask),
+            options,
         );
-        // A question makes the call a task at once.
-        if support == TaskSupport::Optional {
+        let options = TaskOptions::new()
+            .with_ttl_ms(TTL_MS)
+            .with_poll_interval_ms(POLL_MS)
+            .with_status_message(format!("`{tool}` is running"));
+        // A question makes the call a task at once (rounds: ends it).
+        if support == TaskSupport::Optional || rounds.is_some() {
             let done = tokio::select! {
                 done = running.wait(TASK_AFTER) => done,
                 () = asker.wanted.notified() => None,
             };
             if let Some(done) = done {
                 on_end();
-                return Outcome::Now(done);
+                if rounds.is_some_and(|r| !r.pending().is_empty()) {
+                    return Outcome::Asked;
+                }
+                if support == TaskSupport::Optional {
+                    return Outcome::Now(done);
+                }
+                // A `required` tool's answer is a task's, even when quick.
+                let ended = settle(done);
+                let task = self
+                    .manager
+                    .spawn(options, move |_| Box::pin(std::future::ready(ended)));
+                return Outcome::Task(CreateTaskResult::new(task));
             }
         }
-        let options = TaskOptions::new()
-            .with_ttl_ms(TTL_MS)
-            .with_poll_interval_ms(POLL_MS)
-            .with_status_message(format!("`{tool}` is running"));
         let task: Task = self.manager.spawn(options, move |context: TaskContext| {
             asker.attach(context.clone());
             Box::pin(async move {
@@ -151,7 +198,73 @@ impl Tasks {
             })
         });
         tracing::debug!(tool, task = %task.task_id, "MCP: the call goes on as a task");
+        if let Some(peer) = notify {
+            tokio::spawn(tell_status(
+                self.manager.clone(),
+                task.task_id.clone(),
+                task.status,
+                peer,
+            ));
+        }
         Outcome::Task(CreateTaskResult::new(task))
+    }
+}
+
+/// A stateless client's asker for a call that may become a task: answers
+/// from its rounds first; then, once the task exists, through the task; else
+/// the questions end the call for the next round.
+struct Rounds {
+    replay: Arc<Replay>,
+    task: Arc<TaskAsker>,
+}
+
+impl Asker for Rounds {
+    fn ask(&self, questions: Vec<Question>) -> BoxFuture<Result<Vec<Value>, AskError>> {
+        let answered = questions
+            .iter()
+            .all(|q| self.replay.answers().contains_key(&q.key));
+        if !answered && self.task.attached() {
+            return self.task.ask(questions);
+        }
+        self.replay.ask(questions)
+    }
+
+    fn ended_the_call(&self) -> bool {
+        self.replay.ended_the_call()
+    }
+
+    fn lacking(&self) -> Vec<Kind> {
+        self.replay.lacking()
+    }
+}
+
+/// Send `peer` the task's status each time it changes from `last` (with what
+/// `tasks/get` would answer then: the questions, the result), up to its end.
+async fn tell_status(
+    manager: TaskManager,
+    id: String,
+    mut last: TaskStatus,
+    peer: Peer<RoleServer>,
+) {
+    loop {
+        tokio::time::sleep(STATUS_EVERY).await;
+        let Ok(now) = manager.get_task(&id) else {
+            return; // expired
+        };
+        let status = now.task.status;
+        if status == last {
+            continue;
+        }
+        last = status;
+        let note = TaskStatusNotification::new(TaskStatusNotificationParams::new(now));
+        if peer
+            .send_notification(ServerNotification::TaskStatusNotification(note))
+            .await
+            .is_err()
+            || status.is_terminal()
+        {
+            return;
+        }
     }
 }
 

@@ -39,7 +39,7 @@ use super::AppState;
 use super::body::JsonBody;
 use super::workspace::{self, WorkspaceError};
 use crate::catalog::ToolEntry;
-use crate::dispatch::CallOutput;
+use crate::dispatch::{CallOptions, CallOutput};
 use crate::sessions::Session;
 use crate::tool::{CallError, Content, ErrorKind};
 

@@ -73,14 +73,14 @@ impl Drop for Running {
 }
 
 impl Running {
-    /// Start `tool` in `session` (it runs as it is waited for); `ask`
-    /// answers its questions (none: nobody can).
+    /// Start `tool` in `session` (it runs as it is waited for) with
+    /// `options` (who answers its questions, ...; its progress is kept here).
     pub fn start(
         dispatcher: Arc<Dispatcher>,
         session: Arc<Session>,
         tool: String,
         arguments: Value,
-        ask: Option<Arc<dyn crate::input::Asker>>,
+        options: CallOptions,
     ) -> Running {
         let (sink, mut reports) = ProgressSink::channel();
         let latest = Arc::new(Mutex::new(None));
@@ -88,8 +88,7 @@ impl Running {
         let call = Box::pin(async move {
             let options = CallOptions {
                 progress: Some(sink),
-                ask,
-                ..Default::default()
+                ..options
             };
             let call = dispatcher.dispatch(&session, &tool, arguments, options);
             tokio::pin!(call);

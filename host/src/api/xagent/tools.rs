@@ -176,7 +176,8 @@ pub(super) async fn execute_tool(
         session.clone(),
         id.clone(),
         arguments,
-        None, // XAgent's client cannot answer a tool's questions
+        // XAgent's client cannot answer a tool's questions.
+        CallOptions::default(),
     );
     let result = match running.wait(state.parked.patience).await {
         Some(done) => done,

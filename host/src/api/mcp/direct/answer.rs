@@ -97,8 +97,19 @@ pub(super) fn answer_of(
 }
 
 pub(super) fn json_answer(message: &ServerJsonRpcMessage) -> Response {
+    // As rmcp's handler maps a stateless error: a capability the client did
+    // not declare is a 400.
+    let status = match message {
+        ServerJsonRpcMessage::Error(e)
+            if e.error.code == rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY =>
+        {
+            StatusCode::BAD_REQUEST
+        }
+        _ => StatusCode::OK,
+    };
     match serde_json::to_vec(message) {
         Ok(body) => (
+            status,
             [(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/json"),

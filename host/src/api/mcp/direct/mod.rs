@@ -59,6 +59,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::AppState;
 use crate::api::body::read_bytes;
 use crate::api::native::SESSION_HEADER;
+use crate::input::Nobody;
 use crate::sessions::{Session, Sessions, is_valid_session_id};
 
 // Header names made once: a `&str` name is parsed again at every lookup.
@@ -424,7 +425,20 @@ impl Direct {
         let state = self.state.clone();
         let call = {
             let session = session.clone();
-            async move { super::call(&state, &session, &name, input, None, None).await }
+            // A temporary session's files are gone with the request.
+            let note_written = !temporary;
+            // A stateless client here can answer no question (one that
+            // can is the handler's): those asked are its missing capabilities.
+            let nobody = matches!(mode, Mode::Stateless).then(|| Arc::new(Nobody::default()));
+            let ask = nobody.clone().map(|n| n as Arc<dyn crate::input::Asker>);
+            async move {
+                let result =
+                    super::call(&state, &session, &name, input, None, ask, note_written).await;
+                match nobody.and_then(|n| super::input::missing_capability(&result, &*n)) {
+                    Some(e) => Err(e),
+                    None => result,
+                }
+            }
         };
         match mode {
             Mode::Stateless => {
