@@ -25,6 +25,9 @@ pub struct Config {
     pub plugins: PluginsConfig,
     pub auth: AuthConfig,
     pub docker: DockerConfig,
+    /// `[kubernetes]`: present, Docker-kind toolkits get their nodes from a
+    /// cluster (agent-sandbox claims) instead of Docker engines.
+    pub kubernetes: Option<KubernetesConfig>,
     /// Named secrets API toolkits reference (`[api.auth] secret`); see
     /// [`SecretValues`].
     pub secrets: SecretValues,
@@ -107,6 +110,93 @@ impl Default for DockerConfig {
             engines: Vec::new(),
             image_archive: None,
         }
+    }
+}
+
+/// `[kubernetes]`: the cluster node provider (see
+/// `crate::docker::cluster`). The key names are shared with the deployment
+/// manifests (`deploy/kubernetes/`); keep `/work/k8s-config-keys.md` and
+/// the README in step.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KubernetesConfig {
+    /// Namespace of every object toolhost makes, and of the sandbox pods.
+    pub namespace: String,
+    /// Kubeconfig file; none: the in-cluster service account, else
+    /// `$KUBECONFIG` / `~/.kube/config`.
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// Context of the kubeconfig (its current one when unset).
+    pub context: Option<String>,
+    /// Value of the instance label on this server's claims (default:
+    /// `$HOSTNAME`, else the data directory's scope).
+    pub instance: Option<String>,
+    /// PersistentVolumeClaim (ReadWriteMany) of the session workspaces:
+    /// mounted at `/workspaces` in every sandbox, and by the toolhost
+    /// replicas at `<data>/workspaces`.
+    pub workspace_pvc: String,
+    /// Pre-started sandboxes per toolkit (`SandboxWarmPool.spec.replicas`).
+    pub warm_pool: u32,
+    /// How long a first heavy call waits for its claim to be ready, s.
+    pub ready_timeout_s: u64,
+    /// `runtimeClassName` of the sandbox pods (gVisor, Kata, ...).
+    pub runtime_class: Option<String>,
+}
+
+impl Default for KubernetesConfig {
+    fn default() -> Self {
+        KubernetesConfig {
+            namespace: "default".into(),
+            kubeconfig: None,
+            context: None,
+            instance: None,
+            workspace_pvc: String::new(),
+            warm_pool: 0,
+            ready_timeout_s: 120,
+            runtime_class: None,
+        }
+    }
+}
+
+impl KubernetesConfig {
+    /// Why these settings cannot work, if they cannot.
+    pub fn check(&self) -> Result<(), String> {
+        let dns_label = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 63
+                && s.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !s.starts_with('-')
+                && !s.ends_with('-')
+        };
+        if !dns_label(&self.namespace) {
+            return Err(format!(
+                "namespace `{}` is not a valid namespace name (lower-case letters, digits and '-', at most 63)",
+                self.namespace
+            ));
+        }
+        if self.workspace_pvc.is_empty() {
+            return Err("workspace_pvc is required: the PersistentVolumeClaim (ReadWriteMany) that holds the session workspaces, mounted by the sandboxes and by toolhost at <data>/workspaces".into());
+        }
+        if !crate::docker::cluster::is_dns_subdomain(&self.workspace_pvc) {
+            return Err(format!(
+                "workspace_pvc `{}` is not a valid object name",
+                self.workspace_pvc
+            ));
+        }
+        if self.ready_timeout_s == 0 {
+            return Err("ready_timeout_s must be at least 1".into());
+        }
+        if self.context.is_some() && self.kubeconfig.is_none() {
+            return Err("context needs a kubeconfig file".into());
+        }
+        if let Some(i) = &self.instance
+            && !crate::docker::cluster::is_label_value(i)
+        {
+            return Err(format!(
+                "instance `{i}` is not a valid label value (at most 63 letters, digits, '-', '_', '.', starting and ending with a letter or digit)"
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -364,6 +454,10 @@ impl Config {
 
     /// Reject impossible values.
     pub fn check(&self) -> anyhow::Result<()> {
+        if let Some(k) = &self.kubernetes {
+            k.check()
+                .map_err(|m| anyhow::anyhow!("[kubernetes]: {m}"))?;
+        }
         let e = &self.engine;
         anyhow::ensure!(
             e.pool_instances >= 1,
@@ -420,6 +514,44 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kubernetes_section_is_checked_at_start_up() {
+        let c: Config = toml::from_str(
+            "[kubernetes]\nnamespace = \"toolhost\"\nworkspace_pvc = \"toolhost-workspaces\"\nwarm_pool = 2\nready_timeout_s = 90\nruntime_class = \"gvisor\"\ninstance = \"toolhost-0\"",
+        )
+        .unwrap();
+        c.check().unwrap();
+        let k = c.kubernetes.unwrap();
+        assert_eq!((k.warm_pool, k.ready_timeout_s), (2, 90));
+        // Absent: no cluster.
+        assert!(toml::from_str::<Config>("").unwrap().kubernetes.is_none());
+        let refused = |text: &str| {
+            let c: Config = toml::from_str(text).unwrap();
+            c.check().unwrap_err().to_string()
+        };
+        let e = refused("[kubernetes]\nnamespace = \"toolhost\"");
+        assert!(
+            e.contains("[kubernetes]") && e.contains("workspace_pvc is required"),
+            "{e}"
+        );
+        let e = refused("[kubernetes]\nnamespace = \"Tool_Host\"\nworkspace_pvc = \"w\"");
+        assert!(e.contains("namespace `Tool_Host`"), "{e}");
+        let e = refused("[kubernetes]\nworkspace_pvc = \"w\"\nready_timeout_s = 0");
+        assert!(e.contains("ready_timeout_s"), "{e}");
+        let e = refused("[kubernetes]\nworkspace_pvc = \"w\"\ncontext = \"kind-kind\"");
+        assert!(e.contains("context needs a kubeconfig"), "{e}");
+        let e = refused("[kubernetes]\nworkspace_pvc = \"w\"\ninstance = \"a b\"");
+        assert!(e.contains("instance `a b`"), "{e}");
+        // Unknown keys and wrong types are refused by the parser.
+        assert!(
+            toml::from_str::<Config>("[kubernetes]\nworkspace_pvc = \"w\"\nwarmpool = 1").is_err()
+        );
+        assert!(
+            toml::from_str::<Config>("[kubernetes]\nworkspace_pvc = \"w\"\nwarm_pool = -1")
+                .is_err()
+        );
+    }
 
     #[test]
     fn defaults_need_no_file_and_unknown_keys_are_refused() {

@@ -145,10 +145,19 @@ impl Server {
             })
         };
         let mut tasks = vec![reaper, flusher];
-        let docker = match config.docker.enabled {
+        // `[kubernetes]` gives Docker-kind toolkits their nodes from a
+        // cluster: the backend is there whatever `[docker] enabled` says.
+        let docker = match config.docker.enabled || config.kubernetes.is_some() {
             true => {
                 let docker = DockerBackend::with_config(data, sessions.clone(), &config.docker)
                     .map_err(|e| anyhow::anyhow!("[docker]: {e}"))?;
+                if let Some(k) = &config.kubernetes {
+                    let cluster = crate::docker::cluster::Cluster::connect(k, docker.scope())
+                        .await
+                        .map_err(|e| anyhow::anyhow!("[kubernetes]: {e}"))?;
+                    tracing::info!(namespace = %k.namespace, instance = %cluster.instance(), "heavy-tool nodes come from the Kubernetes cluster (agent-sandbox)");
+                    docker.use_cluster(Arc::new(cluster));
+                }
                 let resources: Arc<dyn crate::sessions::SessionResources> = docker.clone();
                 sessions.add_resources(Arc::downgrade(&resources));
                 tasks.push(docker.start());

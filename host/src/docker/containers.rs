@@ -213,6 +213,15 @@ impl DockerBackend {
     /// Remove container `id`; when the engine cannot do it now, remember it
     /// and let the monitor try again.
     pub(super) async fn remove_container(&self, id: &str) {
+        if let Some(cluster) = self.cluster() {
+            // A cluster node: its claim goes (the sandbox and pod with it).
+            lock(&self.claims).remove(id);
+            cluster.release(id).await;
+            lock(&self.graveyard).remove(id);
+            self.removed
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return;
+        }
         let engine = self.engines.home_of(id);
         let member = self.engines.member(engine);
         lock(&member.allocation).release(id);
@@ -252,11 +261,14 @@ impl DockerBackend {
     /// engine `engine`; the outcome is recorded in the toolkit's health.
     pub(super) async fn create_node(
         &self,
-        spec: &LoadedManifest,
+        spec: &Arc<LoadedManifest>,
         workspace: &Path,
         session: &str,
         engine: usize,
     ) -> Result<Arc<Node>, CallError> {
+        if let Some(cluster) = self.cluster() {
+            return self.claim_node(cluster, spec, workspace, session).await;
+        }
         match self.start_node(spec, workspace, session, engine).await {
             Ok(node) => {
                 self.health.created(&spec.name);
@@ -463,6 +475,48 @@ pub(super) fn missing_image(image: &str) -> CallError {
     CallError::BackendUnavailable(format!(
         "the node image `{image}` is missing: build it with `make node-image`"
     ))
+}
+
+impl DockerBackend {
+    /// A node of `spec` for `session` from the cluster: a claimed sandbox
+    /// with the driver exec'd into it.
+    async fn claim_node(
+        &self,
+        cluster: &Arc<super::cluster::Cluster>,
+        spec: &Arc<LoadedManifest>,
+        workspace: &Path,
+        session: &str,
+    ) -> Result<Arc<Node>, CallError> {
+        if self.is_closing() {
+            return Err(CallError::BackendUnavailable(
+                "the server is shutting down".into(),
+            ));
+        }
+        if spec.driver.is_none() {
+            return Err(CallError::BackendUnavailable(format!(
+                "the {} toolkit is a service (`internal_port`); the Kubernetes provider runs driver toolkits only",
+                spec.name
+            )));
+        }
+        let begun = std::time::Instant::now();
+        match cluster.node(spec, session, workspace, READY_WITHIN).await {
+            Ok((node, claimed)) => {
+                tracing::info!(toolkit = %spec.name, session, claim = %claimed.claim, pod = %claimed.pod, ms = begun.elapsed().as_millis() as u64, "claimed a sandbox and started its driver");
+                lock(&self.claims).insert(claimed.claim, claimed.pod);
+                self.health.created(&spec.name);
+                Ok(Arc::new(node))
+            }
+            Err(e) => {
+                let cause = match e {
+                    super::cluster::ClusterError::Driver { .. } => Cause::Image,
+                    _ => Cause::Engine,
+                };
+                let e = CallError::from(e);
+                self.health.failed(&spec.name, cause, &e.to_string());
+                Err(e)
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@
 //! `node` (the driver over exec stdio), `toolkit` (the call path).
 
 mod build;
+pub mod cluster;
 pub mod confirm;
 mod containers;
 mod engine;
@@ -124,6 +125,13 @@ pub struct DockerBackend {
     builds: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Whether each toolkit's nodes can be created now.
     health: Health,
+    /// `[kubernetes]`: nodes are agent-sandbox claims on this cluster
+    /// instead of containers on the engines (see [`cluster`]).
+    cluster: std::sync::OnceLock<Arc<cluster::Cluster>>,
+    /// A cluster node's claim -> its pod.
+    claims: Mutex<HashMap<String, String>>,
+    /// The cluster's leftovers were swept.
+    swept: std::sync::atomic::AtomicBool,
 }
 
 /// Label value naming the server that owns a container: a hash of its data
@@ -171,7 +179,26 @@ impl DockerBackend {
             removed: Default::default(),
             builds: Mutex::default(),
             health: Health::default(),
+            cluster: std::sync::OnceLock::new(),
+            claims: Mutex::default(),
+            swept: Default::default(),
         })
+    }
+
+    /// Take nodes from `cluster` from now on (set once, at start-up, before
+    /// the first call).
+    pub fn use_cluster(&self, cluster: Arc<cluster::Cluster>) {
+        let _ = self.cluster.set(cluster);
+    }
+
+    /// The label value naming this server's nodes.
+    pub fn scope(&self) -> &str {
+        &self.scope
+    }
+
+    /// The cluster nodes come from, if any.
+    pub(super) fn cluster(&self) -> Option<&Arc<cluster::Cluster>> {
+        self.cluster.get()
     }
 
     /// Whether each registered toolkit can make nodes now, sorted by name.
@@ -283,10 +310,7 @@ impl DockerBackend {
             // Dead with its engine? Then the engine is marked down (its
             // other nodes severed) and this session placed afresh below.
             let note = match self.lost_engine(node).await {
-                Some(engine) => format!(
-                    "the previous {} node was lost with its Docker engine `{engine}`",
-                    spec.name
-                ),
+                Some(place) => format!("the previous {} node was lost with {place}", spec.name),
                 None => node.stopped_note(),
             };
             slot.lost = Some(note.clone());
@@ -375,6 +399,10 @@ impl DockerBackend {
         session: &str,
         spec: &LoadedManifest,
     ) -> Result<usize, CallError> {
+        // The cluster places its sandboxes itself.
+        if self.cluster().is_some() {
+            return Ok(0);
+        }
         let d = &spec.manifest.docker;
         let image = d.build.is_none().then_some(d.image.as_str());
         self.engines
@@ -392,11 +420,20 @@ impl DockerBackend {
             })
     }
 
-    /// Whether the engine of `node` is gone: then its name (and the engine
-    /// is marked down, its other nodes severed).
+    /// Whether what `node` ran on is gone with it: then which (its Docker
+    /// engine, marked down with its other nodes severed; or its Kubernetes
+    /// pod), as "its Docker engine `a`".
     pub(super) async fn lost_engine(&self, node: &Node) -> Option<String> {
+        if let Some(cluster) = self.cluster() {
+            let pod = lock(&self.claims).get(&node.container).cloned()?;
+            return cluster
+                .lost(&pod)
+                .await
+                .map(|why| format!("its Kubernetes sandbox ({why})"));
+        }
         let i = self.engines.home_of(&node.container);
-        (!self.engines.answers(i).await).then(|| self.engines.member(i).name.clone())
+        (!self.engines.answers(i).await)
+            .then(|| format!("its Docker engine `{}`", self.engines.member(i).name))
     }
 
     /// Forget `session`'s node of `toolkit` after it failed mid-call.

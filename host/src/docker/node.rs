@@ -20,8 +20,9 @@ use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, StartExecResults};
 use futures::StreamExt;
 use serde_json::{Value, json};
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
+use tokio_util::io::ReaderStream;
 
 use super::service::{Answer, ServiceLink};
 
@@ -65,7 +66,17 @@ struct Driver {
     pending: Pending,
     next_id: AtomicU64,
     reader: tokio::task::JoinHandle<()>,
+    /// What carries the streams (an exec session), kept while the node lives.
+    _keep: Box<dyn Send + Sync>,
 }
+
+/// A chunk of what a driver wrote.
+pub enum Output {
+    Stdout(bytes::Bytes),
+    Stderr(bytes::Bytes),
+}
+
+type OutputStream = Pin<Box<dyn futures::Stream<Item = Result<Output, String>> + Send>>;
 
 impl Drop for Driver {
     fn drop(&mut self) {
@@ -84,10 +95,77 @@ impl Node {
         user: Option<&str>,
         ready_within: Duration,
     ) -> Result<Node, NodeError> {
-        let (mut output, input) =
-            exec_attached(docker, container, cmd, None, user, Some("/workspace"))
-                .await
-                .map_err(NodeError::Io)?;
+        let (output, input) = exec_attached(docker, container, cmd, None, user, Some("/workspace"))
+            .await
+            .map_err(NodeError::Io)?;
+        let output = output.filter_map(|item| async move {
+            match item {
+                Ok(LogOutput::StdOut { message }) => Some(Ok(Output::Stdout(message))),
+                Ok(LogOutput::StdErr { message }) => Some(Ok(Output::Stderr(message))),
+                Ok(_) => None,
+                Err(e) => Some(Err(e.to_string())),
+            }
+        });
+        Node::driver(
+            container,
+            toolkit,
+            Box::pin(output),
+            input,
+            (),
+            ready_within,
+        )
+        .await
+    }
+
+    /// A driver already started elsewhere, spoken to over its `stdin` and
+    /// `stdout` (its `stderr` kept for error messages): the same protocol
+    /// whatever carries it (a Kubernetes pod exec, for one). `keep` lives as
+    /// long as the node (what owns the streams, e.g. the exec session);
+    /// `gone` resolves when what carries the streams has ended, which also
+    /// ends the node (a transport that fails may drop its stdout without
+    /// ever closing it).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn from_stdio(
+        container: &str,
+        toolkit: &str,
+        stdout: impl AsyncRead + Send + 'static,
+        stderr: impl AsyncRead + Send + 'static,
+        stdin: impl AsyncWrite + Send + 'static,
+        keep: impl Send + Sync + 'static,
+        gone: impl std::future::Future<Output = String> + Send + 'static,
+        ready_within: Duration,
+    ) -> Result<Node, NodeError> {
+        let text = |e: std::io::Error| e.to_string();
+        // The driver's output ends with its stdout (its stderr may stay
+        // open), or with its transport.
+        let out = ReaderStream::new(stdout)
+            .map(move |r| r.map(Output::Stdout).map_err(text))
+            .chain(futures::stream::once(async {
+                Err("the driver's stdout closed".to_owned())
+            }));
+        let err = ReaderStream::new(stderr).map(move |r| r.map(Output::Stderr).map_err(text));
+        let gone = futures::stream::once(gone).map(Err);
+        let output = futures::stream::select(futures::stream::select(out, err), gone);
+        Node::driver(
+            container,
+            toolkit,
+            Box::pin(output),
+            Box::pin(stdin),
+            keep,
+            ready_within,
+        )
+        .await
+    }
+
+    /// The driver protocol over `output` and `input`.
+    async fn driver(
+        container: &str,
+        toolkit: &str,
+        mut output: OutputStream,
+        input: Pin<Box<dyn AsyncWrite + Send>>,
+        keep: impl Send + Sync + 'static,
+        ready_within: Duration,
+    ) -> Result<Node, NodeError> {
         let pending: Pending = Arc::default();
         let alive = Arc::new(AtomicBool::new(true));
         let stderr: Arc<Mutex<VecDeque<u8>>> = Arc::default();
@@ -100,7 +178,7 @@ impl Node {
                 let mut line: Vec<u8> = Vec::new();
                 while let Some(item) = output.next().await {
                     match item {
-                        Ok(LogOutput::StdOut { message }) => {
+                        Ok(Output::Stdout(message)) => {
                             for chunk in message.split_inclusive(|b| *b == b'\n') {
                                 line.extend_from_slice(chunk);
                                 if line.len() > MAX_LINE {
@@ -118,7 +196,7 @@ impl Node {
                                 }
                             }
                         }
-                        Ok(LogOutput::StdErr { message }) => {
+                        Ok(Output::Stderr(message)) => {
                             tracing::debug!(
                                 toolkit,
                                 "driver: {}",
@@ -130,7 +208,6 @@ impl Node {
                                 tail.pop_front();
                             }
                         }
-                        Ok(_) => {}
                         Err(e) => {
                             tracing::debug!(toolkit, error = %e, "driver stream error");
                             break;
@@ -154,6 +231,7 @@ impl Node {
                 pending,
                 next_id: AtomicU64::new(1),
                 reader,
+                _keep: Box::new(keep),
             }),
         };
         match tokio::time::timeout(ready_within, ready_rx).await {

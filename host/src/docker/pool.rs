@@ -18,6 +18,10 @@ impl DockerBackend {
         session: &Session,
         engine: usize,
     ) -> Option<Arc<Node>> {
+        // A cluster keeps its own warm pool (SandboxWarmPool).
+        if self.cluster().is_some() {
+            return None;
+        }
         loop {
             let pooled = {
                 let mut pools = lock(&self.pools);
@@ -51,7 +55,8 @@ impl DockerBackend {
     /// Top up the hot pool of `spec` in the background.
     pub(super) fn refill(self: &Arc<Self>, spec: &Arc<LoadedManifest>) {
         let d = &spec.manifest.docker;
-        if d.scheduling != manifest::Scheduling::Hot || d.hot_pool == 0 {
+        if d.scheduling != manifest::Scheduling::Hot || d.hot_pool == 0 || self.cluster().is_some()
+        {
             return;
         }
         if !lock(&self.refilling).insert(spec.name.clone()) {

@@ -43,6 +43,21 @@ impl DockerBackend {
     /// there (loaded from the image archive when missing)? Recorded in the
     /// toolkits' health (see [`health`]).
     pub(super) async fn check_health(&self) {
+        if let Some(cluster) = self.cluster() {
+            // Nodes come from the cluster: its leftovers are swept once,
+            // and a toolkit's problems show when a claim fails.
+            if !self.swept.swap(true, std::sync::atomic::Ordering::AcqRel) {
+                match cluster.remove_orphans().await {
+                    Ok(()) => {}
+                    Err(e) => {
+                        self.swept
+                            .store(false, std::sync::atomic::Ordering::Release);
+                        tracing::warn!(error = %e, "cannot sweep leftover SandboxClaims");
+                    }
+                }
+            }
+            return;
+        }
         let (up, came_up) = self.engines.check().await;
         for i in came_up {
             self.remove_orphans(i).await;

@@ -67,12 +67,10 @@ impl Toolkit for DockerToolkit {
                         NodeError::Died(_) | NodeError::Io(_) => {
                             match self.backend.lost_engine(&node).await {
                                 // Its engine is gone with it: `node_lost`.
-                                Some(engine) => (
-                                    format!(
-                                        "the previous {name} node was lost with its Docker engine `{engine}`"
-                                    ),
+                                Some(place) => (
+                                    format!("the previous {name} node was lost with {place}"),
                                     CallError::NodeLost(format!(
-                                        "the {name} node was lost with its Docker engine `{engine}` ({e}); the next call starts a fresh node on a live engine (its state is lost, /workspace is kept)"
+                                        "the {name} node was lost with {place} ({e}); the next call starts a fresh node (its state is lost, the workspace is kept)"
                                     )),
                                 ),
                                 None => (

@@ -1,0 +1,221 @@
+//! Every object the Kubernetes node provider sends, validated against the
+//! published schemas: agent-sandbox's CRDs (vendored under
+//! deploy/crds/agent-sandbox) and Kubernetes v1.36's OpenAPI (trimmed under
+//! tests/k8s/schemas). No cluster is involved.
+
+mod k8s_common;
+
+use k8s_common::{
+    check_object, crd_schema, definition, errors, kubernetes, shell_manifest, url_pairs,
+};
+use serde_json::{Value, json};
+use toolhost::docker::cluster::objects;
+use toolhost::docker::manifest::LoadedManifest;
+
+const NS: &str = "toolhost";
+
+fn settings() -> objects::PodSettings<'static> {
+    objects::PodSettings {
+        workspace_pvc: "toolhost-workspaces",
+        runtime_class: Some("gvisor"),
+    }
+}
+
+fn sent(spec: &LoadedManifest) -> Vec<Value> {
+    let owner = objects::Owner {
+        instance: "toolhost-0",
+        toolkit: &spec.name,
+    };
+    vec![
+        objects::driver_config_map(spec, NS, "print('driver')\n"),
+        objects::template(spec, NS, &settings()).unwrap(),
+        objects::warm_pool(&spec.name, NS, 2),
+        objects::claim(&objects::claim_name(&spec.name), NS, &owner, "a-session-id"),
+        // A session id that is no label value (an XAgent cookie may be anything).
+        objects::claim(
+            "toolhost-shell-1234abcd",
+            NS,
+            &owner,
+            "sess/ion with spaces and more than sixty-three characters in all of it",
+        ),
+    ]
+}
+
+#[test]
+fn every_object_sent_for_the_shell_toolkit_is_valid() {
+    let spec = shell_manifest();
+    for object in sent(&spec) {
+        let found = check_object(&object);
+        assert!(
+            found.is_empty(),
+            "{}: {found:#?}\n{object:#}",
+            object["kind"]
+        );
+    }
+}
+
+#[test]
+fn the_template_says_what_the_manifest_says() {
+    let spec = shell_manifest();
+    let t = objects::template(&spec, NS, &settings()).unwrap();
+    let pod = &t["spec"]["podTemplate"]["spec"];
+    let c = &pod["containers"][0];
+    assert_eq!(c["image"], "toolhost-node:latest");
+    assert_eq!(c["imagePullPolicy"], "IfNotPresent");
+    // shell.toml: cpus = 1.0, memory_mb = 512.
+    assert_eq!(
+        c["resources"]["limits"],
+        json!({"cpu": "1000m", "memory": "512Mi"})
+    );
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+    assert_eq!(c["securityContext"]["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert_eq!(pod["runtimeClassName"], "gvisor");
+    assert_eq!(
+        pod["volumes"][0]["persistentVolumeClaim"]["claimName"],
+        "toolhost-workspaces"
+    );
+    // network = "none": a managed policy with no rule, i.e. deny all.
+    assert_eq!(t["spec"]["networkPolicyManagement"], "Managed");
+    assert_eq!(
+        t["spec"]["networkPolicy"],
+        json!({"ingress": [], "egress": []})
+    );
+    // The claim names the pool, which names the template.
+    let pool = objects::warm_pool("shell", NS, 3);
+    assert_eq!(
+        pool["spec"]["sandboxTemplateRef"]["name"],
+        t["metadata"]["name"]
+    );
+    assert_eq!(pool["spec"]["replicas"], 3);
+}
+
+#[test]
+fn a_host_network_toolkit_gets_the_controllers_default_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(k8s_common::repo().join("plugins/shell/shell.toml"))
+        .unwrap()
+        .replace("network = \"none\"", "network = \"host\"")
+        .replace("cpus = 1.0", "cpus = 0.25");
+    std::fs::write(dir.path().join("shell.toml"), text).unwrap();
+    std::fs::copy(
+        k8s_common::repo().join("plugins/shell/driver.py"),
+        dir.path().join("driver.py"),
+    )
+    .unwrap();
+    let spec = k8s_common::shell_manifest_in(dir.path());
+    let t = objects::template(&spec, NS, &settings()).unwrap();
+    assert!(t["spec"].get("networkPolicy").is_none(), "{t:#}");
+    assert_eq!(
+        t["spec"]["podTemplate"]["spec"]["containers"][0]["resources"]["limits"]["cpu"],
+        "250m"
+    );
+    assert!(check_object(&t).is_empty());
+}
+
+#[test]
+fn wrong_objects_are_rejected() {
+    let spec = shell_manifest();
+    // A wrong type in an agent-sandbox field.
+    let mut pool = objects::warm_pool("shell", NS, 2);
+    pool["spec"]["replicas"] = json!("two");
+    assert!(!check_object(&pool).is_empty());
+    // The v1alpha1 field name on a v1beta1 claim (v1beta1 requires warmPoolRef).
+    let owner = objects::Owner {
+        instance: "i",
+        toolkit: "shell",
+    };
+    let mut claim = objects::claim("c", NS, &owner, "s");
+    claim["spec"] = json!({"sandboxTemplateRef": {"name": "toolhost-shell"}});
+    let found = check_object(&claim);
+    assert!(found.iter().any(|e| e.contains("warmPoolRef")), "{found:?}");
+    // A wrong type inside the embedded pod spec: the CRD's copy and
+    // Kubernetes' own PodSpec both refuse it.
+    let mut t = objects::template(&spec, NS, &settings()).unwrap();
+    t["spec"]["podTemplate"]["spec"]["automountServiceAccountToken"] = json!("no");
+    assert!(check_object(&t).len() >= 2, "{:?}", check_object(&t));
+    // A misspelt pod field (strict: the server would drop it silently).
+    let mut t = objects::template(&spec, NS, &settings()).unwrap();
+    t["spec"]["podTemplate"]["spec"]["runtimeClass"] = json!("gvisor");
+    assert!(!check_object(&t).is_empty());
+    // A resource quantity that is no quantity (the CRD's pattern).
+    let mut t = objects::template(&spec, NS, &settings()).unwrap();
+    t["spec"]["podTemplate"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] =
+        json!("one core");
+    assert!(!check_object(&t).is_empty());
+    // Metadata: a label value must be a string (Kubernetes' ObjectMeta).
+    let mut claim = objects::claim("c", NS, &owner, "s");
+    claim["metadata"]["labels"]["n"] = json!(1);
+    assert!(!check_object(&claim).is_empty());
+    // The schemas themselves are not vacuous.
+    assert!(
+        !errors(
+            &crd_schema("extensions.agents.x-k8s.io_sandboxclaims.yaml"),
+            &json!({})
+        )
+        .is_empty()
+    );
+    assert!(
+        !errors(
+            &definition("io.k8s.api.core.v1.PodSpec"),
+            &json!({"containers": "x"})
+        )
+        .is_empty()
+    );
+}
+
+#[test]
+fn the_exec_request_uses_only_parameters_kubernetes_declares() {
+    // The exec query the provider sends (kube's request builder, the real
+    // one; its wire form is also asserted by the replay test).
+    let command = objects::driver_command("session-1");
+    let ap = kube::api::AttachParams::default()
+        .container(objects::CONTAINER)
+        .stdin(true)
+        .stdout(true)
+        .stderr(true);
+    let req = kube::core::Request::new("/api/v1/namespaces/toolhost/pods")
+        .exec("pod-a", command.clone(), &ap)
+        .unwrap();
+    let uri = req.uri().clone();
+    assert_eq!(uri.path(), "/api/v1/namespaces/toolhost/pods/pod-a/exec");
+    let declared = kubernetes()["exec_parameters"].as_array().unwrap().clone();
+    let pairs: Vec<(String, String)> = url_pairs(uri.query().unwrap_or_default());
+    for (k, v) in &pairs {
+        let p = declared
+            .iter()
+            .find(|p| p["name"] == k.as_str() && p["in"] == "query")
+            .unwrap_or_else(|| panic!("`{k}` is no exec parameter of Kubernetes v1.36"));
+        match p["type"].as_str().unwrap() {
+            "boolean" => assert!(v == "true" || v == "false", "{k}={v}"),
+            "string" => {}
+            t => panic!("unexpected type {t}"),
+        }
+    }
+    let commands: Vec<&str> = pairs
+        .iter()
+        .filter(|(k, _)| k == "command")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(
+        commands,
+        command.iter().map(String::as_str).collect::<Vec<_>>()
+    );
+    assert!(pairs.contains(&("stdin".into(), "true".into())));
+    assert!(pairs.contains(&("container".into(), "node".into())));
+}
+
+#[test]
+fn names_and_labels_are_valid_whatever_the_toolkit_or_session() {
+    for t in ["shell", "My_Kit", "a-b", "x_"] {
+        let n = objects::toolkit_object(t);
+        assert!(objects::is_dns_subdomain(&n), "{n}");
+        assert!(objects::is_dns_subdomain(&objects::claim_name(t)));
+    }
+    assert_ne!(objects::toolkit_object("A"), objects::toolkit_object("a"));
+    for s in ["abc", "sess/ion", "", "-x-", &"z".repeat(100)] {
+        let v = objects::label_value(s);
+        assert!(objects::is_label_value(&v), "{s:?} -> {v:?}");
+    }
+    assert_ne!(objects::label_value("a/b"), objects::label_value("a.b/"));
+}
