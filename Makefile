@@ -152,7 +152,7 @@ c-unit:
 ## kustomize, validated against the vendored schemas, cross-checked, their
 ## toolhost.toml read by the binary, its probes asked (no cluster needed).
 kubernetes: host-bin
-	TOOLHOST_BIN=$(TOOLHOST_BIN) tests/kubernetes/run.sh
+	TOOLHOST_BIN=$(TOOLHOST_BIN) tests/k8s/manifests/run.sh
 
 build:
 	$(CARGO) build --release -p toolhost

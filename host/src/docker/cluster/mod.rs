@@ -92,6 +92,9 @@ pub struct Cluster {
     client: kube::Client,
     config: KubernetesConfig,
     instance: String,
+    /// This toolhost's pod (name, uid), from the downward API's
+    /// `TOOLHOST_POD_NAME` and `TOOLHOST_POD_UID`, when it runs in the cluster.
+    pod: Option<(String, String)>,
     /// The manifest each toolkit's objects were applied for.
     applied: Mutex<std::collections::HashMap<String, Arc<LoadedManifest>>>,
 }
@@ -129,10 +132,18 @@ impl Cluster {
             .clone()
             .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| is_label_value(h)))
             .unwrap_or_else(|| scope.to_owned());
+        let pod = match (
+            std::env::var("TOOLHOST_POD_NAME"),
+            std::env::var("TOOLHOST_POD_UID"),
+        ) {
+            (Ok(name), Ok(uid)) if !name.is_empty() && !uid.is_empty() => Some((name, uid)),
+            _ => None,
+        };
         Ok(Cluster {
             client,
             config: config.clone(),
             instance,
+            pod,
             applied: Mutex::default(),
         })
     }
@@ -250,6 +261,7 @@ impl Cluster {
         let owner = objects::Owner {
             instance: &self.instance,
             toolkit: &spec.name,
+            pod: self.pod.as_ref().map(|(n, u)| (n.as_str(), u.as_str())),
         };
         let claim = objects::claim(&name, &self.config.namespace, &owner, session);
         let claim: DynamicObject =

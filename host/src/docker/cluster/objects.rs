@@ -135,9 +135,14 @@ pub fn toolkit_object(toolkit: &str) -> String {
 }
 
 /// Who made an object, and for what.
+#[derive(Clone, Copy)]
 pub struct Owner<'a> {
     pub instance: &'a str,
     pub toolkit: &'a str,
+    /// The toolhost pod (name, uid) when it runs in the cluster: its claims
+    /// are then the pod's dependents, and Kubernetes' garbage collector
+    /// deletes them with it (a replica gone for good leaves no sandbox).
+    pub pod: Option<(&'a str, &'a str)>,
 }
 
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -339,7 +344,7 @@ pub fn claim_name(toolkit: &str) -> String {
 /// A `SandboxClaim` named `name` of session `session`'s node of
 /// `owner.toolkit`, from that toolkit's warm pool.
 pub fn claim(name: &str, namespace: &str, owner: &Owner, session: &str) -> Value {
-    json!({
+    let mut claim = json!({
         "apiVersion": format!("{GROUP}/{VERSION}"),
         "kind": "SandboxClaim",
         "metadata": {
@@ -356,7 +361,12 @@ pub fn claim(name: &str, namespace: &str, owner: &Owner, session: &str) -> Value
         "spec": {
             "warmPoolRef": { "name": toolkit_object(owner.toolkit) },
         },
-    })
+    });
+    if let Some((pod, uid)) = owner.pod {
+        claim["metadata"]["ownerReferences"] =
+            json!([{"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid}]);
+    }
+    claim
 }
 
 /// The command exec'd into a session's sandbox: into the session's own
