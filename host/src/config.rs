@@ -140,6 +140,12 @@ pub struct KubernetesConfig {
     pub ready_timeout_s: u64,
     /// `runtimeClassName` of the sandbox pods (gVisor, Kata, ...).
     pub runtime_class: Option<String>,
+    /// Every sandbox mounts the whole workspaces volume and starts in its
+    /// session's directory, so warm sandboxes can be handed out; a shell can
+    /// then reach other sessions' files. Off (the default): each sandbox
+    /// mounts its session's directory alone at /workspace, started for its
+    /// claim (no warm pool).
+    pub shared_workspaces: bool,
 }
 
 impl Default for KubernetesConfig {
@@ -153,6 +159,7 @@ impl Default for KubernetesConfig {
             warm_pool: 0,
             ready_timeout_s: 120,
             runtime_class: None,
+            shared_workspaces: false,
         }
     }
 }
@@ -185,6 +192,9 @@ impl KubernetesConfig {
         }
         if self.ready_timeout_s == 0 {
             return Err("ready_timeout_s must be at least 1".into());
+        }
+        if self.warm_pool > 0 && !self.shared_workspaces {
+            return Err("warm_pool needs shared_workspaces = true: a sandbox that mounts its session's workspace alone is started for its claim, so none can wait in a pool (and shared workspaces let a shell reach other sessions' files: see the README)".into());
         }
         if self.context.is_some() && self.kubeconfig.is_none() {
             return Err("context needs a kubeconfig file".into());

@@ -74,7 +74,9 @@ struct Setup {
     _dirs: [tempfile::TempDir; 3],
 }
 
-async fn setup(fixture: Value, ready_timeout_s: u64, tls: bool) -> Setup {
+/// `shared`: `shared_workspaces` with a warm pool of one; else the default,
+/// each sandbox mounting its session's directory alone.
+async fn setup(fixture: Value, ready_timeout_s: u64, tls: bool, shared: bool) -> Setup {
     let plugins = tempfile::tempdir().unwrap();
     let shell = plugins.path().join("shell");
     std::fs::create_dir(&shell).unwrap();
@@ -93,7 +95,8 @@ async fn setup(fixture: Value, ready_timeout_s: u64, tls: bool) -> Setup {
             kubeconfig: Some(kubeconfig(kube_dir.path(), addr, tls.as_ref())),
             instance: Some("toolhost-test".into()),
             workspace_pvc: "toolhost-workspaces".into(),
-            warm_pool: 1,
+            warm_pool: u32::from(shared),
+            shared_workspaces: shared,
             ready_timeout_s,
             ..Default::default()
         }),
@@ -121,7 +124,7 @@ async fn create_claim_exec_delete_against_a_replayed_api_server() {
         replay,
         workspaces,
         _dirs,
-    } = setup(fixture(), 20, true).await;
+    } = setup(fixture(), 20, true, false).await;
 
     // 1. A call: the toolkit's objects applied, a claim made and polled
     // until ready, the driver exec'd, the command run in the session's
@@ -356,7 +359,7 @@ async fn a_claim_never_ready_fails_the_call_clearly_and_is_deleted() {
         replay,
         _dirs,
         ..
-    } = setup(fixture, 2, false).await;
+    } = setup(fixture, 2, false, false).await;
     let (status, body) = invoke(&app, "echo never").await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body:#}");
     assert_eq!(body["error"]["kind"], "backend_unavailable", "{body:#}");
@@ -392,7 +395,8 @@ async fn an_api_server_speaking_only_v4_channels_works_too() {
             ws["protocol"] = json!("v4.channel.k8s.io");
         }
     }
-    let s = setup(fixture, 20, false).await;
+    // (With shared workspaces and a warm pool, the other way to run.)
+    let s = setup(fixture, 20, false, true).await;
     let (status, body) = invoke(&s.app, "echo over v4").await;
     assert_eq!(status, StatusCode::OK, "{body:#}");
     assert!(body.to_string().contains("over v4"), "{body}");

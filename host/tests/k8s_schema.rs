@@ -14,10 +14,20 @@ use toolhost::docker::manifest::LoadedManifest;
 
 const NS: &str = "toolhost";
 
+/// The default: each sandbox mounts its session's directory alone.
 fn settings() -> objects::PodSettings<'static> {
     objects::PodSettings {
         workspace_pvc: "toolhost-workspaces",
         runtime_class: Some("gvisor"),
+        isolated: true,
+    }
+}
+
+/// `shared_workspaces = true`: the whole volume, warm sandboxes.
+fn shared() -> objects::PodSettings<'static> {
+    objects::PodSettings {
+        isolated: false,
+        ..settings()
     }
 }
 
@@ -35,16 +45,24 @@ fn sent(spec: &LoadedManifest) -> Vec<Value> {
     vec![
         objects::driver_config_map(spec, NS, "print('driver')\n"),
         objects::template(spec, NS, &settings()).unwrap(),
+        objects::template(spec, NS, &shared()).unwrap(),
         objects::warm_pool(&spec.name, NS, 2),
-        objects::claim(&objects::claim_name(&spec.name), NS, &owner, "a-session-id"),
+        objects::claim(
+            &objects::claim_name(&spec.name),
+            NS,
+            &owner,
+            "a-session-id",
+            Some("a-session-id"),
+        ),
         // A claim of a toolhost running in the cluster: its pod owns it.
-        objects::claim("toolhost-shell-0000abcd", NS, &in_cluster, "s2"),
+        objects::claim("toolhost-shell-0000abcd", NS, &in_cluster, "s2", None),
         // A session id that is no label value (an XAgent cookie may be anything).
         objects::claim(
             "toolhost-shell-1234abcd",
             NS,
             &owner,
             "sess/ion with spaces and more than sixty-three characters in all of it",
+            None,
         ),
     ]
 }
@@ -83,6 +101,36 @@ fn the_template_says_what_the_manifest_says() {
         pod["volumes"][0]["persistentVolumeClaim"]["claimName"],
         "toolhost-workspaces"
     );
+    // By default a sandbox mounts its session's directory alone, named by
+    // its claim's variable, which the template lets claims set.
+    assert_eq!(
+        c["volumeMounts"][0],
+        json!({"name": "workspaces", "mountPath": "/workspace", "subPathExpr": "$(TOOLHOST_WORKSPACE)"})
+    );
+    assert_eq!(c["workingDir"], "/workspace");
+    assert_eq!(t["spec"]["envVarsInjectionPolicy"], "Allowed");
+    let owner = objects::Owner {
+        instance: "i",
+        toolkit: "shell",
+        pod: None,
+    };
+    let claim = objects::claim("c", NS, &owner, "s 1", Some("s1dir"));
+    assert_eq!(
+        claim["spec"]["env"],
+        json!([{"name": "TOOLHOST_WORKSPACE", "value": "s1dir"}])
+    );
+    assert!(objects::driver_command("s1dir", true)[2].starts_with("cd \"/workspace\""));
+    // shared_workspaces: the whole volume, no variable, the session's
+    // directory given to the driver.
+    let shared_t = objects::template(&spec, NS, &shared()).unwrap();
+    let shared_c = &shared_t["spec"]["podTemplate"]["spec"]["containers"][0];
+    assert_eq!(
+        shared_c["volumeMounts"][0],
+        json!({"name": "workspaces", "mountPath": "/workspaces"})
+    );
+    assert!(shared_t["spec"].get("envVarsInjectionPolicy").is_none());
+    assert!(objects::claim("c", NS, &owner, "s", None)["spec"].get("env").is_none());
+    assert!(objects::driver_command("s1dir", false)[2].starts_with("cd \"/workspaces/$1\""));
     // network = "none": a managed policy with no rule, i.e. deny all.
     assert_eq!(t["spec"]["networkPolicyManagement"], "Managed");
     assert_eq!(
@@ -134,7 +182,7 @@ fn wrong_objects_are_rejected() {
         toolkit: "shell",
         pod: None,
     };
-    let mut claim = objects::claim("c", NS, &owner, "s");
+    let mut claim = objects::claim("c", NS, &owner, "s", None);
     claim["spec"] = json!({"sandboxTemplateRef": {"name": "toolhost-shell"}});
     let found = check_object(&claim);
     assert!(found.iter().any(|e| e.contains("warmPoolRef")), "{found:?}");
@@ -143,7 +191,7 @@ fn wrong_objects_are_rejected() {
         pod: Some(("toolhost-0", "u")),
         ..owner
     };
-    let mut claim = objects::claim("c", NS, &in_cluster, "s");
+    let mut claim = objects::claim("c", NS, &in_cluster, "s", None);
     assert_eq!(claim["metadata"]["ownerReferences"][0]["kind"], "Pod");
     claim["metadata"]["ownerReferences"][0]
         .as_object_mut()
@@ -168,7 +216,7 @@ fn wrong_objects_are_rejected() {
         json!("one core");
     assert!(!check_object(&t).is_empty());
     // Metadata: a label value must be a string (Kubernetes' ObjectMeta).
-    let mut claim = objects::claim("c", NS, &owner, "s");
+    let mut claim = objects::claim("c", NS, &owner, "s", None);
     claim["metadata"]["labels"]["n"] = json!(1);
     assert!(!check_object(&claim).is_empty());
     // The schemas themselves are not vacuous.
@@ -192,7 +240,7 @@ fn wrong_objects_are_rejected() {
 fn the_exec_request_uses_only_parameters_kubernetes_declares() {
     // The exec query the provider sends (kube's request builder, the real
     // one; its wire form is also asserted by the replay test).
-    let command = objects::driver_command("session-1");
+    let command = objects::driver_command("session-1", true);
     let ap = kube::api::AttachParams::default()
         .container(objects::CONTAINER)
         .stdin(true)

@@ -154,7 +154,6 @@ namespace = "$ns"
 kubeconfig = "$kubeconfig"
 instance = "e2e"
 workspace_pvc = "toolhost-workspaces"
-warm_pool = 1
 ready_timeout_s = 300
 TOML
 "$bin" serve --config "$work/toolhost.toml" --plugins "$work/plugins" --data "$work/data" \
@@ -169,13 +168,19 @@ done
 curl -fsS "http://127.0.0.1:$port/health" >/dev/null
 
 echo "== a shell call"
+# Another session's file, which this session's sandbox must not see.
+mkdir -p "$shared/other-session" && echo secret >"$shared/other-session/secret.txt"
 answer=$(curl -sS --max-time 400 -H 'content-type: application/json' -H 'x-toolhost-session: e2e' \
-    -d '{"params": {"command": "echo hello-from-the-cluster > made-in-pod.txt; cat made-in-pod.txt; pwd"}}' \
+    -d '{"params": {"command": "echo hello-from-the-cluster > made-in-pod.txt; cat made-in-pod.txt; pwd; find / -name secret.txt -path \"*other-session*\" 2>/dev/null | grep -q . && echo NOT-ISOLATED || echo isolated"}}' \
     "http://127.0.0.1:$port/tools/shell_run/invoke")
 echo "$answer"
 if ! grep -q 'hello-from-the-cluster' <<<"$answer"; then
     echo "FAIL: the shell call did not answer as expected; toolhost's log:" >&2
     tail -n 50 "$work/toolhost.log" >&2
+    exit 1
+fi
+if grep -q 'NOT-ISOLATED' <<<"$answer" || ! grep -q 'isolated' <<<"$answer"; then
+    echo "FAIL: the sandbox sees another session's workspace" >&2
     exit 1
 fi
 if [[ ! -f "$shared/e2e/made-in-pod.txt" ]]; then

@@ -179,7 +179,7 @@ impl Replay {
                     None,
                 )
                 .await;
-                this.pod_exec(stream, command, &ws, count, stop.1).await;
+                this.pod_exec(stream, command, n, &ws, count, stop.1).await;
             });
             return Response::builder()
                 .status(StatusCode::SWITCHING_PROTOCOLS)
@@ -238,6 +238,7 @@ impl Replay {
             hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>,
         >,
         mut command: Vec<String>,
+        claim: usize,
         fixture: &Value,
         count: Arc<std::sync::atomic::AtomicUsize>,
         mut stop: tokio::sync::oneshot::Receiver<()>,
@@ -246,9 +247,29 @@ impl Replay {
             command.len() >= 3 && command[0] == "sh" && command[1] == "-c",
             "{command:?}"
         );
-        command[2] = command[2]
-            .replace("/workspaces", &self.workspaces.display().to_string())
-            .replace("/opt/toolhost", &self.driver_dir.display().to_string());
+        // The pod's mounts, as the kubelet makes them: the whole volume at
+        // /workspaces, or (the claim naming its directory) that directory
+        // alone at /workspace, the sub-path expanded from the claim's
+        // TOOLHOST_WORKSPACE.
+        let sub_path = lock(self)
+            .claims
+            .get(claim.wrapping_sub(1))
+            .and_then(|(_, c)| {
+                c["spec"]["env"]
+                    .as_array()?
+                    .iter()
+                    .find(|e| e["name"] == "TOOLHOST_WORKSPACE")?["value"]
+                    .as_str()
+                    .map(str::to_owned)
+            });
+        let script = match sub_path {
+            Some(dir) => command[2].replace(
+                "/workspace",
+                &self.workspaces.join(dir).display().to_string(),
+            ),
+            None => command[2].replace("/workspaces", &self.workspaces.display().to_string()),
+        };
+        command[2] = script.replace("/opt/toolhost", &self.driver_dir.display().to_string());
         let mut child = tokio::process::Command::new(&command[0])
             .args(&command[1..])
             .stdin(Stdio::piped())

@@ -48,7 +48,7 @@ os.environ["RUST_BACKTRACE"] = "0"  # errors, not backtraces, in the failures pr
 SESSION_HEADER = "x-toolhost-session"
 # The `[kubernetes]` keys of the Kubernetes backend (its owner's list).
 KUBERNETES_KEYS = {"namespace", "kubeconfig", "context", "instance", "workspace_pvc",
-                   "warm_pool", "ready_timeout_s", "runtime_class"}
+                   "warm_pool", "ready_timeout_s", "runtime_class", "shared_workspaces"}
 # What the Role may grant: the sandboxes of agent-sandbox, pods, their exec,
 # the drivers' ConfigMaps; never a wildcard.
 ALLOWED_RULES = {

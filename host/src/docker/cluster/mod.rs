@@ -212,6 +212,7 @@ impl Cluster {
         let settings = objects::PodSettings {
             workspace_pvc: &self.config.workspace_pvc,
             runtime_class: self.config.runtime_class.as_deref(),
+            isolated: !self.config.shared_workspaces,
         };
         let template = objects::template(spec, ns, &settings)
             .map_err(|e| ClusterError::Unsupported(format!("the {} toolkit: {e}", spec.name)))?;
@@ -263,7 +264,14 @@ impl Cluster {
             toolkit: &spec.name,
             pod: self.pod.as_ref().map(|(n, u)| (n.as_str(), u.as_str())),
         };
-        let claim = objects::claim(&name, &self.config.namespace, &owner, session);
+        let isolated = !self.config.shared_workspaces;
+        let claim = objects::claim(
+            &name,
+            &self.config.namespace,
+            &owner,
+            session,
+            isolated.then_some(dir.as_str()),
+        );
         let claim: DynamicObject =
             serde_json::from_value(claim).map_err(|e| ClusterError::Api {
                 what: "building the claim".into(),
@@ -333,7 +341,7 @@ impl Cluster {
             .max_stdin_buf_size(1 << 20);
         let mut process = self
             .pods()
-            .exec(&pod, objects::driver_command(dir), &params)
+            .exec(&pod, objects::driver_command(dir, !self.config.shared_workspaces), &params)
             .await
             .map_err(api_error(format!("exec in pod `{pod}`")))?;
         let (Some(stdin), Some(stdout), Some(stderr)) =

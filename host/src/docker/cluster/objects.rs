@@ -26,8 +26,14 @@ use crate::docker::manifest::{LoadedManifest, Network};
 
 pub const GROUP: &str = "extensions.agents.x-k8s.io";
 pub const VERSION: &str = "v1beta1";
-/// Where a sandbox mounts the workspaces volume (one directory a session).
+/// Where a sandbox mounts the whole workspaces volume (one directory a
+/// session), with `shared_workspaces`.
 pub const WORKSPACES: &str = "/workspaces";
+/// Where a sandbox mounts its own session's directory alone (the default):
+/// the volume's `$(TOOLHOST_WORKSPACE)` sub-path, as Docker nodes see theirs.
+pub const WORKSPACE: &str = "/workspace";
+/// The claim's variable naming its session's directory of the volume.
+pub const WORKSPACE_VAR: &str = "TOOLHOST_WORKSPACE";
 /// Where a sandbox mounts its toolkit's driver (from a ConfigMap).
 pub const DRIVER_DIR: &str = "/opt/toolhost";
 /// The sandbox pod's one container.
@@ -170,6 +176,9 @@ pub fn driver_config_map(spec: &LoadedManifest, namespace: &str, driver: &str) -
 pub struct PodSettings<'a> {
     pub workspace_pvc: &'a str,
     pub runtime_class: Option<&'a str>,
+    /// Each sandbox mounts only its session's directory ([`WORKSPACE`]),
+    /// named by its claim; else the whole volume ([`WORKSPACES`]).
+    pub isolated: bool,
 }
 
 /// A numeric `uid[:gid]` user (exec cannot pick a user, so the container
@@ -209,7 +218,7 @@ pub fn pod_spec(spec: &LoadedManifest, settings: &PodSettings) -> Result<PodSpec
         // nodes (kind, air-gapped clusters) must be usable as it is.
         image_pull_policy: Some("IfNotPresent".into()),
         command: Some(vec!["sleep".into(), "infinity".into()]),
-        working_dir: Some(WORKSPACES.into()),
+        working_dir: Some(if settings.isolated { WORKSPACE } else { WORKSPACES }.into()),
         env: (!d.env.is_empty()).then(|| {
             d.env
                 .iter()
@@ -236,10 +245,21 @@ pub fn pod_spec(spec: &LoadedManifest, settings: &PodSettings) -> Result<PodSpec
             ..Default::default()
         }),
         volume_mounts: Some(vec![
-            VolumeMount {
-                name: "workspaces".into(),
-                mount_path: WORKSPACES.into(),
-                ..Default::default()
+            if settings.isolated {
+                // The kubelet expands the claim's variable: the session's
+                // directory alone, never its neighbours.
+                VolumeMount {
+                    name: "workspaces".into(),
+                    mount_path: WORKSPACE.into(),
+                    sub_path_expr: Some(format!("$({WORKSPACE_VAR})")),
+                    ..Default::default()
+                }
+            } else {
+                VolumeMount {
+                    name: "workspaces".into(),
+                    mount_path: WORKSPACES.into(),
+                    ..Default::default()
+                }
             },
             VolumeMount {
                 name: "driver".into(),
@@ -300,6 +320,12 @@ pub fn template(
     if spec.manifest.docker.network == Network::None {
         body["networkPolicy"] = json!({ "ingress": [], "egress": [] });
     }
+    if settings.isolated {
+        // Claims name their session's directory (and so start a sandbox of
+        // their own: agent-sandbox does not hand a claim with variables a
+        // warm one).
+        body["envVarsInjectionPolicy"] = json!("Allowed");
+    }
     Ok(json!({
         "apiVersion": format!("{GROUP}/{VERSION}"),
         "kind": "SandboxTemplate",
@@ -343,7 +369,15 @@ pub fn claim_name(toolkit: &str) -> String {
 
 /// A `SandboxClaim` named `name` of session `session`'s node of
 /// `owner.toolkit`, from that toolkit's warm pool.
-pub fn claim(name: &str, namespace: &str, owner: &Owner, session: &str) -> Value {
+/// `workspace`: the session's directory of the volume, for a template that
+/// mounts it alone (`PodSettings::isolated`).
+pub fn claim(
+    name: &str,
+    namespace: &str,
+    owner: &Owner,
+    session: &str,
+    workspace: Option<&str>,
+) -> Value {
     let mut claim = json!({
         "apiVersion": format!("{GROUP}/{VERSION}"),
         "kind": "SandboxClaim",
@@ -362,6 +396,9 @@ pub fn claim(name: &str, namespace: &str, owner: &Owner, session: &str) -> Value
             "warmPoolRef": { "name": toolkit_object(owner.toolkit) },
         },
     });
+    if let Some(dir) = workspace {
+        claim["spec"]["env"] = json!([{"name": WORKSPACE_VAR, "value": dir}]);
+    }
     if let Some((pod, uid)) = owner.pod {
         claim["metadata"]["ownerReferences"] =
             json!([{"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid}]);
@@ -370,14 +407,20 @@ pub fn claim(name: &str, namespace: &str, owner: &Owner, session: &str) -> Value
 }
 
 /// The command exec'd into a session's sandbox: into the session's own
-/// directory of the workspaces volume (`dir`, passed as an argument, never
-/// spliced into the script), then the driver.
-pub fn driver_command(dir: &str) -> Vec<String> {
+/// directory (its whole mount when `isolated`, else its directory of the
+/// volume, `dir`, passed as an argument, never spliced into the script),
+/// then the driver.
+pub fn driver_command(dir: &str, isolated: bool) -> Vec<String> {
+    let into = if isolated {
+        WORKSPACE.to_owned()
+    } else {
+        format!("{WORKSPACES}/$1")
+    };
     vec![
         "sh".into(),
         "-c".into(),
         format!(
-            "cd \"{WORKSPACES}/$1\" || {{ echo \"no workspace directory {WORKSPACES}/$1\" >&2; exit 97; }}; exec python3 -u {DRIVER_DIR}/driver.py"
+            "cd \"{into}\" || {{ echo \"no workspace directory {into}\" >&2; exit 97; }}; exec python3 -u {DRIVER_DIR}/driver.py"
         ),
         "toolhost-driver".into(),
         dir.into(),
