@@ -6,12 +6,13 @@
 //! over `docker exec` ([`Node::from_stdio`]). Releasing a node deletes its
 //! claim (agent-sandbox deletes the sandbox and its pod with it).
 //!
-//! - Workspaces: one ReadWriteMany volume (`workspace_pvc`) mounted at
-//!   `/workspaces` in every sandbox and at `<data>/workspaces` in toolhost;
-//!   the driver starts in `/workspaces/<session>`. The whole volume is
-//!   mounted in every sandbox (a warm sandbox exists before its session is
-//!   known, so no per-session `subPath` can be set): see the README for
-//!   what that leaves open.
+//! - Workspaces: one ReadWriteMany volume (`workspace_pvc`), at
+//!   `<data>/workspaces` in toolhost. By default each sandbox mounts its
+//!   session's directory alone at `/workspace` (the claim's
+//!   `TOOLHOST_WORKSPACE`, the template's `subPathExpr`), started for its
+//!   claim. With `shared_workspaces` every sandbox mounts the whole volume at
+//!   `/workspaces` and the driver starts in `/workspaces/<session>`, so warm
+//!   sandboxes can be handed out: see the README for what that leaves open.
 //! - Node death: a pod that vanishes, or an exec stream that closes,
 //!   ends the calls waiting on it; [`Cluster::lost`] then says whether the
 //!   pod is gone, which the call path answers as `node_lost`.
