@@ -528,7 +528,7 @@ mod tests {
     #[test]
     fn the_kubernetes_section_is_checked_at_start_up() {
         let c: Config = toml::from_str(
-            "[kubernetes]\nnamespace = \"toolhost\"\nworkspace_pvc = \"toolhost-workspaces\"\nwarm_pool = 2\nready_timeout_s = 90\nruntime_class = \"gvisor\"\ninstance = \"toolhost-0\"",
+            "[kubernetes]\nnamespace = \"toolhost\"\nworkspace_pvc = \"toolhost-workspaces\"\nshared_workspaces = true\nwarm_pool = 2\nready_timeout_s = 90\nruntime_class = \"gvisor\"\ninstance = \"toolhost-0\"",
         )
         .unwrap();
         c.check().unwrap();
@@ -549,6 +549,8 @@ mod tests {
         assert!(e.contains("namespace `Tool_Host`"), "{e}");
         let e = refused("[kubernetes]\nworkspace_pvc = \"w\"\nready_timeout_s = 0");
         assert!(e.contains("ready_timeout_s"), "{e}");
+        let e = refused("[kubernetes]\nworkspace_pvc = \"w\"\nwarm_pool = 2");
+        assert!(e.contains("warm_pool needs shared_workspaces"), "{e}");
         let e = refused("[kubernetes]\nworkspace_pvc = \"w\"\ncontext = \"kind-kind\"");
         assert!(e.contains("context needs a kubeconfig"), "{e}");
         let e = refused("[kubernetes]\nworkspace_pvc = \"w\"\ninstance = \"a b\"");

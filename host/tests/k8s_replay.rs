@@ -135,6 +135,19 @@ async fn create_claim_exec_delete_against_a_replayed_api_server() {
     assert!(text.contains("hello from the pod"), "{text}");
     let s1 = std::fs::canonicalize(workspaces.join("s1")).unwrap();
     assert!(text.contains(&s1.display().to_string()), "{text}");
+    // The claim names the session's directory, which its sandbox mounts
+    // alone (the replay mounts it as the kubelet would).
+    let claim = lock(&replay)
+        .seen
+        .iter()
+        .find(|s| s.method == "POST" && s.path.ends_with("/sandboxclaims"))
+        .map(|s| s.body.clone())
+        .expect("a claim");
+    assert_eq!(
+        claim["spec"]["env"],
+        json!([{"name": "TOOLHOST_WORKSPACE", "value": "s1"}]),
+        "{claim:#}"
+    );
     // State survives between calls (one driver, one bash).
     let (status, body) = invoke(&app, "export K=kept; true").await;
     assert_eq!(status, StatusCode::OK, "{body:#}");

@@ -129,7 +129,11 @@ fn the_template_says_what_the_manifest_says() {
         json!({"name": "workspaces", "mountPath": "/workspaces"})
     );
     assert!(shared_t["spec"].get("envVarsInjectionPolicy").is_none());
-    assert!(objects::claim("c", NS, &owner, "s", None)["spec"].get("env").is_none());
+    assert!(
+        objects::claim("c", NS, &owner, "s", None)["spec"]
+            .get("env")
+            .is_none()
+    );
     assert!(objects::driver_command("s1dir", false)[2].starts_with("cd \"/workspaces/$1\""));
     // network = "none": a managed policy with no rule, i.e. deny all.
     assert_eq!(t["spec"]["networkPolicyManagement"], "Managed");

@@ -342,7 +342,11 @@ impl Cluster {
             .max_stdin_buf_size(1 << 20);
         let mut process = self
             .pods()
-            .exec(&pod, objects::driver_command(dir, !self.config.shared_workspaces), &params)
+            .exec(
+                &pod,
+                objects::driver_command(dir, !self.config.shared_workspaces),
+                &params,
+            )
             .await
             .map_err(api_error(format!("exec in pod `{pod}`")))?;
         let (Some(stdin), Some(stdout), Some(stderr)) =

@@ -218,7 +218,14 @@ pub fn pod_spec(spec: &LoadedManifest, settings: &PodSettings) -> Result<PodSpec
         // nodes (kind, air-gapped clusters) must be usable as it is.
         image_pull_policy: Some("IfNotPresent".into()),
         command: Some(vec!["sleep".into(), "infinity".into()]),
-        working_dir: Some(if settings.isolated { WORKSPACE } else { WORKSPACES }.into()),
+        working_dir: Some(
+            if settings.isolated {
+                WORKSPACE
+            } else {
+                WORKSPACES
+            }
+            .into(),
+        ),
         env: (!d.env.is_empty()).then(|| {
             d.env
                 .iter()
