@@ -131,6 +131,17 @@ impl IntoResponse for ApiError {
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
+        // A body over the limit or too slow was left unread: the connection
+        // is closed after this answer, and the client is told so, lest it
+        // send its next request on it (reqwest's pool did, and got
+        // `IncompleteMessage`).
+        if self.status == StatusCode::PAYLOAD_TOO_LARGE
+            || self.status == StatusCode::REQUEST_TIMEOUT
+        {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         response
     }
 }
@@ -138,6 +149,24 @@ impl IntoResponse for ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_of_unread_bodies_close_the_connection() {
+        for (status, close) in [
+            (StatusCode::PAYLOAD_TOO_LARGE, true),
+            (StatusCode::REQUEST_TIMEOUT, true),
+            (StatusCode::UNPROCESSABLE_ENTITY, false),
+        ] {
+            let r = ApiError::new(status, "invalid_input", "x").into_response();
+            assert_eq!(
+                r.headers()
+                    .get(header::CONNECTION)
+                    .is_some_and(|v| v == "close"),
+                close,
+                "{status}"
+            );
+        }
+    }
 
     #[test]
     fn internal_details_are_never_rendered() {
