@@ -26,18 +26,8 @@ import mcp_types as types
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-
-class Failed(Exception):
-    pass
-
-
-def check(condition: bool, why: str) -> None:
-    if not condition:
-        raise Failed(why)
-
-
-def text_of(result: types.CallToolResult) -> str:
-    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+# The failure and text helpers of the client test beside this one.
+from mcp_client import check, text_of
 
 
 def client(url: str, mode: str, session: str, **kw) -> Client:
