@@ -305,19 +305,7 @@ pub fn validate(tool: &ToolEntry, input: &Value) -> Result<(), CallError> {
     if tool.validator.is_valid(input) {
         return Ok(());
     }
-    let details: Vec<String> = tool
-        .validator
-        .iter_errors(input)
-        .take(MAX_SCHEMA_ERRORS)
-        .map(|e| {
-            let path = e.instance_path().to_string();
-            if path.is_empty() {
-                e.to_string()
-            } else {
-                format!("{path}: {e}")
-            }
-        })
-        .collect();
+    let details = crate::schema::violations(&tool.validator, input, MAX_SCHEMA_ERRORS);
     Err(CallError::InvalidInput {
         message: format!(
             "input does not match the schema of `{}`: {}",

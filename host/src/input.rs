@@ -273,17 +273,7 @@ pub fn check_answer(q: &Question, answer: &Value) -> Result<(), String> {
     };
     let validator = jsonschema::validator_for(schema)
         .map_err(|e| format!("question `{key}` has an invalid schema: {e}"))?;
-    let errors: Vec<String> = validator
-        .iter_errors(content)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("{at}: {e}")
-            }
-        })
-        .collect();
+    let errors = crate::schema::violations(&validator, content, usize::MAX);
     if errors.is_empty() {
         Ok(())
     } else {

@@ -21,6 +21,23 @@
 
 use serde_json::{Map, Value, json};
 
+/// What `validator` finds wrong with `value`, at most `max`, each after
+/// where it is (its JSON pointer) unless it is the whole value.
+pub fn violations(validator: &jsonschema::Validator, value: &Value, max: usize) -> Vec<String> {
+    validator
+        .iter_errors(value)
+        .take(max)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect()
+}
+
 /// The formats of JSON Schema (draft 2020-12, and `uuid` etc. from it).
 const STANDARD_FORMATS: &[&str] = &[
     "date-time",

@@ -344,9 +344,15 @@ fn is_stateless(context: &RequestContext<RoleServer>) -> bool {
 /// one named by `X-Toolhost-Session` (a stateless request's own session ends
 /// with it: links to its files would lead nowhere).
 fn lasting(context: &RequestContext<RoleServer>) -> bool {
-    context.extensions.get::<Parts>().is_some_and(|p| {
-        p.headers.contains_key("mcp-session-id") || p.headers.contains_key(SESSION_HEADER)
-    })
+    has_header(context, "mcp-session-id") || has_header(context, SESSION_HEADER)
+}
+
+/// Whether the HTTP request of `context` carried header `name`.
+fn has_header(context: &RequestContext<RoleServer>, name: &str) -> bool {
+    context
+        .extensions
+        .get::<Parts>()
+        .is_some_and(|p| p.headers.contains_key(name))
 }
 
 /// Close the toolhost session an MCP session (or a stateless request) made
@@ -453,10 +459,7 @@ impl ServerHandler for McpHandler {
         let caps = context.client_capabilities();
         if can_follow && support != TaskSupport::Forbidden {
             let on_end = self.keep_own_session(&context);
-            let session_mode = context
-                .extensions
-                .get::<Parts>()
-                .is_some_and(|p| p.headers.contains_key("mcp-session-id"));
+            let session_mode = has_header(&context, "mcp-session-id");
             let asker = input::TaskAsker::new(input::kinds(caps.as_ref()));
             // Stateless, a tool that asks first: what it asks before its
             // task exists is asked in rounds (InputRequiredResult).
