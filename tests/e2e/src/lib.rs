@@ -357,6 +357,16 @@ impl Server {
         (status, r.json().unwrap_or(Value::Null))
     }
 
+    /// GET /metrics: the Prometheus text.
+    pub fn metrics(&self) -> String {
+        let r = self
+            .http
+            .get(self.url("/metrics"))
+            .send()
+            .expect("GET /metrics");
+        r.text().expect("the metrics text")
+    }
+
     /// POST /tools/{tool}/invoke with `params` in `session` -> (status, body).
     pub fn invoke_in(&self, session: &str, tool: &str, params: Value) -> (u16, Value) {
         self.invoke_in_limited(session, tool, params, Value::Null)

@@ -580,13 +580,7 @@ tls_key = "{key}"
         (10..=30).contains(&on_b),
         "placement by free capacity spreads sessions: {on_b} of {SESSIONS} on b"
     );
-    let metrics = server
-        .client()
-        .get(server.url("/metrics"))
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
+    let metrics = server.metrics();
     assert!(
         metrics.contains(&format!(
             "toolhost_docker_engine_nodes{{engine=\"b\"}} {on_b}"
@@ -688,13 +682,7 @@ tls_key = "{key}"
     }
     let down = engine(&server, "b");
     assert_eq!(down["health"], "down", "{down}");
-    let metrics = server
-        .client()
-        .get(server.url("/metrics"))
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
+    let metrics = server.metrics();
     assert!(
         metrics.contains("toolhost_docker_engine_up{engine=\"b\"} 0"),
         "{metrics}"
