@@ -1,6 +1,6 @@
 """A release toolhost server on a free 127.0.0.1 port for the bench scripts
-(doc_anchor.py, retrieval_eval.py): started on a plugins and data directory,
-waited for until ready, called over the native API, stopped."""
+(doc_anchor.py, retrieval_eval.py, scaling.py): started on a plugins and data
+directory, waited for until ready, called over the native API, stopped."""
 
 import json
 import os
@@ -11,7 +11,8 @@ import urllib.request
 
 
 class BenchServer:
-    def __init__(self, binary, plugins, data):
+    def __init__(self, binary, plugins, data, log=None, level="warn"):
+        """`log`: a file for the server's log (at `level`); none: dropped."""
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -19,9 +20,11 @@ class BenchServer:
         self.base = f"http://127.0.0.1:{port}"
         self.process = subprocess.Popen(
             [binary, "serve", "--bind", f"127.0.0.1:{port}", "--plugins", plugins, "--data", data],
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "TOOLHOST_LOG": "warn"},
+            stdout=subprocess.DEVNULL,
+            stderr=log or subprocess.DEVNULL,
+            env={**os.environ, "TOOLHOST_LOG": level},
         )
+        self.pid = self.process.pid
 
     def wait_ready(self):
         for _ in range(600):
@@ -31,16 +34,24 @@ class BenchServer:
             except Exception:
                 time.sleep(0.1)
 
-    def invoke(self, tool, params, session, timeout=600):
-        """The `result` of calling `tool` with `params` in `session`."""
+    def answer(self, tool, params, session, timeout=600):
+        """The whole answer to calling `tool` with `params` in `session`."""
         req = urllib.request.Request(
             f"{self.base}/tools/{tool}/invoke",
             data=json.dumps({"params": params}).encode(),
             headers={"content-type": "application/json", "x-toolhost-session": session},
         )
         with urllib.request.urlopen(req, timeout=timeout) as r:
-            return json.load(r)["result"]
+            return json.load(r)
 
-    def stop(self):
+    def invoke(self, tool, params, session, timeout=600):
+        """The `result` of calling `tool` with `params` in `session`."""
+        return self.answer(tool, params, session, timeout)["result"]
+
+    def stop(self, patience=None):
+        """Terminate it; killed when it has not ended within `patience` s."""
         self.process.terminate()
-        self.process.wait()
+        try:
+            self.process.wait(patience)
+        except subprocess.TimeoutExpired:
+            self.process.kill()

@@ -17,39 +17,22 @@ Wasm calls per core come from `toolhost-bench paired` (the server's CPU time
 per call), not from here.
 """
 
-import json
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("TOOLHOST_BIN", os.path.join(ROOT, "target/release/toolhost"))
+sys.path.insert(0, os.path.join(ROOT, "tests/bench"))
+from benchserver import BenchServer  # noqa: E402
 IDLE = int(os.environ.get("IDLE_SESSIONS", "2000"))
 ACTIVE = int(os.environ.get("ACTIVE_SESSIONS", "20"))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def call(url, session, tool, params, timeout=120):
-    req = urllib.request.Request(
-        f"{url}/tools/{tool}/invoke",
-        data=json.dumps({"params": params}).encode(),
-        headers={"content-type": "application/json", "x-toolhost-session": session},
-    )
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.load(r)
 
 
 def rss_kib(pid):
@@ -106,23 +89,11 @@ def main():
         "max_containers = 32", f"max_containers = {max(64, ACTIVE + 8)}"
     )
     open(manifest, "w").write(text)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     log = open(os.path.join(work, "server.log"), "w")
-    server = subprocess.Popen(
-        [BIN, "serve", "--bind", f"127.0.0.1:{port}", "--plugins", plugins, "--data", data],
-        stdout=subprocess.DEVNULL,
-        stderr=log,
-        env={**os.environ, "TOOLHOST_LOG": "info"},
-    )
+    server = BenchServer(BIN, plugins, data, log=log, level="info")
     try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(f"{url}/health/ready", timeout=1)
-                break
-            except Exception:
-                time.sleep(0.1)
-        call(url, "warm", "calc_evaluate", {"expression": "1+1"})
+        server.wait_ready()
+        server.invoke("calc_evaluate", {"expression": "1+1"}, "warm")
         time.sleep(1)
         base = rss_kib(server.pid)
 
@@ -130,7 +101,7 @@ def main():
         with ThreadPoolExecutor(8) as pool:
             list(
                 pool.map(
-                    lambda i: call(url, f"idle{i}", "calc_evaluate", {"expression": "1+1"}),
+                    lambda i: server.invoke("calc_evaluate", {"expression": "1+1"}, f"idle{i}"),
                     range(IDLE),
                 )
             )
@@ -153,7 +124,7 @@ def main():
         with ThreadPoolExecutor(4) as pool:
             results = list(
                 pool.map(
-                    lambda i: call(url, f"active{i}", "shell_run", {"command": "echo hi"}),
+                    lambda i: server.answer("shell_run", {"command": "echo hi"}, f"active{i}"),
                     range(ACTIVE),
                 )
             )
@@ -207,7 +178,7 @@ def main():
         with ThreadPoolExecutor(8) as pool:
             list(
                 pool.map(
-                    lambda i: call(url, f"active{i % ACTIVE}", "shell_run", {"command": "true"}),
+                    lambda i: server.answer("shell_run", {"command": "true"}, f"active{i % ACTIVE}"),
                     range(calls),
                 )
             )
@@ -228,11 +199,7 @@ def main():
                 f"  node start (create + start + driver ready), 4 at a time: median {statistics.median(starts):.0f} ms"
             )
     finally:
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        server.stop(patience=30)
         left = docker("ps", "-aq", "--filter", "label=toolhost.toolkit=shell").split()
         shutil.rmtree(work, ignore_errors=True)
         if left:
