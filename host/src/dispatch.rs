@@ -173,6 +173,11 @@ impl Dispatcher {
 /// The session's workspace files, walked on a blocking thread; `None` when
 /// there are too many to tell what a call wrote.
 async fn workspace_files(session: &Arc<Session>) -> Option<Vec<WorkspaceFile>> {
+    // A session that never made its workspace has no file: no walk, no
+    // blocking thread (most calls of tools that touch no file).
+    if !session.has_workspace() {
+        return Some(Vec::new());
+    }
     let session = session.clone();
     let files = tokio::task::spawn_blocking(move || session.files(MAX_WATCHED_FILES + 1))
         .await

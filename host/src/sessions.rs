@@ -112,6 +112,12 @@ impl Session {
         self.workspace()
     }
 
+    /// Whether the workspace directory was made (by a call, an upload, or a
+    /// previous run).
+    pub fn has_workspace(&self) -> bool {
+        matches!(self.created.get(), Some(Ok(())))
+    }
+
     /// The workspace path, whether or not it exists yet.
     pub fn workspace_path(&self) -> &Path {
         &self.workspace
@@ -375,7 +381,7 @@ impl Sessions {
     fn mark_used(&self, session: &Session, now: u64) {
         let every = (self.idle.as_millis() as u64 / 4).min(10_000);
         let last = session.marked.load(Ordering::Relaxed);
-        if session.created.get().is_none() || now.saturating_sub(last) < every {
+        if !session.has_workspace() || now.saturating_sub(last) < every {
             return;
         }
         session.marked.store(now, Ordering::Relaxed);

@@ -35,7 +35,14 @@ impl DockerBackend {
                     .await
                     .unwrap_or_else(|e| Err(std::io::Error::other(e)));
                 match adopted {
-                    Ok(()) => return Some(pooled.node),
+                    Ok(()) => {
+                        // The workspace exists now: the session says so
+                        // (made on disk, as `prepare_workspace` would).
+                        if let Err(e) = session.prepare_workspace().await {
+                            tracing::warn!(error = %e, "the adopted workspace is not usable");
+                        }
+                        return Some(pooled.node);
+                    }
                     Err(e) => Some(e),
                 }
             } else {

@@ -147,6 +147,18 @@ fn a_hot_pool_hands_started_nodes_to_new_sessions() {
     // The session got a pooled node, and the pool refills.
     let now = wait_for(WAIT, || Some(s.containers()).filter(|c| c.len() == 3)).expect("refilled");
     assert!(pooled.iter().all(|p| now.contains(p)));
+
+    // A session whose first call takes a pooled node has its workspace
+    // too: an MCP result links the file its shell wrote.
+    let mut c = toolhost_e2e::mcp::McpClient::new(&s);
+    c.initialize("2025-11-25");
+    let r = c.call(1, "shell_run", json!({"command": "echo hi > made.txt"}));
+    let linked = r["result"]["content"].as_array().is_some_and(|items| {
+        items
+            .iter()
+            .any(|b| b["type"] == "resource_link" && b["uri"] == "toolhost://workspace/made.txt")
+    });
+    assert!(linked, "{r}");
 }
 
 #[test]
