@@ -109,7 +109,7 @@ plugins: guests c-toolchain
 	done
 	@# Compiled ahead of time into target/plugins/.compile-cache: the first
 	@# start of `make run`, even on a fresh data directory, is warm.
-	$(TOOLHOST_BIN) precompile --plugins target/plugins
+	$(TOOLHOST_BIN) precompile --plugins target/plugins --data target/data
 	@ls -l target/plugins
 
 ## Test fixtures into target/fixtures/ (kept out of the served examples).

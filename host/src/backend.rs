@@ -20,11 +20,40 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::catalog::Toolkit;
-use crate::tool::{Limits, ToolDescriptor};
+use crate::sessions::Session;
+use crate::tool::{BoxFuture, CallError, Content, Limits, ProgressSink, ToolDescriptor};
 
 /// A boxed future borrowing from its backend.
 pub type BackendFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One call as a backend receives it, input already validated.
+pub struct Invocation {
+    /// Tool name within the toolkit (not the id).
+    pub tool: String,
+    /// The input object, checked against the tool's schema.
+    pub input: serde_json::Value,
+    pub session: Arc<Session>,
+    pub limits: Limits,
+    /// Where progress reports go, when the caller streams.
+    pub progress: Option<ProgressSink>,
+    /// Who answers the tool's questions (`crate::input`); none: nobody.
+    pub ask: Option<Arc<dyn crate::input::Asker>>,
+    /// What the call used, filled in by the backend as far as it can tell.
+    pub usage: Arc<crate::metrics::Usage>,
+}
+
+/// A loaded toolkit's call path, as a backend implements it. Backends are
+/// peers behind [`Backend`]; each toolkit they load is one of
+/// these.
+pub trait Toolkit: Send + Sync + 'static {
+    /// Run one tool of this toolkit.
+    fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>>;
+
+    /// Prompts and resources it declares (wasm plugins, in their manifest).
+    fn declared(&self) -> Option<&crate::declared::Declared> {
+        None
+    }
+}
 
 /// One file of an entry, read.
 pub struct EntryFile {

@@ -7,8 +7,6 @@
 //! atomically, so a call in flight keeps the version it started with.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -16,43 +14,10 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use tokio::sync::{Semaphore, watch};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Toolkit};
 use crate::registry::{Registry, Saved, ToolMeta, ToolRecord, ToolStatus, Write};
 pub use crate::registry::{StatsView, ToolStats};
-use crate::sessions::Session;
-use crate::tool::{self, CallError, Content, Limits, ProgressSink, ToolDescriptor};
-
-/// A future returned by a backend.
-pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
-
-/// One call as a backend receives it, input already validated.
-pub struct Invocation {
-    /// Tool name within the toolkit (not the id).
-    pub tool: String,
-    /// The input object, checked against the tool's schema.
-    pub input: serde_json::Value,
-    pub session: Arc<Session>,
-    pub limits: Limits,
-    /// Where progress reports go, when the caller streams.
-    pub progress: Option<ProgressSink>,
-    /// Who answers the tool's questions (`crate::input`); none: nobody.
-    pub ask: Option<Arc<dyn crate::input::Asker>>,
-    /// What the call used, filled in by the backend as far as it can tell.
-    pub usage: Arc<crate::metrics::Usage>,
-}
-
-/// A loaded toolkit's call path, as a backend implements it. Backends are
-/// peers behind [`crate::backend::Backend`]; each toolkit they load is one of
-/// these.
-pub trait Toolkit: Send + Sync + 'static {
-    /// Run one tool of this toolkit.
-    fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>>;
-
-    /// Prompts and resources it declares (wasm plugins, in their manifest).
-    fn declared(&self) -> Option<&crate::declared::Declared> {
-        None
-    }
-}
+use crate::tool::{self, Limits, ToolDescriptor};
 
 /// A toolkit as registered: the backend's handle plus what the host needs to
 /// schedule calls to it.
@@ -457,6 +422,8 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::Invocation;
+    use crate::tool::{BoxFuture, CallError, Content};
     use serde_json::json;
 
     struct Echo;

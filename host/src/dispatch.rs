@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::catalog::{Catalog, Invocation, ToolEntry};
+use crate::backend::Invocation;
+use crate::catalog::{Catalog, ToolEntry};
 use crate::metrics::{Metrics, Usage};
 use crate::registry::ToolStatus;
 use crate::sessions::{Session, Sessions, WorkspaceFile};
@@ -337,7 +338,9 @@ fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::{BoxFuture, Toolkit, ToolkitEntry};
+    use crate::backend::Toolkit;
+    use crate::catalog::ToolkitEntry;
+    use crate::tool::BoxFuture;
     use crate::tool::{Limits, ToolDescriptor};
     use serde_json::json;
 

@@ -22,7 +22,7 @@ use serde_json::Value;
 use rmcp::model::{RequestStateCodec, SealOptions};
 use sha2::Digest as _;
 
-use crate::catalog::BoxFuture;
+use crate::tool::BoxFuture;
 
 /// Questions of one `ask` at most.
 pub const MAX_QUESTIONS: usize = 16;

@@ -23,8 +23,9 @@ use crate::backend::{
     Backend, BackendFuture, EntryFile, Loaded, content_hash, folder_entry, folder_files,
     folder_manifest,
 };
-use crate::catalog::{BoxFuture, Invocation, Toolkit};
+use crate::backend::{Invocation, Toolkit};
 use crate::dispatch::{CallOptions, Dispatcher};
+use crate::tool::BoxFuture;
 use crate::tool::{CallError, Content, Limits, ToolDescriptor};
 
 #[derive(Debug, Deserialize)]

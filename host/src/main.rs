@@ -42,6 +42,11 @@ enum Command {
         /// [default: the config file's `[auth] tokens`; none: no caller auth].
         #[arg(long, env = "TOOLHOST_TOKEN", hide_env_values = true)]
         token: Option<String>,
+        /// The key file that authenticates compiled components
+        /// [default: the config file's `[plugins] cache_key`, else
+        /// `<data>/compile-cache.key`, made when missing].
+        #[arg(long, env = "TOOLHOST_CACHE_KEY")]
+        cache_key: Option<PathBuf>,
     },
     /// Run one tool of a component locally, without a server.
     Call {
@@ -79,16 +84,31 @@ enum Command {
         /// plugins directory [default: <dir>/dist].
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Also compile it ahead of time into `<out>/.compile-cache/`, with
+        /// the compile-cache key of the server that will serve it (a server
+        /// reads only entries made with its own key).
+        #[arg(long, env = "TOOLHOST_CACHE_KEY")]
+        cache_key: Option<PathBuf>,
     },
     /// Compile every component of a plugins directory ahead of time into its
     /// `.compile-cache/` folder, which a server serving that directory reads
     /// when its own cache misses: the first start with a fresh data directory
     /// is warm. Entries are for this build's engine and the given settings;
-    /// other builds and settings ignore them and compile.
+    /// other builds and settings ignore them and compile. They are
+    /// authenticated with the server's compile-cache key (native code is
+    /// only run when it provably came from the server or from here).
     Precompile {
         /// The plugins directory.
         #[arg(long, env = "TOOLHOST_PLUGINS", default_value = "plugins")]
         plugins: PathBuf,
+        /// The data directory of the server that will serve them: its
+        /// `compile-cache.key` is used (made when missing).
+        #[arg(long, env = "TOOLHOST_DATA", default_value = "data")]
+        data: PathBuf,
+        /// The key file to use instead [default: the config file's
+        /// `[plugins] cache_key`, else `<data>/compile-cache.key`].
+        #[arg(long, env = "TOOLHOST_CACHE_KEY")]
+        cache_key: Option<PathBuf>,
         /// The server's configuration file, if it has one (its `[engine]`
         /// settings decide the compiled code).
         #[arg(long, env = "TOOLHOST_CONFIG")]
@@ -132,17 +152,25 @@ fn main() -> anyhow::Result<()> {
                 config,
                 admin_token,
                 token,
+                cache_key,
             } => {
-                serve(
-                    started,
-                    bind,
-                    &plugins,
-                    &data,
-                    config.as_deref(),
-                    admin_token,
-                    token,
-                )
-                .await
+                let mut config = match config {
+                    Some(path) => Config::from_file(&path)?,
+                    None => Config::default(),
+                };
+                if let Some(bind) = bind {
+                    config.server.bind = bind;
+                }
+                if let Some(token) = admin_token.filter(|t| !t.is_empty()) {
+                    config.auth.admin_token = Some(token);
+                }
+                if let Some(token) = token.filter(|t| !t.is_empty()) {
+                    config.auth.tokens.push(token);
+                }
+                if let Some(key) = cache_key {
+                    config.plugins.cache_key = Some(key);
+                }
+                serve(started, &plugins, &data, config).await
             }
             Command::Call {
                 component,
@@ -151,12 +179,21 @@ fn main() -> anyhow::Result<()> {
                 workspace,
             } => call(&component, &tool, &input, workspace).await,
             Command::Inspect { component } => inspect(&component).await,
-            Command::Precompile { plugins, config } => {
+            Command::Precompile {
+                plugins,
+                data,
+                cache_key,
+                config,
+            } => {
                 let config = match config {
                     Some(path) => Config::from_file(&path)?,
                     None => Config::default(),
                 };
-                precompile(&config, &plugins, None).await
+                let key = cache_key
+                    .or(config.plugins.cache_key.clone())
+                    .unwrap_or_else(|| data.join(toolhost::wasm::cache::KEY_FILE));
+                let key = toolhost::wasm::CacheKey::load_or_create(&key)?;
+                precompile(&config, &plugins, None, key).await
             }
             Command::CheckConfig { config } => {
                 Config::from_file(&config)?;
@@ -181,10 +218,17 @@ fn main() -> anyhow::Result<()> {
                     .with_context(|| format!("cannot write {}", out.display()))?;
                 Ok(())
             }
-            Command::Build { dir, out } => {
+            Command::Build {
+                dir,
+                out,
+                cache_key,
+            } => {
                 let out = out.unwrap_or_else(|| dir.join("dist"));
                 let wasm = toolhost::scaffold::build(&dir, &out)?;
-                precompile(&Config::default(), &out, Some(&wasm)).await?;
+                if let Some(key) = cache_key {
+                    let key = toolhost::wasm::CacheKey::load(&key)?;
+                    precompile(&Config::default(), &out, Some(&wasm), key).await?;
+                }
                 println!(
                     "built {} (+ manifest): copy both into the server's plugins directory, or pass --out <plugins dir>",
                     wasm.display()
@@ -195,28 +239,13 @@ fn main() -> anyhow::Result<()> {
     })
 }
 
+/// Serve with `config` (the file's, with the command line's overrides).
 async fn serve(
     started: std::time::Instant,
-    bind: Option<std::net::SocketAddr>,
     plugins: &Path,
     data: &Path,
-    config: Option<&Path>,
-    admin_token: Option<String>,
-    token: Option<String>,
+    config: Config,
 ) -> anyhow::Result<()> {
-    let mut config = match config {
-        Some(path) => Config::from_file(path)?,
-        None => Config::default(),
-    };
-    if let Some(bind) = bind {
-        config.server.bind = bind;
-    }
-    if let Some(token) = admin_token.filter(|t| !t.is_empty()) {
-        config.auth.admin_token = Some(token);
-    }
-    if let Some(token) = token.filter(|t| !t.is_empty()) {
-        config.auth.tokens.push(token);
-    }
     config.check()?;
     if let Some(warning) = config.exposure_warning() {
         tracing::warn!("{warning}");
@@ -331,11 +360,16 @@ async fn inspect(component: &Path) -> anyhow::Result<()> {
 }
 
 /// Compile the components of `dir` (only `only`, if given) into
-/// `dir/.compile-cache`; without `only`, entries of components no longer
-/// there are deleted.
-async fn precompile(config: &Config, dir: &Path, only: Option<&Path>) -> anyhow::Result<()> {
+/// `dir/.compile-cache`, authenticated with `key`; without `only`, entries
+/// of components no longer there are deleted.
+async fn precompile(
+    config: &Config,
+    dir: &Path,
+    only: Option<&Path>,
+    key: toolhost::wasm::CacheKey,
+) -> anyhow::Result<()> {
     let cache_dir = dir.join(toolhost::wasm::cache::PRECOMPILED_DIR);
-    let backend = WasmBackend::new(&config.engine, config.limits, Some(&cache_dir))?;
+    let backend = WasmBackend::new(&config.engine, config.limits, Some((&cache_dir, key)))?;
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
         let path = entry?.path();

@@ -18,7 +18,7 @@ use prometheus::{
 };
 
 /// What one call used, as far as its backend can tell (zero: unknown). Shared
-/// between dispatch and the backend through the [`crate::catalog::Invocation`].
+/// between dispatch and the backend through the [`crate::backend::Invocation`].
 #[derive(Debug, Default)]
 pub struct Usage {
     /// Fuel units consumed (wasm).

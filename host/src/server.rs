@@ -105,11 +105,21 @@ impl Server {
             "tool registry open"
         );
         let cache_dir = data.join("compile-cache");
-        let wasm = WasmBackend::new(
-            &config.engine,
-            config.limits,
-            config.plugins.compile_cache.then_some(cache_dir.as_path()),
-        )?;
+        let cache = match config.plugins.compile_cache {
+            true => {
+                let key_file = config
+                    .plugins
+                    .cache_key
+                    .clone()
+                    .unwrap_or_else(|| data.join(crate::wasm::cache::KEY_FILE));
+                Some((
+                    cache_dir.as_path(),
+                    crate::wasm::CacheKey::load_or_create(&key_file)?,
+                ))
+            }
+            false => None,
+        };
+        let wasm = WasmBackend::new(&config.engine, config.limits, cache)?;
         // Components the build precompiled (`toolhost precompile`), read
         // when the data directory's cache has no entry: a fresh data
         // directory starts warm.
@@ -343,7 +353,11 @@ impl Server {
                 shutdown: self.shutdown.clone(),
             },
             limits,
-            mcp_allowed_hosts(config.server.bind.ip()),
+            api::guard::Guard::new(
+                config.server.bind.ip(),
+                &config.server.allowed_hosts,
+                &config.server.allowed_origins,
+            ),
             api::auth::CallerAuth::from_config(&config.auth),
         )
         // The Docker engines, for `GET /plugins` and the drain route.
@@ -367,18 +381,6 @@ fn resolve_dirs(plugins: &Path, data: &Path) -> anyhow::Result<(PathBuf, PathBuf
             )
         })?;
     Ok((plugins, data))
-}
-
-/// The `Host` headers `/mcp` accepts: loopback names on a loopback address
-/// (DNS-rebinding protection, the MCP spec's advice for local servers); any on
-/// another address, where the operator puts the server behind its own names.
-fn mcp_allowed_hosts(ip: std::net::IpAddr) -> Option<Vec<String>> {
-    ip.is_loopback().then(|| {
-        ["localhost", "127.0.0.1", "::1", "[::1]"]
-            .into_iter()
-            .map(String::from)
-            .collect()
-    })
 }
 
 /// Serve `router` on `listener` until Ctrl-C or SIGTERM; then cancel

@@ -6,6 +6,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// A future returned by a backend, or by whoever answers a call's questions.
+pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'static>>;
+
 /// Longest tool id: OpenAI function names allow 64 characters.
 pub const MAX_TOOL_ID_LEN: usize = 64;
 

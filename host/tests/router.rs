@@ -45,8 +45,12 @@ fn cookie(headers: &axum::http::HeaderMap) -> String {
 
 async fn send(
     app: &axum::Router,
-    req: Request<Body>,
+    mut req: Request<Body>,
 ) -> (StatusCode, axum::http::HeaderMap, Value) {
+    // What every HTTP/1.1 client sends; the browser guard wants it.
+    req.headers_mut()
+        .entry(axum::http::header::HOST)
+        .or_insert(axum::http::HeaderValue::from_static("127.0.0.1:8001"));
     let resp = app.clone().oneshot(req).await.unwrap();
     let status = resp.status();
     let headers = resp.headers().clone();
@@ -371,7 +375,8 @@ mod echo_backend {
     use toolhost::backend::{
         Backend, BackendFuture, EntryFile, Loaded, Refresh, content_hash, file_entry,
     };
-    use toolhost::catalog::{BoxFuture, Invocation, Toolkit};
+    use toolhost::backend::{Invocation, Toolkit};
+    use toolhost::tool::BoxFuture;
     use toolhost::tool::{CallError, Content, Limits, ToolDescriptor};
 
     /// With `louder` set, its entries also have a `shout` tool (what an MCP

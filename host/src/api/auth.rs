@@ -1,10 +1,13 @@
-//! Who may call: bearer tokens, compared in constant time, and a rate limit
-//! per token.
+//! Who may call what: bearer tokens, compared in constant time, a rate limit
+//! per token, and the admin token's routes.
 //!
 //! With no caller token configured every route is open (the default bind is
-//! loopback). With tokens, every route but `/health` (and `/health/ready`'s
-//! bare status) needs `Authorization: Bearer <token>`; the admin token is accepted as a caller
-//! token too, and the admin routes check it again themselves.
+//! loopback; [`super::guard`] keeps web pages out). With tokens, every route
+//! but `/health` (and `/health/ready`'s bare status) and the paths the
+//! router declares public (the console's static files) needs
+//! `Authorization: Bearer <token>`; the admin token is accepted as a caller
+//! token too, and the admin routes check it again themselves ([`check`],
+//! [`required`]).
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -18,7 +21,7 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use sha2::{Digest, Sha256};
 
 use super::error::ApiError;
-use crate::config::AuthConfig;
+use serde::{Deserialize, Serialize};
 
 /// A configured secret, kept as a digest so checks take the same time
 /// whatever the presented token looks like.
@@ -57,6 +60,63 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
+}
+
+/// Access control.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Bearer token of the admin routes (plugin upload and delete). Unset:
+    /// those routes are refused. The environment variable
+    /// `TOOLHOST_ADMIN_TOKEN` sets it too.
+    pub admin_token: Option<String>,
+    /// Bearer tokens of callers. When any is set (here or with the
+    /// environment variable `TOOLHOST_TOKEN`), every route but `/health`
+    /// needs `Authorization: Bearer <token>` (the admin token is accepted too).
+    pub tokens: Vec<String>,
+    /// Requests per second each token may make, sustained (0: no limit).
+    /// Beyond it: 429 with `Retry-After`.
+    pub rate_limit_per_s: u32,
+    /// Requests a token may make at once above the sustained rate.
+    pub rate_limit_burst: u32,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            admin_token: None,
+            tokens: Vec::new(),
+            rate_limit_per_s: 0,
+            rate_limit_burst: 50,
+        }
+    }
+}
+
+impl AuthConfig {
+    /// Whether callers must present a token.
+    pub fn required(&self) -> bool {
+        !self.tokens.is_empty()
+    }
+
+    /// Why these settings cannot work, if they cannot.
+    pub fn check(&self) -> Result<(), String> {
+        if self.admin_token.as_ref().is_some_and(|t| t.len() < 16) {
+            return Err("auth.admin_token must be at least 16 characters".into());
+        }
+        if self
+            .tokens
+            .iter()
+            .any(|t| t.len() < 16 || t.chars().any(char::is_whitespace))
+        {
+            return Err("every auth token must be at least 16 characters, without spaces".into());
+        }
+        if self.rate_limit_per_s != 0 && self.rate_limit_burst < 1 {
+            return Err(
+                "auth.rate_limit_burst must be at least 1 when auth.rate_limit_per_s is set".into(),
+            );
+        }
+        Ok(())
+    }
 }
 
 /// The caller check of the whole router.
@@ -105,18 +165,22 @@ impl CallerAuth {
 #[derive(Clone, Copy, Debug)]
 pub struct Anonymous;
 
+/// Paths served without a token, as the router declares them.
+pub type IsPublic = fn(&str) -> bool;
+
 /// Middleware: refuse requests without a valid token (401) and those over
 /// their token's rate (429 with `Retry-After`). `/health` stays open, so
-/// load balancers and orchestrators need no secret, and so do the console's
-/// static files (the page asks for the token); `/health/ready` without an
-/// `Authorization` header answers its status and `{"ready": …}` only.
+/// load balancers and orchestrators need no secret, and so do the paths
+/// `is_public` names (the console's static files: the page asks for the
+/// token); `/health/ready` without an `Authorization` header answers its
+/// status and `{"ready": …}` only.
 pub async fn require_token(
-    State(auth): State<Arc<CallerAuth>>,
+    State((auth, is_public)): State<(Arc<CallerAuth>, IsPublic)>,
     request: Request,
     next: Next,
 ) -> Response {
     let path = request.uri().path();
-    if path == "/health" || super::console::is_public(path) {
+    if path == "/health" || is_public(path) {
         return next.run(request).await;
     }
     // A readiness probe carries no secret (Kubernetes' httpGet probes send
@@ -127,22 +191,7 @@ pub async fn require_token(
         request.extensions_mut().insert(Anonymous);
         return next.run(request).await;
     }
-    // A refusal leaves the request's body unread, and the connection is then
-    // not reused: say so, so that a client does not send its next request
-    // on it.
-    let close = |mut response: Response| {
-        let has_body = request
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .is_some_and(|v| v.as_bytes() != b"0")
-            || request.headers().contains_key(header::TRANSFER_ENCODING);
-        if has_body {
-            response
-                .headers_mut()
-                .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        }
-        response
-    };
+    let close = |response: Response| super::body::close_unread(request.headers(), response);
     let Some(presented) = bearer(request.headers()).map(Presented::new) else {
         return close(unauthorized(
             "this server needs `Authorization: Bearer <token>`",
@@ -171,6 +220,48 @@ pub async fn require_token(
         return close(response);
     }
     next.run(request).await
+}
+
+/// The configured admin token.
+pub type AdminToken = Token;
+
+/// Allow an admin request: a token must be configured and presented as
+/// `Authorization: Bearer <token>`.
+pub fn check(token: Option<&AdminToken>, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(token) = token else {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "the admin API is disabled: start the server with an admin token \
+             (TOOLHOST_ADMIN_TOKEN or [auth] admin_token)",
+        ));
+    };
+    match bearer(headers).map(Presented::new) {
+        Some(p) if token.matches(&p) => Ok(()),
+        Some(_) => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "wrong admin token",
+        )),
+        None => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "this route needs `Authorization: Bearer <admin token>`",
+        )),
+    }
+}
+
+/// A layer for routes that are all admin-only: [`check`] before the
+/// handler (and before its body is read).
+pub async fn required(
+    State(state): State<super::AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match check(state.admin_token.as_ref(), request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(e) => e.into_response(),
+    }
 }
 
 fn unauthorized(message: &'static str) -> Response {
@@ -229,6 +320,38 @@ mod tests {
             limiter.check_key(&1).is_ok(),
             "another token is not affected"
         );
+    }
+
+    fn with_auth(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, HeaderValue::from_str(v).unwrap());
+        h
+    }
+
+    #[test]
+    fn admin_tokens() {
+        let t = AdminToken::new("s3cret-s3cret-s3cret");
+        assert_eq!(
+            check(None, &with_auth("Bearer x")).unwrap_err().status,
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            check(Some(&t), &HeaderMap::new()).unwrap_err().status,
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            check(Some(&t), &with_auth("Bearer s3cret"))
+                .unwrap_err()
+                .status,
+            StatusCode::UNAUTHORIZED
+        );
+        assert_eq!(
+            check(Some(&t), &with_auth("Basic s3cret-s3cret-s3cret"))
+                .unwrap_err()
+                .status,
+            StatusCode::UNAUTHORIZED
+        );
+        assert!(check(Some(&t), &with_auth("Bearer s3cret-s3cret-s3cret")).is_ok());
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! A JSON body extractor whose every failure is an [`ApiError`] in our shape:
 //! 413 over the size limit, 400 for malformed JSON, 422 for a wrong shape.
-//! It does not insist on a JSON content type, so `curl -d` just works.
+//! A body typed as anything but JSON is refused (415): `text/plain` and form
+//! bodies are what a web page may send to any server without asking first
+//! (see [`super::guard`]). An untyped body is read as JSON.
 
 use std::time::Duration;
 
@@ -25,11 +27,56 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        json_typed(req.headers())?;
         let bytes = Bytes::from_request(req, state)
             .await
             .map_err(|rejection| read_error(rejection.status(), &rejection))?;
         parse(&bytes).map(JsonBody)
     }
+}
+
+/// Refuse a body whose `Content-Type` is given and is not JSON
+/// (`application/json`, or any `…/…+json`): 415.
+pub fn json_typed(headers: &axum::http::HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get(axum::http::header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let essence = value
+        .to_str()
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    if essence == "application/json" || (essence.contains('/') && essence.ends_with("+json")) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "invalid_input",
+        format!(
+            "the request body must be JSON: send `Content-Type: application/json` (got `{}`)",
+            value.to_str().unwrap_or("?")
+        ),
+    ))
+}
+
+/// `response` to a request refused before its body was read: with
+/// `Connection: close` when it has one, so that a client does not send its
+/// next request on a connection the server will not read on.
+pub fn close_unread(request: &axum::http::HeaderMap, mut response: Response) -> Response {
+    use axum::http::{HeaderValue, header};
+    let has_body = request
+        .get(header::CONTENT_LENGTH)
+        .is_some_and(|v| v.as_bytes() != b"0")
+        || request.contains_key(header::TRANSFER_ENCODING);
+    if has_body {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
 }
 
 /// A whole body of at most `limit` bytes, its failures as [`JsonBody`]'s.

@@ -230,7 +230,7 @@ pub fn routes(state: AppState, allowed_hosts: Option<Vec<String>>) -> Router<App
         .route_service("/admin/mcp", mcp)
         .route_layer(axum::middleware::from_fn_with_state(
             state,
-            super::admin::required,
+            super::auth::required,
         ))
 }
 

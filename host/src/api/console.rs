@@ -137,7 +137,7 @@ async fn sessions(
     State(state): State<AppState>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
-    super::admin::check(state.admin_token.as_ref(), &headers)?;
+    super::auth::check(state.admin_token.as_ref(), &headers)?;
     let sessions = state.dispatcher.sessions();
     let secs = |d: Duration| (d.as_secs_f64() * 10.0).round() / 10.0;
     let list: Vec<Value> = sessions

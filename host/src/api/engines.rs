@@ -17,7 +17,7 @@ use axum::{Extension, Json, Router, routing};
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::admin;
+use super::auth;
 use super::error::ApiError;
 use crate::docker::DockerBackend;
 
@@ -69,7 +69,7 @@ fn set(
     Path(name): Path<String>,
     drained: bool,
 ) -> Result<Json<Value>, ApiError> {
-    admin::check(state.admin_token.as_ref(), &headers)?;
+    auth::check(state.admin_token.as_ref(), &headers)?;
     let docker = engines.and_then(|e| e.0.0);
     docker
         .and_then(|d| d.drain(&name, drained))

@@ -1,14 +1,15 @@
 //! HTTP surfaces. Each is a thin adapter over [`crate::dispatch`]: the native
 //! REST API, the plugin admin routes, the XAgent ToolServer protocol and MCP.
 
-pub mod admin;
 pub mod auth;
 pub mod body;
 pub mod builder;
+pub mod config;
 pub mod console;
 pub mod engines;
 pub mod error;
 pub mod formats;
+pub mod guard;
 pub mod mcp;
 pub mod native;
 pub mod observe;
@@ -27,7 +28,7 @@ use axum::http::Uri;
 
 use crate::dispatch::Dispatcher;
 use crate::plugins::PluginManager;
-pub use admin::AdminToken;
+pub use auth::AdminToken;
 use error::ApiError;
 
 /// What every handler can reach.
@@ -63,16 +64,17 @@ pub struct ApiLimits {
     pub body_timeout: std::time::Duration,
 }
 
-/// The whole HTTP API. `mcp_allowed_hosts`: the `Host` headers `/mcp`
-/// accepts (DNS-rebinding protection); `None` accepts any. `callers`: the
-/// caller tokens every route but `/health` requires, if any.
+/// The whole HTTP API. `guard`: the `Host` names and `Origin`s every route
+/// answers (browser safety, [`guard`]). `callers`: the caller tokens every
+/// route but `/health` requires, if any.
 pub fn router(
     state: AppState,
     limits: ApiLimits,
-    mcp_allowed_hosts: Option<Vec<String>>,
+    guard: guard::Guard,
     callers: Option<Arc<auth::CallerAuth>>,
 ) -> Router {
     let max_body_bytes = limits.max_body_bytes;
+    let mcp_allowed_hosts = guard.hosts();
     let builder = builder::routes(state.clone(), mcp_allowed_hosts.clone());
     let mcp = mcp::router(
         state.clone(),
@@ -101,11 +103,17 @@ pub fn router(
         .with_state(state);
     let router = match callers {
         Some(callers) => router.layer(axum::middleware::from_fn_with_state(
-            callers,
+            (callers, console::is_public as auth::IsPublic),
             auth::require_token,
         )),
         None => router,
     };
+    // Outside authentication: a refused page learns nothing more, and a
+    // listed origin's preflight (which carries no token) is answered.
+    let router = router.layer(axum::middleware::from_fn_with_state(
+        Arc::new(guard),
+        guard::check,
+    ));
     // Outside the shared layers, so their errors get XAgent's shape too.
     let router = router.layer(axum::middleware::from_fn(xagent::detail_errors));
     observe::layer(router)

@@ -135,7 +135,7 @@ async fn list_tools(
     let mut tools = match query.include.as_deref() {
         None => catalog.tools(),
         Some("all") => {
-            super::admin::check(state.admin_token.as_ref(), &headers)?;
+            super::auth::check(state.admin_token.as_ref(), &headers)?;
             catalog.all_tools()
         }
         Some(other) => {
@@ -235,7 +235,7 @@ async fn set_status(
     headers: HeaderMap,
     JsonBody(change): JsonBody<StatusChange>,
 ) -> Result<Json<Value>, ApiError> {
-    super::admin::check(state.admin_token.as_ref(), &headers)?;
+    super::auth::check(state.admin_token.as_ref(), &headers)?;
     let t = find(&state, &id)?;
     let Some(to) = ToolStatus::parse(&change.status) else {
         return Err(ApiError::new(

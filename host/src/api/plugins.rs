@@ -8,7 +8,7 @@
 //!   the directory only when it loads.
 //! - `DELETE /plugins/{name}`: remove the plugin's files and tools.
 //!
-//! The admin routes need the admin token (see [`super::admin`]).
+//! The admin routes need the admin token (see [`super::auth`]).
 
 use axum::extract::{FromRequest, Multipart, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -18,7 +18,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::AppState;
-use super::admin;
+use super::auth;
 use super::error::ApiError;
 use crate::plugins::ChangeError;
 
@@ -77,7 +77,7 @@ async fn upload(
     headers: HeaderMap,
     request: Request,
 ) -> Result<Response, ApiError> {
-    admin::check(state.admin_token.as_ref(), &headers)?;
+    auth::check(state.admin_token.as_ref(), &headers)?;
     // Refuse a declared oversize body before reading any of it.
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -164,7 +164,7 @@ async fn delete(
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
-    admin::check(state.admin_token.as_ref(), &headers)?;
+    auth::check(state.admin_token.as_ref(), &headers)?;
     state.plugins.delete(&name).await?;
     Ok(Json(json!({ "deleted": name })))
 }

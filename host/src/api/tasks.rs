@@ -20,7 +20,7 @@ use super::body::JsonBody;
 use super::error::ApiError;
 use crate::tasks::{Example, Refusal, TaskEvent, TaskSpec};
 
-/// Every route here is admin-only ([`super::admin::required`]).
+/// Every route here is admin-only ([`super::auth::required`]).
 pub fn routes(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/tools/request", routing::post(request_tool))
@@ -34,7 +34,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/budget", routing::get(budget))
         .route_layer(axum::middleware::from_fn_with_state(
             state,
-            super::admin::required,
+            super::auth::required,
         ))
 }
 

@@ -126,7 +126,7 @@ impl Confirm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::BoxFuture;
+    use crate::tool::BoxFuture;
     use std::sync::Mutex;
 
     /// Answers every question with `answer`, or nobody answers.

@@ -40,7 +40,7 @@ impl Allocation {
     }
 
     /// The limits of `config` on this host.
-    pub fn of_host(config: &crate::config::DockerConfig) -> Self {
+    pub fn of_host(config: &super::config::DockerConfig) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
         let memory_mb = std::fs::read_to_string("/proc/meminfo")
             .ok()

@@ -34,7 +34,7 @@ pub enum Target {
 
 impl Target {
     /// The target of a configured engine, or why its settings do not make one.
-    pub fn of(engine: &crate::config::DockerEngine) -> Result<Target, String> {
+    pub fn of(engine: &super::config::DockerEngine) -> Result<Target, String> {
         let url = engine.url.trim();
         let tls = [&engine.tls_cert, &engine.tls_key, &engine.tls_ca];
         let some_tls = tls.iter().filter(|p| p.is_some()).count();

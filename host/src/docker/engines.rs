@@ -184,7 +184,7 @@ pub struct Engines {
 
 impl Engines {
     /// The engines of `config` (its one local engine when none is listed).
-    pub fn new(config: &crate::config::DockerConfig) -> Result<Engines, String> {
+    pub fn new(config: &super::config::DockerConfig) -> Result<Engines, String> {
         let shares = Shares {
             cpu: config.max_cpu_share,
             memory: config.max_memory_share,
@@ -680,8 +680,8 @@ mod tests {
 
     #[test]
     fn bind_paths_are_mapped_by_the_deepest_listed_folder() {
-        let config = crate::config::DockerConfig {
-            engines: vec![crate::config::DockerEngine {
+        let config = crate::docker::config::DockerConfig {
+            engines: vec![crate::docker::config::DockerEngine {
                 name: "far".into(),
                 url: "tcp://10.0.0.9:2376".into(),
                 paths: [
@@ -795,14 +795,14 @@ mod tests {
     }
 
     fn two_engines() -> Engines {
-        let config = crate::config::DockerConfig {
+        let config = crate::docker::config::DockerConfig {
             engines: vec![
-                crate::config::DockerEngine {
+                crate::docker::config::DockerEngine {
                     name: "a".into(),
                     url: "unix:///nonexistent/a.sock".into(),
                     ..Default::default()
                 },
-                crate::config::DockerEngine {
+                crate::docker::config::DockerEngine {
                     name: "b".into(),
                     url: "unix:///nonexistent/b.sock".into(),
                     ..Default::default()
@@ -867,7 +867,7 @@ mod tests {
     #[test]
     fn engine_settings_are_checked() {
         let of = |url: &str, tls: bool| {
-            Target::of(&crate::config::DockerEngine {
+            Target::of(&crate::docker::config::DockerEngine {
                 name: "x".into(),
                 url: url.into(),
                 tls_cert: tls.then(|| "c.pem".into()),
@@ -897,16 +897,16 @@ mod tests {
         assert!(!remote("tcp://127.0.0.1:2375") && !remote("unix:///run/d.sock"));
         assert!(remote("tcp://10.0.0.7:2375") && remote("ssh://me@host"));
         assert!(of("http://x", false).is_err());
-        let half = Target::of(&crate::config::DockerEngine {
+        let half = Target::of(&crate::docker::config::DockerEngine {
             name: "x".into(),
             url: "tcp://127.0.0.1:1".into(),
             tls_cert: Some("c.pem".into()),
             ..Default::default()
         });
         assert!(half.unwrap_err().contains("all of tls_cert"));
-        let dup = crate::config::DockerConfig {
+        let dup = crate::docker::config::DockerConfig {
             engines: vec![
-                crate::config::DockerEngine {
+                crate::docker::config::DockerEngine {
                     name: "a".into(),
                     url: "unix:///a".into(),
                     ..Default::default()

@@ -31,6 +31,7 @@
 
 mod build;
 pub mod cluster;
+pub mod config;
 pub mod confirm;
 mod containers;
 mod engine;
@@ -156,7 +157,7 @@ impl DockerBackend {
     pub fn with_config(
         data: &Path,
         sessions: Arc<Sessions>,
-        config: &crate::config::DockerConfig,
+        config: &config::DockerConfig,
     ) -> Result<Arc<Self>, String> {
         Ok(Self::on(data, sessions, engines::Engines::new(config)?))
     }

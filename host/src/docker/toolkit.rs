@@ -10,7 +10,8 @@ use serde_json::Value;
 use super::manifest::{LoadedManifest, Scheduling};
 use super::node::Node;
 use super::{DockerBackend, NodeError};
-use crate::catalog::{BoxFuture, Invocation, Toolkit};
+use crate::backend::{Invocation, Toolkit};
+use crate::tool::BoxFuture;
 use crate::tool::{CallError, Content};
 
 /// Time the host waits beyond a call's limit before it gives up on a node

@@ -12,7 +12,8 @@ use serde_json::{Map, Value};
 
 use super::client::Outbound;
 use super::openapi::{In, Operation};
-use crate::catalog::{BoxFuture, Invocation, Toolkit};
+use crate::backend::{Invocation, Toolkit};
+use crate::tool::BoxFuture;
 use crate::tool::{CallError, Content};
 
 /// Characters escaped in a path segment (RFC 3986 pchar, and `/`).

@@ -15,7 +15,8 @@ use rmcp::service::{Peer, PeerRequestOptions, RoleClient, ServiceError};
 use super::client::{self, Connection};
 use super::{McpBackend, PROGRESS_GRACE};
 use crate::backend::Refresh;
-use crate::catalog::{BoxFuture, Invocation, Toolkit};
+use crate::backend::{Invocation, Toolkit};
+use crate::tool::BoxFuture;
 use crate::tool::{CallError, Content};
 
 /// An MCP server's tools as the catalog sees them.

@@ -15,6 +15,7 @@
 //! entries load in parallel.
 
 pub mod admin;
+pub mod config;
 mod status;
 pub mod watch;
 

@@ -207,6 +207,21 @@ impl Drop for Registry {
     }
 }
 
+/// The tool registry (`<data>/registry.db`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RegistryConfig {
+    /// How often changed call statistics are written, ms: what a crash can
+    /// lose at most. Statuses are written before they are acknowledged.
+    pub flush_ms: u64,
+}
+
+impl Default for RegistryConfig {
+    fn default() -> Self {
+        RegistryConfig { flush_ms: 1000 }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

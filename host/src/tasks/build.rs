@@ -17,8 +17,8 @@ use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
 use super::{Example, RunLog, TaskResult, TaskSpec, TaskStatus, Tasks};
+use crate::backend::Invocation;
 use crate::backend::Loaded;
-use crate::catalog::Invocation;
 use crate::dispatch::Dispatcher;
 use crate::plugins::PluginManager;
 use crate::registry::ToolStatus;

@@ -10,6 +10,7 @@
 
 pub mod budget;
 pub mod build;
+pub mod config;
 pub mod deploy;
 pub mod spec;
 

@@ -7,20 +7,33 @@
 //! code generation), so a restart or a reload of known bytes skips the
 //! compiler.
 //!
-//! An entry is `<content hash>-<engine fingerprint>.cwasm`: a magic tag, the
-//! SHA-256 of the payload, then the payload. It is written to a temporary file
-//! and renamed into place, so a reader never sees half an entry; it is checked
-//! against its checksum before wasmtime sees it, so a damaged entry is deleted
-//! and the component compiled again. Entries of another fingerprint (an older
-//! engine or other settings) are never read; [`CompileCache::prune`] deletes
-//! them together with entries no plugin uses any more.
+//! An entry is `<content hash>-<engine fingerprint>.cwasm`: a magic tag, an
+//! HMAC-SHA256 tag, then the payload. It is written to a temporary file and
+//! renamed into place, so a reader never sees half an entry.
+//!
+//! **An entry is native code**: `Component::deserialize` runs its bytes in
+//! the host process, outside every limit. So an entry is read only when its
+//! tag is right under the server's [`CacheKey`], computed over the content
+//! hash of the component the server is loading (from the `.wasm` bytes it
+//! read itself), the engine fingerprint and the payload. A checksum stored in
+//! the entry would prove only that the file is intact; the key proves it was
+//! written by this server or by `toolhost precompile` run with the same key
+//! (`--data`, `--key`), and the content hash proves it is the compilation of
+//! *these* bytes: an entry copied over another component's name, or made by
+//! whoever can write the plugins directory but cannot read the key, is
+//! refused and the component compiled. A refused entry of the server's own
+//! cache is deleted; one in a seed (`.compile-cache/`) is passed over.
+//! Entries of another fingerprint (an older engine or other settings) are
+//! never read; [`CompileCache::prune`] deletes them together with entries no
+//! plugin uses any more.
 
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -30,7 +43,121 @@ use wasmtime::component::Component;
 /// directory). Hidden, so the watcher and the toolkit scan pass it by.
 pub const PRECOMPILED_DIR: &str = ".compile-cache";
 
-const MAGIC: &[u8; 8] = b"THCWASM1";
+/// Version 2: authenticated (version 1 entries carried a bare checksum and
+/// are never read).
+const MAGIC: &[u8; 8] = b"THCWASM2";
+/// What the tag is computed over first, so it can mean nothing else.
+const DOMAIN: &[u8] = b"toolhost compile-cache entry v2\n";
+/// The key file the server makes in its data directory when none is given.
+pub const KEY_FILE: &str = "compile-cache.key";
+
+/// The secret that authenticates compile-cache entries: 32 random bytes,
+/// kept as 64 hex digits in a file only the server (and whoever runs
+/// `toolhost precompile` for it) can read.
+#[derive(Clone)]
+pub struct CacheKey([u8; 32]);
+
+impl std::fmt::Debug for CacheKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CacheKey([hidden])")
+    }
+}
+
+impl CacheKey {
+    /// A new random key.
+    pub fn generate() -> Self {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).expect("the system's random source failed");
+        CacheKey(key)
+    }
+
+    /// The key in `path`; made (mode 0600) when the file does not exist.
+    pub fn load_or_create(path: &Path) -> anyhow::Result<Self> {
+        match Self::load(path) {
+            Ok(key) => Ok(key),
+            Err(_) if !path.exists() => {
+                let key = Self::generate();
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                let mut file = std::fs::OpenOptions::new();
+                file.write(true).create_new(true);
+                #[cfg(unix)]
+                std::os::unix::fs::OpenOptionsExt::mode(&mut file, 0o600);
+                match file.open(path) {
+                    Ok(mut f) => {
+                        writeln!(f, "{}", hex(&key.0))?;
+                        f.sync_all()?;
+                        Ok(key)
+                    }
+                    // Another process made it first: use theirs.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Self::load(path),
+                    Err(e) => Err(anyhow::anyhow!(
+                        "cannot create the compile-cache key {}: {e}",
+                        path.display()
+                    )),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The key in `path`: 64 hex digits. A key file anyone may write is
+    /// refused (anyone could then sign native code).
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            anyhow::anyhow!("cannot read the compile-cache key {}: {e}", path.display())
+        })?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let mode = std::fs::metadata(path)?.mode();
+            if mode & 0o002 != 0 {
+                anyhow::bail!(
+                    "the compile-cache key {} is writable by anyone (mode {:o}): refused",
+                    path.display(),
+                    mode & 0o777
+                );
+            }
+        }
+        let text = text.trim();
+        let bytes: Option<Vec<u8>> = (text.len() == 64)
+            .then(|| {
+                (0..32)
+                    .map(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok())
+                    .collect()
+            })
+            .flatten();
+        let bytes = bytes.ok_or_else(|| {
+            anyhow::anyhow!(
+                "the compile-cache key {} is not 64 hex digits",
+                path.display()
+            )
+        })?;
+        Ok(CacheKey(bytes.try_into().expect("32 bytes")))
+    }
+
+    /// The tag of `payload` as the compilation of the component with
+    /// `content_hash` by an engine with `fingerprint`.
+    fn mac(&self, content_hash: &str, fingerprint: &str, payload: &[u8]) -> Hmac<Sha256> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("any key length");
+        mac.update(DOMAIN);
+        for part in [
+            content_hash.as_bytes(),
+            b"\n",
+            fingerprint.as_bytes(),
+            b"\n",
+        ] {
+            mac.update(part);
+        }
+        mac.update(payload);
+        mac
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
 const HEADER: usize = MAGIC.len() + 32;
 const EXTENSION: &str = "cwasm";
 
@@ -39,6 +166,7 @@ const EXTENSION: &str = "cwasm";
 pub struct CompileCache {
     dir: PathBuf,
     fingerprint: String,
+    key: CacheKey,
     /// Read-only caches looked at after `dir` (precompiled by the build).
     seeds: std::sync::Arc<std::sync::RwLock<Vec<PathBuf>>>,
 }
@@ -62,18 +190,21 @@ impl Origin {
 }
 
 impl CompileCache {
-    /// A cache in `dir` (created if missing) for components of `engine`.
-    pub fn open(dir: &Path, engine: &Engine) -> std::io::Result<Self> {
+    /// A cache in `dir` (created if missing) for components of `engine`,
+    /// its entries authenticated with `key`.
+    pub fn open(dir: &Path, engine: &Engine, key: CacheKey) -> std::io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         Ok(CompileCache {
             dir: dir.to_owned(),
             fingerprint: fingerprint(engine),
+            key,
             seeds: Default::default(),
         })
     }
 
     /// Also read entries from `dir` (never written or pruned here; an entry
-    /// of another engine is not seen, a damaged one is passed over).
+    /// of another engine is not seen, a damaged or unauthenticated one is
+    /// passed over).
     pub fn add_seed(&self, dir: &Path) {
         self.seeds
             .write()
@@ -90,11 +221,12 @@ impl CompileCache {
             .join(format!("{content_hash}-{}.{EXTENSION}", self.fingerprint))
     }
 
-    /// The cached compilation of the component with `content_hash`, if there
-    /// is a sound one, from this cache or else a seed. A damaged entry of
-    /// this cache is deleted.
+    /// The cached compilation of the component with `content_hash` (the
+    /// SHA-256 of bytes the caller read itself), if there is an authentic
+    /// one, from this cache or else a seed. A refused entry of this cache is
+    /// deleted.
     pub fn get(&self, engine: &Engine, content_hash: &str) -> Option<Component> {
-        if let Some(component) = self.get_in(engine, &self.path(content_hash), true) {
+        if let Some(component) = self.get_in(engine, content_hash, &self.path(content_hash), true) {
             return Some(component);
         }
         let seeds = self.seeds.read().unwrap_or_else(|e| e.into_inner()).clone();
@@ -102,16 +234,23 @@ impl CompileCache {
         let file = file.file_name()?;
         seeds
             .iter()
-            .find_map(|seed| self.get_in(engine, &seed.join(file), false))
+            .find_map(|seed| self.get_in(engine, content_hash, &seed.join(file), false))
     }
 
-    fn get_in(&self, engine: &Engine, path: &Path, own: bool) -> Option<Component> {
+    fn get_in(
+        &self,
+        engine: &Engine,
+        content_hash: &str,
+        path: &Path,
+        own: bool,
+    ) -> Option<Component> {
         let bytes = std::fs::read(path).ok()?;
-        match verify(&bytes) {
-            // SAFETY: the payload was produced by `Component::serialize` of an
-            // engine with this fingerprint and written by this module (the
-            // checksum proves it is intact); the cache directory belongs to
-            // the server, like the plugins directory.
+        match self.verify(content_hash, &bytes) {
+            // SAFETY: the tag proves the payload was produced by
+            // `Component::serialize` of an engine with this fingerprint, from
+            // the component with this content hash, by a holder of the key
+            // (this server, or `toolhost precompile` run for it), and that
+            // not a byte changed since.
             Some(payload) => match unsafe { Component::deserialize(engine, payload) } {
                 Ok(component) => return Some(component),
                 Err(e) => {
@@ -119,7 +258,7 @@ impl CompileCache {
                 }
             },
             None => {
-                tracing::warn!(entry = %path.display(), "damaged cache entry; compiling again")
+                tracing::warn!(entry = %path.display(), "cache entry refused (damaged, or not made with this server's key for this component); compiling again")
             }
         }
         if own {
@@ -141,8 +280,13 @@ impl CompileCache {
             .serialize()
             .map_err(|e| anyhow::anyhow!("{e:#}"))?;
         let mut tmp = tempfile::NamedTempFile::new_in(&self.dir)?;
+        let tag = self
+            .key
+            .mac(content_hash, &self.fingerprint, &payload)
+            .finalize()
+            .into_bytes();
         tmp.write_all(MAGIC)?;
-        tmp.write_all(&Sha256::digest(&payload))?;
+        tmp.write_all(&tag)?;
         tmp.write_all(&payload)?;
         tmp.as_file().sync_data()?;
         tmp.persist(self.path(content_hash))?;
@@ -173,13 +317,20 @@ impl CompileCache {
     }
 }
 
-/// The payload of an entry whose header and checksum are right.
-fn verify(bytes: &[u8]) -> Option<&[u8]> {
-    if bytes.len() < HEADER || &bytes[..MAGIC.len()] != MAGIC {
-        return None;
+impl CompileCache {
+    /// The payload of an entry whose header is right and whose tag is this
+    /// key's for `content_hash` (compared in constant time).
+    fn verify<'a>(&self, content_hash: &str, bytes: &'a [u8]) -> Option<&'a [u8]> {
+        if bytes.len() < HEADER || &bytes[..MAGIC.len()] != MAGIC {
+            return None;
+        }
+        let (tag, payload) = bytes[MAGIC.len()..].split_at(32);
+        self.key
+            .mac(content_hash, &self.fingerprint, payload)
+            .verify_slice(tag)
+            .ok()
+            .map(|()| payload)
     }
-    let (sum, payload) = bytes[MAGIC.len()..].split_at(32);
-    (Sha256::digest(payload).as_slice() == sum).then_some(payload)
 }
 
 /// A short hex fingerprint of everything in `engine` that decides whether a
@@ -204,11 +355,86 @@ mod tests {
         Engine::default()
     }
 
+    fn key() -> CacheKey {
+        CacheKey([7; 32])
+    }
+
+    /// The attack of issue #38: another component's authentic entry copied
+    /// over this one's name, an entry made with another key, and a
+    /// version-1 entry (a bare checksum, which anyone can compute) are all
+    /// refused; the component is then compiled from its `.wasm`.
+    #[test]
+    fn only_this_keys_entry_for_this_component_is_read() {
+        let (dir, seed) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let engine = engine();
+        let component = Component::new(&engine, WAT).unwrap();
+        let other =
+            Component::new(&engine, r#"(component (core module (func (export "g"))))"#).unwrap();
+        let writer = CompileCache::open(seed.path(), &engine, key()).unwrap();
+        writer.put("calc", &component);
+        writer.put("checksum", &other);
+        let cache = CompileCache::open(dir.path(), &engine, key()).unwrap();
+        cache.add_seed(seed.path());
+        assert!(cache.get(&engine, "calc").is_some(), "the authentic entry");
+
+        // checksum's entry planted under calc's name, in the seed and in
+        // the server's own cache.
+        std::fs::copy(writer.path("checksum"), writer.path("calc")).unwrap();
+        assert!(cache.get(&engine, "calc").is_none(), "planted in the seed");
+        std::fs::copy(writer.path("checksum"), cache.path("calc")).unwrap();
+        assert!(cache.get(&engine, "calc").is_none(), "planted in the cache");
+        assert!(
+            !cache.path("calc").exists(),
+            "a refused own entry is deleted"
+        );
+
+        // Made with another key (by whoever cannot read this one).
+        let foreign = CompileCache::open(seed.path(), &engine, CacheKey([8; 32])).unwrap();
+        foreign.put("calc", &component);
+        assert!(cache.get(&engine, "calc").is_none(), "another key's entry");
+
+        // A version-1 entry: magic, SHA-256 of the payload, payload.
+        let payload = component.serialize().unwrap();
+        let mut v1 = b"THCWASM1".to_vec();
+        v1.extend_from_slice(&<Sha256 as sha2::Digest>::digest(&payload));
+        v1.extend_from_slice(&payload);
+        std::fs::write(writer.path("calc"), v1).unwrap();
+        assert!(cache.get(&engine, "calc").is_none(), "a checksummed entry");
+        assert!(writer.path("calc").exists(), "a seed is never changed");
+    }
+
+    #[test]
+    fn the_key_file_is_made_private_read_back_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/compile-cache.key");
+        let made = CacheKey::load_or_create(&path).unwrap();
+        assert_eq!(
+            CacheKey::load_or_create(&path).unwrap().0,
+            made.0,
+            "read back"
+        );
+        assert_ne!(CacheKey::generate().0, made.0);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+            let e = CacheKey::load(&path).unwrap_err().to_string();
+            assert!(e.contains("writable by anyone"), "{e}");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        std::fs::write(&path, "not hex").unwrap();
+        let e = CacheKey::load_or_create(&path).unwrap_err().to_string();
+        assert!(e.contains("64 hex digits"), "{e}");
+        assert!(format!("{made:?}").contains("hidden"));
+    }
+
     #[test]
     fn round_trip_damage_and_prune() {
         let dir = tempfile::tempdir().unwrap();
         let engine = engine();
-        let cache = CompileCache::open(dir.path(), &engine).unwrap();
+        let cache = CompileCache::open(dir.path(), &engine, key()).unwrap();
         assert!(cache.get(&engine, "abc").is_none());
 
         let component = Component::new(&engine, WAT).unwrap();
@@ -246,10 +472,10 @@ mod tests {
         let (dir, seed) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let engine = engine();
         let component = Component::new(&engine, WAT).unwrap();
-        CompileCache::open(seed.path(), &engine)
+        CompileCache::open(seed.path(), &engine, key())
             .unwrap()
             .put("abc", &component);
-        let cache = CompileCache::open(dir.path(), &engine).unwrap();
+        let cache = CompileCache::open(dir.path(), &engine, key()).unwrap();
         assert!(cache.get(&engine, "abc").is_none());
         cache.add_seed(seed.path());
         assert!(cache.get(&engine, "abc").is_some(), "read from the seed");
@@ -271,7 +497,7 @@ mod tests {
         let mut config = wasmtime::Config::new();
         config.consume_fuel(true);
         let other = Engine::new(&config).unwrap();
-        CompileCache::open(seed.path(), &other)
+        CompileCache::open(seed.path(), &other, key())
             .unwrap()
             .put("def", &Component::new(&other, WAT).unwrap());
         assert!(cache.get(&engine, "def").is_none());
@@ -284,8 +510,8 @@ mod tests {
         let mut config = wasmtime::Config::new();
         config.consume_fuel(true);
         let b = Engine::new(&config).unwrap();
-        let cache_a = CompileCache::open(dir.path(), &a).unwrap();
-        let cache_b = CompileCache::open(dir.path(), &b).unwrap();
+        let cache_a = CompileCache::open(dir.path(), &a, key()).unwrap();
+        let cache_b = CompileCache::open(dir.path(), &b, key()).unwrap();
         assert_ne!(cache_a.fingerprint, cache_b.fingerprint);
         cache_a.put("abc", &Component::new(&a, WAT).unwrap());
         assert!(cache_b.get(&b, "abc").is_none());

@@ -10,7 +10,7 @@ use wasmtime::{
     Config, Enabled, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig,
 };
 
-use crate::config::EngineConfig;
+use super::config::EngineConfig;
 
 /// Default guard region after each linear memory (wasmtime's default on 64-bit).
 const GUARD_BYTES: u64 = 32 << 20;

@@ -4,6 +4,7 @@
 
 mod bindings;
 pub mod cache;
+pub mod config;
 mod engine;
 pub mod http;
 pub mod loader;
@@ -22,15 +23,15 @@ use wasmtime::component::{Component, HasSelf, Linker};
 
 pub use bindings::WIT_VERSION;
 use bindings::{Plugin, PluginPre, TOOLKIT_EXPORT, TOOLKIT_EXPORT_PREFIX};
-pub use cache::{CompileCache, Origin};
+pub use cache::{CacheKey, CompileCache, Origin};
 use manifest::Manifest;
 use state::{CallState, PluginContext};
 pub use toolkit::WasmToolkit;
 use toolkit::{Op, OpResult};
 
 use crate::catalog::ToolkitEntry;
-use crate::config::EngineConfig;
 use crate::tool::{self, Limits, ToolDescriptor};
+use config::EngineConfig;
 
 /// Why a component could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -117,11 +118,12 @@ pub struct WasmBackend {
 
 impl WasmBackend {
     /// The engine and linker, with `defaults` for plugins whose manifest sets
-    /// no limits, and a compile cache in `cache_dir` if given.
+    /// no limits, and a compile cache in `cache` (a directory and the key of
+    /// its entries) if given.
     pub fn new(
         cfg: &EngineConfig,
         defaults: Limits,
-        cache_dir: Option<&Path>,
+        cache: Option<(&Path, CacheKey)>,
     ) -> anyhow::Result<Arc<Self>> {
         engine::configure_compile_pool();
         let (engine, reservation) = engine::build(cfg)
@@ -136,9 +138,9 @@ impl WasmBackend {
         Plugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s)
             .map_err(|e| anyhow::anyhow!("{e:#}"))?;
         let ticker = engine::EpochTicker::start(&engine, Duration::from_millis(cfg.epoch_tick_ms));
-        let cache = cache_dir
-            .map(|dir| {
-                CompileCache::open(dir, &engine).map_err(|e| {
+        let cache = cache
+            .map(|(dir, key)| {
+                CompileCache::open(dir, &engine, key).map_err(|e| {
                     anyhow::anyhow!("failed to open the compile cache {}: {e}", dir.display())
                 })
             })

@@ -13,8 +13,9 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use super::bindings::{PluginPre, exports::toolhost::plugin::toolkit as wit};
 use super::manifest::{Access, GUEST_ASSETS, GUEST_WORKSPACE};
 use super::state::{CallState, PluginContext, truncate};
-use crate::catalog::{BoxFuture, Invocation, Toolkit};
+use crate::backend::{Invocation, Toolkit};
 use crate::metrics::Usage;
+use crate::tool::BoxFuture;
 use crate::tool::{CallError, Content, Limits};
 
 /// Captured stdout + stderr of one call (panic messages land here).

@@ -425,3 +425,154 @@ fn descriptions_in_openai_lagent_and_mcp_formats() {
     let (status, body) = s.get("/tools?format=yaml");
     assert_eq!(status, 400, "{body}");
 }
+
+/// Issue #37, item 1, without a browser: a loopback server answers its own
+/// names only (DNS rebinding), on every route; a request carrying a foreign
+/// `Origin` is refused, the server's own origin (the console) is not; a
+/// JSON route refuses bodies typed as text or forms (415); CORS headers go
+/// to listed origins only, whose preflights are answered. Refused calls
+/// never run the tool.
+#[test]
+fn the_browser_guard_on_every_route() {
+    let s = examples();
+    let port = s.base.rsplit(':').next().unwrap().to_owned();
+    let http = reqwest::blocking::Client::new();
+    let calls = || s.get("/tools/calc_evaluate").1["stats"]["call_count"].as_u64();
+    let before = calls();
+    let body = json!({"params": {"expression": "6*7"}}).to_string();
+    let send = |method: &str, path: &str, headers: &[(&str, &str)], body: &str| {
+        let mut r = http.request(method.parse().unwrap(), s.url(path));
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        let r = r.body(body.to_owned()).send().unwrap();
+        let cors = r.headers().get("access-control-allow-origin").cloned();
+        (r.status().as_u16(), cors, r.text().unwrap())
+    };
+    let json_type = ("content-type", "application/json");
+    for (method, path) in [
+        ("GET", "/health"),
+        ("GET", "/tools"),
+        ("POST", "/tools/calc_evaluate/invoke"),
+        ("POST", "/execute_tool"),
+        ("POST", "/get_cookie"),
+        ("GET", "/ui/"),
+        ("POST", "/mcp"),
+    ] {
+        for host in [
+            "evil.example",
+            &format!("evil.example:{port}"),
+            "localhost.",
+            "127.1",
+        ] {
+            let (status, _, text) = send(method, path, &[("host", host), json_type], &body);
+            assert_eq!(status, 403, "{method} {path} Host {host}: {text}");
+        }
+        let (status, _, text) = send(
+            method,
+            path,
+            &[("origin", "http://evil.example"), json_type],
+            &body,
+        );
+        assert_eq!(status, 403, "{method} {path} from a foreign origin: {text}");
+        assert!(text.contains("cross-origin"), "{text}");
+    }
+    assert_eq!(calls(), before, "a refused request ran the tool");
+
+    // The server's own names and origin; JSON typed or untyped.
+    let invoke = "/tools/calc_evaluate/invoke";
+    let own = format!("http://127.0.0.1:{port}");
+    for headers in [
+        vec![("host", format!("localhost:{port}"))],
+        vec![
+            ("host", format!("127.0.0.1:{port}")),
+            ("origin", own.clone()),
+        ],
+        vec![("content-type", "application/json; charset=utf-8".to_owned())],
+        vec![("content-type", "application/vnd.api+json".to_owned())],
+    ] {
+        let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let (status, cors, text) = send("POST", invoke, &h, &body);
+        assert_eq!(status, 200, "{headers:?}: {text}");
+        assert!(cors.is_none(), "CORS only for listed origins");
+    }
+    // Bodies a page may send without a preflight are not JSON calls.
+    for kind in [
+        "text/plain",
+        "text/plain;charset=UTF-8",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+    ] {
+        let (status, _, text) = send("POST", invoke, &[("content-type", kind)], &body);
+        assert_eq!(status, 415, "{kind}: {text}");
+        assert!(text.contains("application/json"), "{text}");
+        let (status, _, text) = send(
+            "POST",
+            "/execute_tool",
+            &[("content-type", kind)],
+            r#"{"tool_name":"calc_evaluate","arguments":{"expression":"1"}}"#,
+        );
+        assert_eq!(status, 415, "XAgent, {kind}: {text}");
+        assert!(text.contains("detail"), "XAgent's shape: {text}");
+    }
+    let preflight = [
+        ("origin", "http://evil.example"),
+        ("access-control-request-method", "POST"),
+        ("access-control-request-headers", "content-type"),
+    ];
+    let (status, cors, _) = send("OPTIONS", invoke, &preflight, "");
+    assert_eq!((status, cors), (403, None));
+    assert_eq!(calls().unwrap(), before.unwrap() + 4);
+
+    // A listed origin: preflight answered, answers readable.
+    let config = "[server]\nallowed_origins = [\"https://agents.example\"]\nallowed_hosts = [\"toolhost.internal\"]\n";
+    let listed = Server::start_with(PluginsDir::new().add("calc", "calc"), Some(config)).unwrap();
+    let r = http
+        .request(reqwest::Method::OPTIONS, listed.url(invoke))
+        .header("origin", "https://agents.example")
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "content-type, authorization",
+        )
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 204);
+    let h = r.headers();
+    assert_eq!(h["access-control-allow-origin"], "https://agents.example");
+    assert!(
+        h["access-control-allow-methods"]
+            .to_str()
+            .unwrap()
+            .contains("POST")
+    );
+    assert_eq!(
+        h["access-control-allow-headers"],
+        "content-type, authorization"
+    );
+    let r = http
+        .post(listed.url(invoke))
+        .header("origin", "https://agents.example")
+        .header("host", "toolhost.internal")
+        .json(&json!({"params": {"expression": "6*7"}}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "https://agents.example"
+    );
+    assert!(
+        r.headers()["access-control-expose-headers"]
+            .to_str()
+            .unwrap()
+            .contains("mcp-session-id")
+    );
+    let r = http
+        .post(listed.url(invoke))
+        .header("origin", "https://agents.example.evil")
+        .json(&json!({"params": {"expression": "1"}}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+}

@@ -16,7 +16,8 @@ use std::time::Duration;
 use reqwest::blocking::Client;
 use serde_json::Value;
 use toolhost_e2e::{
-    PluginsDir, Server, component, docker_available, python_venv, repo_root, run_python, wait_for,
+    PluginsDir, Server, component, docker_available, free_port, python_venv, repo_root, run_python,
+    wait_for,
 };
 
 const CALLER: &str = "console-caller-token-0123";
@@ -252,4 +253,55 @@ fn the_console_in_a_real_browser() {
         let png = std::fs::read(shots.join(format!("{shot}.png"))).expect("screenshot saved");
         assert!(png.starts_with(b"\x89PNG") && png.len() > 5_000, "{shot}");
     }
+}
+
+/// Issue #37, item 1: web pages on other origins, in a real browser, cannot
+/// make a loopback server run a tool (no-cors `fetch` with text or untyped
+/// bodies, a beacon, a text/plain form, a preflighted CORS call, DNS
+/// rebinding); a page of an origin listed in `[server] allowed_origins` is
+/// served with CORS (`tests/console/cross_origin.py`).
+#[test]
+fn web_pages_on_other_origins_cannot_drive_the_server() {
+    if !browser_installed() {
+        return;
+    }
+    let page_port = free_port().unwrap();
+    let open = Server::start(PluginsDir::new().add("calc", "calc"));
+    let config = format!("[server]\nallowed_origins = [\"http://127.0.0.1:{page_port}\"]\n");
+    let listed = Server::start_with(PluginsDir::new().add("calc", "calc"), Some(&config)).unwrap();
+    for s in [&open, &listed] {
+        let ready = wait_for(Duration::from_secs(60), || {
+            (s.get("/health/ready").0 == 200).then_some(())
+        });
+        assert!(ready.is_some(), "{}", s.log());
+    }
+    let python = python_venv("tests/console/requirements.txt");
+    let (url, listed_url) = (open.url(""), listed.url(""));
+    let port = page_port.to_string();
+    let args: Vec<&std::ffi::OsStr> = vec![
+        "--url".as_ref(),
+        url.trim_end_matches('/').as_ref(),
+        "--listed-url".as_ref(),
+        listed_url.trim_end_matches('/').as_ref(),
+        "--page-port".as_ref(),
+        port.as_ref(),
+    ];
+    let (ok, report) = run_python(&python, "tests/console/cross_origin.py", &args);
+    assert!(ok, "{report}\nserver log:\n{}", open.log());
+    for name in [
+        "cross_origin_refused",
+        "rebinding_refused",
+        "listed_origin_served",
+    ] {
+        assert!(
+            report.lines().any(|l| l == format!("ok {name}")),
+            "scenario {name} did not pass:\n{report}"
+        );
+    }
+    // The server said why, once per refusal.
+    assert!(
+        open.log().contains("refused by the browser guard"),
+        "{}",
+        open.log()
+    );
 }

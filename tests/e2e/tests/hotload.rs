@@ -379,5 +379,5 @@ fn restarts_use_the_compile_cache_and_survive_a_damaged_entry() {
         assert_eq!(s.plugin(name).unwrap()["source"], "compiled");
     }
     assert!(evaluates(&s, "calc_evaluate"));
-    assert!(s.log().contains("damaged cache entry"));
+    assert!(s.log().contains("cache entry refused"));
 }

@@ -97,14 +97,13 @@ fn a_call_to_a_compiling_plugin_waits_for_it() {
     assert_ne!(kind(&body), "backend_unavailable", "{body}");
 }
 
-#[test]
-fn precompiled_components_make_a_fresh_data_directory_warm() {
-    // `toolhost precompile` into the plugins directory, then a server with a
-    // fresh data directory loads every component from it.
-    let plugins = PluginsDir::new().add("calc", "calc").add("files", "files");
+/// `toolhost precompile --cache-key <key>` into `plugins`' `.compile-cache/`.
+fn precompile(plugins: &PluginsDir, key: &std::path::Path) {
     let out = std::process::Command::new(binary())
         .args(["precompile", "--plugins"])
         .arg(plugins.path())
+        .arg("--cache-key")
+        .arg(key)
         .output()
         .unwrap();
     assert!(
@@ -112,9 +111,41 @@ fn precompiled_components_make_a_fresh_data_directory_warm() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A private key file of 64 hex digits, as the server makes its own.
+fn key_file(dir: &std::path::Path, byte: u8) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(format!("key-{byte}"));
+    std::fs::write(&path, format!("{byte:02x}").repeat(32)).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
+/// The compile-cache entry of `component` (a built plugin) in `plugins`.
+fn entry_of(plugins: &PluginsDir, component_name: &str) -> std::path::PathBuf {
+    let (wasm, _) = component(component_name);
+    let hash = sha256_hex(&std::fs::read(wasm).unwrap());
+    std::fs::read_dir(plugins.path().join(".compile-cache"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&hash))
+        .unwrap_or_else(|| panic!("no entry for {component_name}"))
+}
+
+#[test]
+fn precompiled_components_make_a_fresh_data_directory_warm() {
+    // `toolhost precompile` into the plugins directory with the server's
+    // key, then a server with a fresh data directory loads every component
+    // from it.
+    let keys = tempfile::tempdir().unwrap();
+    let key = key_file(keys.path(), 0x5a);
+    let key_env = [("TOOLHOST_CACHE_KEY", key.to_str().unwrap())];
+    let plugins = PluginsDir::new().add("calc", "calc").add("files", "files");
+    precompile(&plugins, &key);
     let cache = plugins.path().join(".compile-cache");
     assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 2);
-    let s = Server::start(plugins);
+    let s = Server::start_env(plugins, None, &key_env).unwrap();
     for name in ["calc", "files"] {
         assert_eq!(s.plugin(name).unwrap()["source"], "cache", "{}", s.log());
     }
@@ -130,8 +161,56 @@ fn precompiled_components_make_a_fresh_data_directory_warm() {
     let (wasm, _) = component("calc");
     let hash = sha256_hex(&std::fs::read(wasm).unwrap());
     std::fs::write(dir.join(format!("{hash}-0123456789abcdef.cwasm")), b"stale").unwrap();
-    let s = Server::start(plugins);
+    let s = Server::start_env(plugins, None, &key_env).unwrap();
     assert_eq!(s.plugin("calc").unwrap()["source"], "compiled");
     let (status, _) = s.invoke("calc_evaluate", json!({"expression": "2+2"}));
     assert_eq!(status, 200);
+}
+
+/// Issue #38's planted native code: `checksum`'s precompiled entry copied
+/// over `calc`'s name (whoever can write the plugins directory can do it)
+/// used to be served as calc. Now it is refused and calc is compiled from
+/// its `.wasm`; so are entries made with another key (the server's own,
+/// made in its data directory, by default), and the server says why.
+#[test]
+fn a_planted_compile_cache_entry_is_never_run() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = key_file(keys.path(), 0x5a);
+    let key_env = [("TOOLHOST_CACHE_KEY", key.to_str().unwrap())];
+    let plugins = PluginsDir::new()
+        .add("calc", "calc")
+        .add("checksum", "checksum");
+    precompile(&plugins, &key);
+    let (calc, checksum) = (entry_of(&plugins, "calc"), entry_of(&plugins, "checksum"));
+    std::fs::copy(&checksum, &calc).unwrap();
+    let s = Server::start_env(plugins, None, &key_env).unwrap();
+    let plugin = s.plugin("calc").unwrap();
+    assert_eq!(plugin["source"], "compiled", "{plugin}\n{}", s.log());
+    assert_eq!(s.plugin("checksum").unwrap()["source"], "cache");
+    let tools = s.tool_ids();
+    assert!(tools.contains(&"calc_evaluate".to_owned()), "{tools:?}");
+    assert!(!tools.contains(&"calc_hash".to_owned()), "{tools:?}");
+    let (status, out) = s.invoke("calc_evaluate", json!({"expression": "6*7"}));
+    assert_eq!(
+        (status, &out["result"]["value"]),
+        (200, &json!(42.0)),
+        "{out}"
+    );
+    assert!(s.log().contains("cache entry refused"), "{}", s.log());
+
+    // Precompiled with another key (one a plugin author could hold): every
+    // entry refused, every component compiled; and a server without a key
+    // setting makes its own, private, and never reads the folder's.
+    let plugins = PluginsDir::new().add("calc", "calc");
+    precompile(&plugins, &key_file(keys.path(), 0x33));
+    let s = Server::start_env(plugins, None, &key_env).unwrap();
+    assert_eq!(s.plugin("calc").unwrap()["source"], "compiled");
+    let plugins = PluginsDir::new().add("calc", "calc");
+    precompile(&plugins, &key);
+    let s = Server::start(plugins);
+    assert_eq!(s.plugin("calc").unwrap()["source"], "compiled");
+    let own = s.data.path().join("data/compile-cache.key");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&own).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600, "{own:?}");
 }

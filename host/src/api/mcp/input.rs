@@ -26,8 +26,8 @@ use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use crate::catalog::BoxFuture;
 use crate::input::{AskError, Asker, Can, Kind, Question, Replay, Sealer};
+use crate::tool::BoxFuture;
 
 /// A question as MCP's request.
 fn request(q: &Question) -> Result<InputRequest, AskError> {

@@ -32,12 +32,12 @@ use serde_json::Value;
 use super::input::TaskAsker;
 use crate::api::AppState;
 use crate::api::xagent::Running;
-use crate::catalog::BoxFuture;
 use crate::catalog::{Catalog, ToolEntry};
 use crate::declared::{TaskSupport, ToolDecl};
 use crate::dispatch::{CallOptions, CallOutput};
 use crate::input::{AskError, Asker, Kind, Question, Replay};
 use crate::sessions::Session;
+use crate::tool::BoxFuture;
 use crate::tool::CallError;
 
 /// How long a `tools/call` of an `optional` tool runs before it becomes a

@@ -144,7 +144,7 @@ pub(super) async fn register_new_tool(
     headers: HeaderMap,
     JsonBody(req): JsonBody<RegisterRequest>,
 ) -> Result<Json<Value>, Detail> {
-    crate::api::admin::check(state.admin_token.as_ref(), &headers)?;
+    crate::api::auth::check(state.admin_token.as_ref(), &headers)?;
     let component = base64::engine::general_purpose::STANDARD
         .decode(req.code.trim())
         .map_err(|e| {

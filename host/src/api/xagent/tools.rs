@@ -138,6 +138,7 @@ pub(super) async fn execute_tool(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Response, Detail> {
+    crate::api::body::json_typed(&headers).map_err(|e| Detail::new(e.status, e.message))?;
     let req: ExecuteRequest = crate::api::body::parse(&body).map_err(|e| {
         // FastAPI answers a malformed body with 422.
         Detail::new(StatusCode::UNPROCESSABLE_ENTITY, e.message)

@@ -19,6 +19,7 @@
 //!
 //! Files: `objects` (what is sent, pure), this file (the exchange).
 
+pub mod config;
 pub mod objects;
 
 use std::path::Path;
@@ -35,8 +36,8 @@ pub use objects::{is_dns_subdomain, is_label_value};
 
 use super::manifest::LoadedManifest;
 use super::node::{Node, NodeError};
-use crate::config::KubernetesConfig;
 use crate::tool::CallError;
+use config::KubernetesConfig;
 
 /// A claim's status is read again after this, doubling while it is not
 /// ready (a warm sandbox is adopted within moments) ...

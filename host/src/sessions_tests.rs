@@ -1,0 +1,134 @@
+//! Tests of [`super`] (`sessions.rs`), beside it to keep that file short.
+
+use super::*;
+
+#[test]
+fn ids_are_directory_safe() {
+    assert!(is_valid_session_id("abc-DEF_123"));
+    for bad in ["", ".", "..", "a/b", "a\\b", "a.b", &"x".repeat(65)] {
+        assert!(!is_valid_session_id(bad), "{bad}");
+    }
+}
+
+#[tokio::test]
+async fn open_creates_lazily_and_reuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Sessions::new(dir.path(), Duration::from_secs(60)).unwrap();
+    let (a, created) = s.open(None).unwrap();
+    assert!(created);
+    assert!(
+        !a.workspace_path().exists(),
+        "workspace is created on first use"
+    );
+    let ws = a.workspace().unwrap().to_owned();
+    assert!(ws.is_dir());
+    let (b, created) = s.open(Some(a.id())).unwrap();
+    assert!(!created);
+    assert!(Arc::ptr_eq(&a, &b));
+    assert!(matches!(
+        s.open(Some("../etc")),
+        Err(SessionError::InvalidId)
+    ));
+    assert!(s.close(a.id()).await.unwrap());
+    assert!(!ws.exists());
+    assert!(!s.close(a.id()).await.unwrap(), "closed once");
+}
+
+#[tokio::test]
+async fn closing_releases_backend_resources_and_new_sessions_are_bounded() {
+    struct Held(Mutex<Vec<String>>);
+    impl SessionResources for Held {
+        fn release_session(&self, id: &str) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+            let id = id.to_owned();
+            Box::pin(async move { self.0.lock().unwrap().push(id) })
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = Sessions::new(dir.path(), Duration::from_secs(60))
+        .unwrap()
+        .with_max(2);
+    let held = Arc::new(Held(Mutex::new(Vec::new())));
+    let weak: Weak<dyn SessionResources> = Arc::downgrade(&held) as Weak<dyn SessionResources>;
+    s.add_resources(weak);
+    s.open(Some("a")).unwrap();
+    s.open(None).unwrap();
+    assert!(matches!(s.open(None), Err(SessionError::TooMany(2))));
+    assert!(
+        s.open(Some("a")).is_ok(),
+        "an open session is not a new one"
+    );
+    s.release("a").await;
+    assert!(s.get("a").is_some(), "released, not closed");
+    assert!(s.close("a").await.unwrap());
+    assert_eq!(*held.0.lock().unwrap(), ["a", "a"]);
+    assert!(s.open(None).is_ok(), "room again");
+}
+
+#[test]
+fn a_sessions_that_holds_nothing_is_forgotten() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Sessions::new(dir.path(), Duration::from_secs(60)).unwrap();
+    let (a, _) = s.open(None).unwrap();
+    let id = a.id().to_owned();
+    s.forget_if_untouched(a);
+    assert!(s.get(&id).is_none());
+    let (b, _) = s.open(None).unwrap();
+    b.workspace().unwrap();
+    let id = b.id().to_owned();
+    s.forget_if_untouched(b);
+    assert!(s.get(&id).is_some(), "a session with a workspace stays");
+}
+
+#[tokio::test]
+async fn a_workspace_another_instance_uses_is_not_reaped() {
+    // Two instances over one data directory, as replicas over one volume.
+    let dir = tempfile::tempdir().unwrap();
+    let idle = Duration::from_millis(400);
+    let a = Sessions::new(dir.path(), idle).unwrap();
+    let (shared, _) = a.open(Some("shared")).unwrap();
+    shared.workspace().unwrap();
+    drop(shared);
+    let b = Sessions::new(dir.path(), idle).unwrap();
+    assert!(b.get("shared").is_some(), "adopted at start");
+    // `a` goes on using it; `b` reaps its idle view of it.
+    let until = std::time::Instant::now() + Duration::from_millis(700);
+    while std::time::Instant::now() < until {
+        a.open(Some("shared")).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(b.reap_idle().await, vec!["shared".to_owned()]);
+    assert!(
+        dir.path().join("workspaces/shared").exists(),
+        "in use by `a`: kept"
+    );
+    // Once `a` is done with it too, it goes.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(a.reap_idle().await, vec!["shared".to_owned()]);
+    assert!(!dir.path().join("workspaces/shared").exists());
+}
+
+#[tokio::test]
+async fn idle_sessions_are_reaped_but_busy_ones_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Sessions::new(dir.path(), Duration::from_millis(0)).unwrap();
+    let (busy, _) = s.open(Some("busy")).unwrap();
+    let (idle, _) = s.open(Some("idle")).unwrap();
+    idle.workspace().unwrap();
+    let idle_ws = idle.workspace_path().to_owned();
+    drop(idle);
+    std::thread::sleep(Duration::from_millis(5));
+    assert_eq!(s.reap_idle().await, vec!["idle".to_owned()]);
+    assert!(!idle_ws.exists());
+    assert!(s.get("busy").is_some());
+    drop(busy);
+}
+
+#[test]
+fn workspaces_of_a_previous_run_are_adopted() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("workspaces/old-one")).unwrap();
+    std::fs::create_dir_all(dir.path().join("workspaces/not.valid")).unwrap();
+    let s = Sessions::new(dir.path(), Duration::from_secs(60)).unwrap();
+    assert!(s.get("old-one").is_some());
+    assert_eq!(s.len(), 1);
+}
