@@ -14,6 +14,7 @@ pub mod mcp;
 pub mod native;
 pub mod observe;
 pub mod plugins;
+pub mod render;
 pub mod retrieval;
 pub mod system;
 pub mod tasks;

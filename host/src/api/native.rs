@@ -1,5 +1,6 @@
 //! The native REST API: health, tool discovery, schemas, invoke (JSON or SSE).
 
+use super::render::success_body;
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -9,7 +10,6 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json, Router, routing};
-use base64::Engine as _;
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -24,7 +24,7 @@ use crate::dispatch::{CallOptions, CallOutput};
 use crate::input::{Kind, Replay};
 use crate::registry::ToolStatus;
 use crate::sessions::Session;
-use crate::tool::{CallError, Content, LimitOverrides, ProgressSink};
+use crate::tool::{CallError, LimitOverrides, ProgressSink};
 
 /// Header carrying the session id, both ways.
 pub const SESSION_HEADER: &str = "x-toolhost-session";
@@ -591,51 +591,4 @@ impl<T> Drop for AbortOnDrop<T> {
 
 fn tokio_stream<T>(mut rx: mpsc::Receiver<T>) -> impl futures::Stream<Item = T> {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
-}
-
-/// `{"status":"success","result":...,"content":[...],"error":null}`.
-pub fn success_body(out: &CallOutput) -> Value {
-    json!({
-        "status": "success",
-        "result": simple_result(&out.content),
-        "content": out.content.iter().map(content_json).collect::<Vec<_>>(),
-        "error": null,
-        "elapsed_ms": out.elapsed.as_secs_f64() * 1000.0,
-        "fuel": out.fuel,
-        "version": out.version,
-    })
-}
-
-/// The convenient form: one text or JSON item as itself, else the item list.
-fn simple_result(content: &[Content]) -> Value {
-    match content {
-        [Content::Text(t)] => Value::String(t.clone()),
-        [Content::Json(v)] => v.clone(),
-        items => Value::Array(items.iter().map(content_json).collect()),
-    }
-}
-
-/// A content item on the wire; binary data is base64.
-pub fn content_json(c: &Content) -> Value {
-    match c {
-        Content::Text(t) => json!({"type": "text", "text": t}),
-        Content::Json(v) => json!({"type": "json", "json": v}),
-        Content::Binary {
-            media_type,
-            data,
-            name,
-        } => binary_json(media_type, data, name.as_deref()),
-    }
-}
-
-/// A binary item as JSON (`{"type":"binary","media_type","name","data":<base64>}`),
-/// the same in the native API and in XAgent's wrapping.
-/// `name` is always a string ([`crate::tool::binary_file_name`]).
-pub fn binary_json(media_type: &str, data: &[u8], name: Option<&str>) -> Value {
-    json!({
-        "type": "binary",
-        "media_type": media_type,
-        "name": crate::tool::binary_file_name(media_type, data, name),
-        "data": base64::engine::general_purpose::STANDARD.encode(data),
-    })
 }

@@ -62,7 +62,7 @@ pub fn admit(state: &AppState, spec: &TaskSpec) -> Result<(), ApiError> {
         return Err(unprocessable(format!("callback_url refused: {why}")));
     }
     if let Some(url) = &spec.repo_url
-        && let Some(why) = crate::tasks::deploy::git_refusal(url, &state.callbacks.git_allow)
+        && let Some(why) = crate::tasks::deploy_plan::git_refusal(url, &state.callbacks.git_allow)
     {
         return Err(unprocessable(format!("repo_url refused: {why}")));
     }

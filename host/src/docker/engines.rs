@@ -26,12 +26,13 @@ use std::time::Duration;
 use super::Allocation;
 use super::engine::{Engine, Target};
 use super::node::Node;
+pub use super::placement::{Candidate, Shares, place, place_where};
 use crate::tool::CallError;
 
 /// How long a health ping may take before the engine counts as down.
 const PING_WITHIN: Duration = Duration::from_secs(2);
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -42,15 +43,15 @@ pub struct Member {
     pub conn: Engine,
     /// Seed 004's rule for long-lived containers (services, builds) here.
     pub allocation: Mutex<Allocation>,
-    state: Mutex<MemberState>,
+    pub(super) state: Mutex<MemberState>,
     /// One archive load at a time.
-    loading: tokio::sync::Mutex<()>,
+    pub(super) loading: tokio::sync::Mutex<()>,
     /// Local folders and where the engine's host sees them, longest first.
     paths: Vec<(PathBuf, PathBuf)>,
 }
 
 #[derive(Debug, Default, Clone)]
-struct MemberState {
+pub(super) struct MemberState {
     /// None: not checked yet.
     up: Option<bool>,
     error: Option<String>,
@@ -60,10 +61,10 @@ struct MemberState {
     memory_mb: u64,
     version: Option<String>,
     /// Images known to be there, and known to be missing.
-    images: HashSet<String>,
-    missing: HashSet<String>,
+    pub(super) images: HashSet<String>,
+    pub(super) missing: HashSet<String>,
     /// Images the archive was loaded for (once: it may not hold them).
-    tried: HashSet<String>,
+    pub(super) tried: HashSet<String>,
 }
 
 /// Where a container runs and what it is capped at.
@@ -73,83 +74,6 @@ struct Home {
     cpus: f64,
     memory_mb: u64,
     node: Option<Weak<Node>>,
-}
-
-/// An engine as placement sees it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Candidate {
-    /// Answers (or was not checked yet).
-    pub up: bool,
-    pub drained: bool,
-    /// Lacks the image (and no archive can bring it).
-    pub lacks_image: bool,
-    /// On another machine (its `/proc` is not ours).
-    pub remote: bool,
-    pub cores: f64,
-    pub memory_mb: u64,
-    /// Summed caps of our containers on it.
-    pub cpus_held: f64,
-    pub memory_held_mb: u64,
-    pub nodes: usize,
-}
-
-/// Seed 004's shares: CPUs allocated ≤ this share of the cores, memory ≤
-/// this share of the memory.
-#[derive(Debug, Clone, Copy)]
-pub struct Shares {
-    pub cpu: f64,
-    pub memory: f64,
-}
-
-/// The engine a new session's node (capped at `cpus`, `memory_mb`) goes to:
-/// among usable engines (up, not drained, with the image), those where it
-/// fits under the rule first, then the lowest load after it (the larger of
-/// the CPU and memory shares), then the fewest nodes, then the first listed.
-pub fn place(c: &[Candidate], cpus: f64, memory_mb: u64, shares: Shares) -> Option<usize> {
-    place_where(c, cpus, memory_mb, shares, false)
-}
-
-/// [`place`], on this machine's engines only when `local`.
-pub fn place_where(
-    c: &[Candidate],
-    cpus: f64,
-    memory_mb: u64,
-    shares: Shares,
-    local: bool,
-) -> Option<usize> {
-    let load = |x: &Candidate| {
-        let cpu = if x.cores > 0.0 {
-            (x.cpus_held + cpus) / (x.cores * shares.cpu)
-        } else {
-            f64::INFINITY
-        };
-        let mem = if x.memory_mb > 0 {
-            (x.memory_held_mb + memory_mb) as f64 / (x.memory_mb as f64 * shares.memory)
-        } else {
-            f64::INFINITY
-        };
-        cpu.max(mem)
-    };
-    c.iter()
-        .enumerate()
-        .filter(|(_, x)| {
-            let usable = x.up && !x.drained && !x.lacks_image;
-            let here = !local || !x.remote;
-            usable && here
-        })
-        .map(|(i, x)| {
-            let l = load(x);
-            // Unknown capacity (not checked yet): as if empty but not fitting.
-            let l = if l.is_finite() { l } else { f64::MAX };
-            (i, l <= 1.0 + 1e-9, l, x.nodes)
-        })
-        .min_by(|a, b| {
-            b.1.cmp(&a.1)
-                .then(a.2.total_cmp(&b.2))
-                .then(a.3.cmp(&b.3))
-                .then(a.0.cmp(&b.0))
-        })
-        .map(|(i, ..)| i)
 }
 
 /// One engine as `GET /plugins`, `GET /system` and `/metrics` show it.
@@ -178,7 +102,7 @@ pub struct Engines {
     affinity: Mutex<HashMap<String, usize>>,
     /// Container id (its name until created) -> where it runs.
     homes: Mutex<HashMap<String, Home>>,
-    archive: Option<PathBuf>,
+    pub(super) archive: Option<PathBuf>,
     shares: Shares,
 }
 
@@ -556,73 +480,6 @@ impl Engines {
         }
         ok
     }
-
-    /// Make `image` present on engine `i`: known there (unless `recheck`),
-    /// found there, or loaded from the archive. `Ok(false)`: missing and no
-    /// archive.
-    pub async fn ensure_image(
-        &self,
-        i: usize,
-        docker: &bollard::Docker,
-        image: &str,
-        recheck: bool,
-    ) -> Result<bool, String> {
-        let m = self.member(i);
-        if !recheck && lock(&m.state).images.contains(image) {
-            return Ok(true);
-        }
-        let present = |m: &Member, yes: bool| {
-            let mut s = lock(&m.state);
-            if yes {
-                s.missing.remove(image);
-                s.images.insert(image.to_owned());
-            } else {
-                s.images.remove(image);
-                s.missing.insert(image.to_owned());
-            }
-        };
-        let _one = m.loading.lock().await;
-        match docker.inspect_image(image).await {
-            Ok(_) => {
-                present(m, true);
-                return Ok(true);
-            }
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 404, ..
-            }) => {}
-            Err(e) => return Err(e.to_string()),
-        }
-        let Some(archive) = &self.archive else {
-            present(m, false);
-            return Ok(false);
-        };
-        if !lock(&m.state).tried.insert(image.to_owned()) {
-            present(m, false);
-            return Err(format!(
-                "the archive {} did not bring `{image}`",
-                archive.display()
-            ));
-        }
-        let started = std::time::Instant::now();
-        tracing::info!(engine = %m.name, image, archive = %archive.display(), "loading the node image into the engine");
-        load_archive(docker, archive).await?;
-        let there = docker.inspect_image(image).await.is_ok();
-        present(m, there);
-        tracing::info!(engine = %m.name, image, there, ms = started.elapsed().as_millis() as u64, "loaded the image archive");
-        if there {
-            Ok(true)
-        } else {
-            Err(format!(
-                "the archive {} does not hold `{image}`",
-                archive.display()
-            ))
-        }
-    }
-
-    /// Whether the archive could bring an image that is missing.
-    pub fn has_archive(&self) -> bool {
-        self.archive.is_some()
-    }
 }
 
 impl Member {
@@ -654,267 +511,6 @@ impl Member {
     }
 }
 
-/// `docker load` of `archive`, streamed from the file.
-async fn load_archive(docker: &bollard::Docker, archive: &std::path::Path) -> Result<(), String> {
-    use futures::StreamExt;
-    let file = tokio::fs::File::open(archive)
-        .await
-        .map_err(|e| format!("cannot open the image archive {}: {e}", archive.display()))?;
-    let body = tokio_util::io::ReaderStream::new(file);
-    let options = bollard::query_parameters::ImportImageOptionsBuilder::default()
-        .quiet(true)
-        .build();
-    let mut stream = docker.import_image_stream(options, body, None);
-    while let Some(item) = stream.next().await {
-        let info = item.map_err(|e| format!("loading the image archive failed: {e}"))?;
-        if let Some(e) = info.error_detail.and_then(|d| d.message) {
-            return Err(format!("loading the image archive failed: {e}"));
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bind_paths_are_mapped_by_the_deepest_listed_folder() {
-        let config = crate::docker::config::DockerConfig {
-            engines: vec![crate::docker::config::DockerEngine {
-                name: "far".into(),
-                url: "tcp://10.0.0.9:2376".into(),
-                paths: [
-                    ("/srv/toolhost".into(), "/mnt/th".into()),
-                    ("/srv/toolhost/plugins".into(), "/opt/plugins".into()),
-                ]
-                .into(),
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
-        let engines = Engines::new(&config).unwrap();
-        let far = engines.member(0);
-        let map = |p: &str| far.host_path(Path::new(p));
-        assert_eq!(
-            map("/srv/toolhost/data/workspaces/s1"),
-            Path::new("/mnt/th/data/workspaces/s1")
-        );
-        assert_eq!(
-            map("/srv/toolhost/plugins/shell/driver.py"),
-            Path::new("/opt/plugins/shell/driver.py")
-        );
-        assert_eq!(
-            map("/srv/toolhostile/x"),
-            Path::new("/srv/toolhostile/x"),
-            "a prefix of a name is not a folder"
-        );
-        assert_eq!(map("/elsewhere"), Path::new("/elsewhere"));
-
-        let mut bad = config.clone();
-        bad.engines[0].paths = [("data".into(), "/mnt/th".into())].into();
-        let e = Engines::new(&bad).err().unwrap();
-        assert!(e.contains("absolute"), "{e}");
-    }
-
-    const SHARES: Shares = Shares {
-        cpu: 1.0,
-        memory: 0.8,
-    };
-
-    fn engine(cores: f64, memory_mb: u64) -> Candidate {
-        Candidate {
-            up: true,
-            cores,
-            memory_mb,
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn the_engine_with_the_most_free_capacity_takes_the_node() {
-        let mut c = vec![engine(2.0, 4000), engine(8.0, 16000)];
-        // The larger engine is the less loaded one after the node.
-        assert_eq!(place(&c, 1.0, 512, SHARES), Some(1));
-        c[1].cpus_held = 7.5;
-        assert_eq!(place(&c, 1.0, 512, SHARES), Some(0), "{c:?}");
-        // Memory counts too: 80 % of it.
-        c[1].cpus_held = 0.0;
-        c[1].memory_held_mb = 12500;
-        assert_eq!(place(&c, 0.5, 512, SHARES), Some(0));
-        // Equal engines: the fewer nodes, then the first listed.
-        let mut c = vec![engine(2.0, 4000), engine(2.0, 4000)];
-        assert_eq!(place(&c, 1.0, 512, SHARES), Some(0));
-        c[0].cpus_held = 1.0;
-        c[0].memory_held_mb = 512;
-        c[0].nodes = 1;
-        assert_eq!(place(&c, 1.0, 512, SHARES), Some(1));
-    }
-
-    #[test]
-    fn over_the_rule_everywhere_the_least_loaded_engine_still_takes_it() {
-        // Session nodes (1 CPU each) beyond the cores: spread, not refused.
-        let mut c = vec![engine(2.0, 24000), engine(2.0, 24000)];
-        for _ in 0..40 {
-            let i = place(&c, 1.0, 512, SHARES).unwrap();
-            c[i].cpus_held += 1.0;
-            c[i].memory_held_mb += 512;
-            c[i].nodes += 1;
-        }
-        assert_eq!((c[0].nodes, c[1].nodes), (20, 20));
-        // One that fits beats every one that does not.
-        c.push(engine(64.0, 100000));
-        c[2].cpus_held = 63.0;
-        assert_eq!(place(&c, 1.0, 512, SHARES), Some(2));
-    }
-
-    #[test]
-    fn down_drained_and_imageless_engines_take_no_new_session() {
-        let mut c = vec![engine(2.0, 4000), engine(2.0, 4000), engine(2.0, 4000)];
-        c[0].up = false;
-        c[1].drained = true;
-        assert_eq!(place(&c, 1.0, 512, SHARES), Some(2));
-        c[2].lacks_image = true;
-        assert_eq!(place(&c, 1.0, 512, SHARES), None);
-        // A service node goes to this machine's engines only.
-        let mut c = vec![engine(64.0, 100000), engine(2.0, 4000)];
-        c[0].remote = true;
-        assert_eq!(place(&c, 1.0, 512, SHARES), Some(0));
-        assert_eq!(place_where(&c, 1.0, 512, SHARES, true), Some(1));
-        c[1].remote = true;
-        assert_eq!(place_where(&c, 1.0, 512, SHARES, true), None);
-        // Not checked yet (no capacity known): usable, after known ones.
-        let c = vec![
-            Candidate {
-                up: true,
-                ..Default::default()
-            },
-            engine(2.0, 4000),
-        ];
-        assert_eq!(place(&c, 1.0, 512, SHARES), Some(1));
-    }
-
-    fn two_engines() -> Engines {
-        let config = crate::docker::config::DockerConfig {
-            engines: vec![
-                crate::docker::config::DockerEngine {
-                    name: "a".into(),
-                    url: "unix:///nonexistent/a.sock".into(),
-                    ..Default::default()
-                },
-                crate::docker::config::DockerEngine {
-                    name: "b".into(),
-                    url: "unix:///nonexistent/b.sock".into(),
-                    ..Default::default()
-                },
-            ],
-            ..Default::default()
-        };
-        let e = Engines::new(&config).unwrap();
-        for m in &e.members {
-            let mut s = lock(&m.state);
-            (s.up, s.cores, s.memory_mb) = (Some(true), 2.0, 4000);
-        }
-        e
-    }
-
-    #[tokio::test]
-    async fn a_session_stays_on_its_engine_drained_or_not_and_moves_when_it_dies() {
-        let e = two_engines();
-        let s1 = e.engine_for("s1", None, 1.0, 512, false).await.unwrap();
-        e.settle("c1", s1, 1.0, 512);
-        let s2 = e.engine_for("s2", None, 1.0, 512, false).await.unwrap();
-        e.settle("c2", s2, 1.0, 512);
-        assert_ne!(s1, s2, "spread");
-        // Its second toolkit's node: the same engine, though it is fuller.
-        e.settle("c3", s1, 1.0, 512);
-        assert_eq!(e.engine_for("s1", None, 1.0, 512, false).await.unwrap(), s1);
-
-        // Drain s1's engine: s1 stays, new sessions go to the other one.
-        let name = e.member(s1).name.clone();
-        assert!(e.drain(&name, true).unwrap().drained);
-        assert_eq!(e.engine_for("s1", None, 1.0, 512, false).await.unwrap(), s1);
-        for n in 0..5 {
-            let s = format!("new{n}");
-            assert_eq!(e.engine_for(&s, None, 1.0, 512, false).await.unwrap(), s2);
-        }
-        let views = e.views();
-        assert_eq!(views[s1].nodes, 2);
-        assert_eq!(views[s2].sessions, 6);
-        assert!(e.drain("nope", true).is_none());
-        e.drain(&name, false);
-
-        // s2's engine dies: s2 moves to the live one and stays there.
-        lock(&e.member(s2).state).up = Some(false);
-        assert_eq!(e.engine_for("s2", None, 1.0, 512, false).await.unwrap(), s1);
-        lock(&e.member(s2).state).up = Some(true);
-        assert_eq!(e.engine_for("s2", None, 1.0, 512, false).await.unwrap(), s1);
-
-        // Both gone: the call says why (nothing answers at those sockets).
-        for m in &e.members {
-            lock(&m.state).up = Some(false);
-        }
-        let err = e.engine_for("s3", None, 1.0, 512, false).await.unwrap_err();
-        assert!(
-            matches!(&err, CallError::BackendUnavailable(m) if m.contains("no Docker engine") && m.contains("a.sock")),
-            "{err:?}"
-        );
-        // Closed: no affinity left.
-        e.release("s1");
-        assert!(!lock(&e.affinity).contains_key("s1"));
-    }
-
-    #[test]
-    fn engine_settings_are_checked() {
-        let of = |url: &str, tls: bool| {
-            Target::of(&crate::docker::config::DockerEngine {
-                name: "x".into(),
-                url: url.into(),
-                tls_cert: tls.then(|| "c.pem".into()),
-                tls_key: tls.then(|| "k.pem".into()),
-                tls_ca: tls.then(|| "ca.pem".into()),
-                ..Default::default()
-            })
-        };
-        assert_eq!(
-            of("unix:///run/d.sock", false),
-            Ok(Target::Unix("/run/d.sock".into()))
-        );
-        assert!(matches!(
-            of("tcp://127.0.0.1:2376", true),
-            Ok(Target::Tcp { tls: Some(_), .. })
-        ));
-        assert!(matches!(
-            of("tcp://127.0.0.1:2375", false),
-            Ok(Target::Tcp { tls: None, .. })
-        ));
-        assert!(matches!(of("ssh://me@host", false), Ok(Target::Ssh { .. })));
-        assert!(of("unix:///run/d.sock", true).is_err());
-        let port = of("ssh://me@host:2222", false).unwrap_err();
-        assert!(port.contains("~/.ssh/config"), "{port}");
-        // Remote: its containers' /proc is not ours (no service nodes there).
-        let remote = |url: &str| of(url, false).unwrap().is_remote();
-        assert!(!remote("tcp://127.0.0.1:2375") && !remote("unix:///run/d.sock"));
-        assert!(remote("tcp://10.0.0.7:2375") && remote("ssh://me@host"));
-        assert!(of("http://x", false).is_err());
-        let half = Target::of(&crate::docker::config::DockerEngine {
-            name: "x".into(),
-            url: "tcp://127.0.0.1:1".into(),
-            tls_cert: Some("c.pem".into()),
-            ..Default::default()
-        });
-        assert!(half.unwrap_err().contains("all of tls_cert"));
-        let dup = crate::docker::config::DockerConfig {
-            engines: vec![
-                crate::docker::config::DockerEngine {
-                    name: "a".into(),
-                    url: "unix:///a".into(),
-                    ..Default::default()
-                };
-                2
-            ],
-            ..Default::default()
-        };
-        assert!(Engines::new(&dup).is_err());
-    }
-}
+#[path = "engines_tests.rs"]
+mod tests;

@@ -9,6 +9,7 @@
 //! `{"id":N,"ok":false,"error":{"kind","message"}}`. Requests go one at a time;
 //! a response whose caller has gone (a cancelled call) is dropped.
 
+pub use super::node_error::NodeError;
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,17 +31,6 @@ use super::service::{Answer, ServiceLink};
 const MAX_LINE: usize = 64 << 20;
 /// Driver stderr kept for error messages.
 const STDERR_TAIL: usize = 4096;
-
-/// Why a request to a node did not get an answer.
-#[derive(Debug, thiserror::Error)]
-pub enum NodeError {
-    #[error("the node did not answer within {0:?}")]
-    Timeout(Duration),
-    #[error("the node stopped ({0})")]
-    Died(String),
-    #[error("cannot talk to the node: {0}")]
-    Io(String),
-}
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>;
 

@@ -24,7 +24,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 
-use super::node::NodeError;
+use super::node_error::NodeError;
 
 type Sender = http1::SendRequest<Full<Bytes>>;
 

@@ -7,169 +7,8 @@
 //! the dispatcher against the real container, and it becomes `active`;
 //! a failure removes it (and puts back the version it replaced).
 
-use std::collections::BTreeMap;
-
-use serde_json::{Value, json};
-
 use super::TaskSpec;
-
-/// The `[[tools]]` entries of a deploy: given, or derived from its
-/// `api_spec` (operations with path parameters, or with parameters beside
-/// a body, cannot be service endpoints and are left out, named).
-pub fn tool_entries(spec: &TaskSpec) -> Result<(Vec<Value>, Vec<String>), String> {
-    if let Some(tools) = &spec.tools {
-        for t in tools {
-            for key in ["name", "endpoint_path"] {
-                if t.get(key).and_then(Value::as_str).is_none() {
-                    return Err(format!("each of `tools` needs `{key}`: {t}"));
-                }
-            }
-        }
-        return Ok((tools.clone(), Vec::new()));
-    }
-    let doc = spec
-        .api_spec
-        .as_ref()
-        .ok_or("a service deploy needs `tools` or an OpenAPI `api_spec`")?;
-    let select = crate::httpapi::openapi::Selection::default();
-    let ops = crate::httpapi::openapi::operations(doc, &select, 64 - spec.name.len() - 1)?;
-    let (mut tools, mut skipped) = (Vec::new(), Vec::new());
-    for op in ops {
-        let input = match (&op.body, op.params.is_empty()) {
-            (None, _) => op.input_schema.clone(),
-            (Some(body), true) => op
-                .input_schema
-                .pointer(&format!("/properties/{body}"))
-                .cloned()
-                .unwrap_or(json!({"type": "object"})),
-            (Some(_), false) => {
-                skipped.push(format!("{} (parameters beside a body)", op.name));
-                continue;
-            }
-        };
-        if op.path.contains('{') {
-            skipped.push(format!("{} (path parameters)", op.name));
-            continue;
-        }
-        let mut tool = json!({
-            "name": op.name,
-            "endpoint_path": op.path,
-            "http_method": op.method.to_ascii_uppercase(),
-            "description": op.description,
-            "input_schema": input,
-        });
-        if let Some(output) = op.output_schema {
-            tool["output_schema"] = output;
-        }
-        tools.push(tool);
-    }
-    if tools.is_empty() {
-        return Err(format!(
-            "the api_spec has no operation a service can serve (skipped: {})",
-            skipped.join(", ")
-        ));
-    }
-    Ok((tools, skipped))
-}
-
-/// The folder manifest of a deploy.
-pub fn manifest(spec: &TaskSpec, tools: &[Value]) -> Result<String, String> {
-    let port = spec
-        .internal_port
-        .ok_or("a service deploy needs `internal_port`")?;
-    let mut docker = toml::Table::new();
-    match (&spec.dockerfile, &spec.image) {
-        (Some(file), _) => {
-            docker.insert("build".into(), file.clone().into());
-        }
-        (None, Some(image)) => {
-            docker.insert("image".into(), image.clone().into());
-        }
-        (None, None) => {
-            docker.insert("image".into(), "toolhost-node:latest".into());
-        }
-    }
-    if let Some(command) = &spec.command {
-        docker.insert(
-            "command".into(),
-            toml::Value::Array(command.iter().map(|c| c.clone().into()).collect()),
-        );
-    }
-    docker.insert("internal_port".into(), i64::from(port).into());
-    docker.insert(
-        "health_path".into(),
-        spec.health_path
-            .clone()
-            .unwrap_or_else(|| "/health".into())
-            .into(),
-    );
-    docker.insert("start_timeout_s".into(), 60i64.into());
-    docker.insert("scheduling".into(), "cold".into());
-    docker.insert("network".into(), "none".into());
-    // A small share each: several services fit the allocation rule.
-    docker.insert("cpus".into(), 0.5.into());
-    docker.insert("memory_mb".into(), 256i64.into());
-    let mut root = toml::Table::new();
-    root.insert("description".into(), spec.description.clone().into());
-    if let Some(category) = &spec.category {
-        root.insert("category".into(), category.clone().into());
-    }
-    root.insert("docker".into(), toml::Value::Table(docker));
-    let tools: Vec<toml::Value> = tools
-        .iter()
-        .map(|t| {
-            toml::Value::try_from(t)
-                .map_err(|e| format!("a tool entry cannot be a manifest table: {e}"))
-        })
-        .collect::<Result<_, _>>()?;
-    root.insert("tools".into(), toml::Value::Array(tools));
-    toml::to_string(&root).map_err(|e| e.to_string())
-}
-
-/// Whether `name` may be a file of a flat build context.
-pub fn context_file_problem(name: &str, toolkit: &str) -> Option<String> {
-    if name.is_empty()
-        || name.contains('/')
-        || name.contains('\\')
-        || name.starts_with('.')
-        || name == format!("{toolkit}.toml")
-    {
-        return Some(format!(
-            "`{name}` cannot be a file of the build context (flat names, no leading dot, not the manifest)"
-        ));
-    }
-    None
-}
-
-/// Why a deploy's git URL may not be cloned, if it may not: `https://`
-/// hosts must be in `[tasks] git_allow`, `file://` URLs need `file` there.
-pub fn git_refusal(url: &str, allow: &[String]) -> Option<String> {
-    if let Some(path) = url.strip_prefix("file://") {
-        return (!allow.iter().any(|a| a == "file") || !path.starts_with('/')).then(|| {
-            format!(
-                "`{url}`: file:// URLs need \"file\" in [tasks] git_allow (and an absolute path)"
-            )
-        });
-    }
-    let parsed = match reqwest::Url::parse(url) {
-        Ok(u) if u.scheme() == "https" => u,
-        _ => return Some(format!("`{url}` is not an https:// or file:// git URL")),
-    };
-    let host = parsed.host_str().unwrap_or_default();
-    (!allow.iter().any(|a| a == host)).then(|| format!("`{host}` is not in [tasks] git_allow"))
-}
-
-/// The inline build context, checked.
-pub fn context_files(spec: &TaskSpec) -> Result<BTreeMap<String, String>, String> {
-    let files = spec.files.clone().unwrap_or_default();
-    if let Some(problem) = files
-        .keys()
-        .find_map(|n| context_file_problem(n, &spec.name))
-    {
-        return Err(problem);
-    }
-    Ok(files)
-}
+use super::deploy_plan::{context_files, git_refusal, manifest, tool_entries};
 
 impl super::build::Builder {
     /// A service deploy: context, manifest, installed as staging, examples
@@ -374,6 +213,8 @@ async fn copy_flat(from: &std::path::Path, to: &std::path::Path) -> std::io::Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tasks::deploy_plan::context_file_problem;
+    use serde_json::{Value, json};
 
     fn spec(v: Value) -> TaskSpec {
         serde_json::from_value(v).unwrap()

@@ -167,10 +167,10 @@ impl TaskSpec {
                     }
                     _ => {}
                 }
-                if let Err(e) = super::deploy::context_files(self) {
+                if let Err(e) = super::deploy_plan::context_files(self) {
                     return Some(e);
                 }
-                if let Err(e) = super::deploy::tool_entries(self) {
+                if let Err(e) = super::deploy_plan::tool_entries(self) {
                     return Some(e);
                 }
             }

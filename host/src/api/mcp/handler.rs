@@ -17,7 +17,6 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
-use super::calls::{self};
 use super::{direct, features, input, logging, tasks};
 use crate::api::AppState;
 use crate::api::error::ApiError;
@@ -240,7 +239,7 @@ impl ServerHandler for McpHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        calls::call_tool(self, request, context).await
+        self.call_tool(request, context).await
     }
 
     async fn list_prompts(

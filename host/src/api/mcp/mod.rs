@@ -33,6 +33,7 @@ mod features;
 mod handler;
 mod input;
 mod logging;
+mod render;
 mod tasks;
 
 use std::sync::Arc;
@@ -51,9 +52,10 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
-use calls::{call, failure, success, unknown_tool};
+use calls::call;
 pub use handler::McpHandler;
 use handler::{close_own, session_error};
+use render::{failure, success, unknown_tool};
 
 /// `/mcp`: rmcp's service, one [`McpHandler`] per MCP session (or per
 /// stateless request), behind the [`direct`] answers and [`coalesce_sse`].

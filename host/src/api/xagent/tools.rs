@@ -315,6 +315,6 @@ pub(super) fn wrap_item(c: &Content) -> Value {
             media_type,
             data,
             name,
-        } => crate::api::native::binary_json(media_type, data, name.as_deref()),
+        } => crate::api::render::binary_json(media_type, data, name.as_deref()),
     }
 }
