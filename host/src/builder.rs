@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::docker::DockerBackend;
-use crate::docker::stdio::{ContainerGuard, StdioSpec};
+use crate::nodes::DockerBackend;
+use crate::nodes::stdio::{ContainerGuard, StdioSpec};
 use crate::tool::CallError;
 
 /// Environments alive at once.

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::auth::AuthConfig;
 use crate::api::config::{ServerConfig, XAgentConfig};
-use crate::docker::cluster::config::KubernetesConfig;
-use crate::docker::config::DockerConfig;
+use crate::nodes::docker::config::DockerConfig;
+use crate::nodes::kubernetes::config::KubernetesConfig;
 use crate::plugins::config::PluginsConfig;
 use crate::registry::RegistryConfig;
 use crate::sessions::SessionsConfig;

@@ -5,7 +5,7 @@
 //! - [`api`]: axum routers (native REST, XAgent, MCP), thin adapters over
 //!   dispatch.
 //! - [`dispatch`]: the one entry point `(session, tool id, input) -> result`.
-//! - backends: [`wasm`] (components in-process), [`docker`] (heavy tools in
+//! - backends: [`wasm`] (components in-process), [`nodes`] (heavy tools in
 //!   containers), [`httpapi`] (HTTP APIs described by OpenAPI) and
 //!   [`mcpserver`] (MCP servers, through rmcp's client), peers
 //!   behind [`backend::Backend`] and [`catalog::Toolkit`]; [`outbound`]: the
@@ -25,12 +25,12 @@ pub mod config;
 pub mod credentials;
 pub mod declared;
 pub mod dispatch;
-pub mod docker;
 pub mod httpapi;
 pub mod input;
 pub mod interpreter;
 pub mod mcpserver;
 pub mod metrics;
+pub mod nodes;
 pub mod outbound;
 pub mod plugins;
 pub mod registry;

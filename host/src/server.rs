@@ -14,8 +14,8 @@ use crate::backend::Backend;
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
-use crate::docker::DockerBackend;
 use crate::metrics::Metrics;
+use crate::nodes::DockerBackend;
 use crate::plugins::{PluginManager, State, watch};
 use crate::sessions::Sessions;
 use crate::wasm::WasmBackend;
@@ -162,7 +162,7 @@ impl Server {
                 let docker = DockerBackend::with_config(data, sessions.clone(), &config.docker)
                     .map_err(|e| anyhow::anyhow!("[docker]: {e}"))?;
                 if let Some(k) = &config.kubernetes {
-                    let cluster = crate::docker::cluster::Cluster::connect(k, docker.scope())
+                    let cluster = crate::nodes::kubernetes::Cluster::connect(k, docker.scope())
                         .await
                         .map_err(|e| anyhow::anyhow!("[kubernetes]: {e}"))?;
                     tracing::info!(namespace = %k.namespace, instance = %cluster.instance(), "heavy-tool nodes come from the Kubernetes cluster (agent-sandbox)");

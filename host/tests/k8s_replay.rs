@@ -31,7 +31,7 @@ use tower::ServiceExt;
 use k8s_common::replay::{Replay, Seen, TOKEN, Tls, fixture, kubeconfig, lock, start_replay_of};
 use k8s_common::{check_object, repo, url_pairs};
 use toolhost::config::Config;
-use toolhost::docker::cluster::config::KubernetesConfig;
+use toolhost::nodes::kubernetes::config::KubernetesConfig;
 use toolhost::server::Server;
 
 async fn invoke(app: &axum::Router, command: &str) -> (StatusCode, Value) {

@@ -9,8 +9,8 @@ use k8s_common::{
     check_object, crd_schema, definition, errors, kubernetes, shell_manifest, url_pairs,
 };
 use serde_json::{Value, json};
-use toolhost::docker::cluster::objects;
-use toolhost::docker::manifest::LoadedManifest;
+use toolhost::nodes::kubernetes::objects;
+use toolhost::nodes::manifest::LoadedManifest;
 
 const NS: &str = "toolhost";
 

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::auth;
 use super::error::ApiError;
-use crate::docker::DockerBackend;
+use crate::nodes::DockerBackend;
 
 /// The Docker backend, if the server has one.
 #[derive(Clone, Default)]

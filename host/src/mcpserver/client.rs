@@ -15,7 +15,7 @@ use rmcp::service::{NotificationContext, RoleClient, RunningService};
 
 use crate::tool::{CallError, Content, Progress, ProgressSink};
 
-use crate::docker::stdio::ContainerGuard;
+use crate::nodes::stdio::ContainerGuard;
 
 /// A node process's stderr tail.
 type Stderr = Arc<Mutex<std::collections::VecDeque<u8>>>;
@@ -144,7 +144,7 @@ impl Connection {
     pub fn stderr_tail(&self) -> String {
         self.process
             .as_ref()
-            .map(|(_, stderr)| crate::docker::stdio::tail(stderr))
+            .map(|(_, stderr)| crate::nodes::stdio::tail(stderr))
             .unwrap_or_default()
     }
 

@@ -49,7 +49,7 @@ pub struct McpBackend {
     me: std::sync::Weak<McpBackend>,
     secrets: Secrets,
     /// Runs servers given as a command (stdio), in node containers.
-    docker: Option<Arc<crate::docker::DockerBackend>>,
+    docker: Option<Arc<crate::nodes::DockerBackend>>,
     /// Restarts in a row of each toolkit's server (a server that lived a
     /// minute starts the count again), the last one's words, and when.
     restarts: Mutex<HashMap<String, (u32, String, std::time::Instant)>>,
@@ -62,7 +62,7 @@ pub struct McpBackend {
 }
 
 impl McpBackend {
-    pub fn new(secrets: Secrets, docker: Option<Arc<crate::docker::DockerBackend>>) -> Arc<Self> {
+    pub fn new(secrets: Secrets, docker: Option<Arc<crate::nodes::DockerBackend>>) -> Arc<Self> {
         Arc::new_cyclic(|me| McpBackend {
             me: me.clone(),
             per_session: Mutex::default(),
@@ -180,7 +180,7 @@ impl McpBackend {
     /// Start `spec` in a node for `session` and initialize it.
     async fn start_stdio(
         &self,
-        spec: &crate::docker::stdio::StdioSpec,
+        spec: &crate::nodes::stdio::StdioSpec,
         session: &str,
         handler: Handler,
         waiting: client::Waiting,
@@ -198,7 +198,7 @@ impl McpBackend {
         let within = Duration::from_millis(init_timeout_ms);
         let served =
             tokio::time::timeout(within, handler.serve((process.output, process.input))).await;
-        let tail = || crate::docker::stdio::tail(&stderr);
+        let tail = || crate::nodes::stdio::tail(&stderr);
         let service = served
             .map_err(|_| {
                 format!(
@@ -219,7 +219,7 @@ impl McpBackend {
     async fn session_connection(
         &self,
         toolkit: &str,
-        spec: &crate::docker::stdio::StdioSpec,
+        spec: &crate::nodes::stdio::StdioSpec,
         init_timeout_ms: u64,
         session: &crate::sessions::Session,
     ) -> Result<Arc<Connection>, CallError> {
@@ -423,7 +423,7 @@ fn stdio_spec(
     folder: &Path,
     command: &[String],
     m: &manifest::McpSection,
-) -> Result<crate::docker::stdio::StdioSpec, String> {
+) -> Result<crate::nodes::stdio::StdioSpec, String> {
     let mut binds = vec![format!("{}:/toolkit:ro", folder.display())];
     if let Some(mount) = &m.mount {
         let dir = folder.join(mount);
@@ -432,7 +432,7 @@ fn stdio_spec(
         }
         binds.push(format!("{}:/opt/mcp:ro", dir.display()));
     }
-    Ok(crate::docker::stdio::StdioSpec {
+    Ok(crate::nodes::stdio::StdioSpec {
         toolkit: name.to_owned(),
         image: m.image.clone(),
         command: command.to_vec(),

@@ -27,7 +27,7 @@ pub(super) struct McpToolkit {
     /// Each session's own server: how to start it.
     pub(super) per_session: Option<(
         std::sync::Weak<McpBackend>,
-        crate::docker::stdio::StdioSpec,
+        crate::nodes::stdio::StdioSpec,
         u64,
     )>,
     /// Our tool name -> the server's.

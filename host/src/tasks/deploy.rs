@@ -68,7 +68,7 @@ impl super::build::Builder {
         }
         let (tools, skipped) = tool_entries(spec)?;
         let manifest = manifest(spec, &tools)?;
-        crate::docker::manifest::parse(name, &context, &manifest)
+        crate::nodes::manifest::parse(name, &context, &manifest)
             .map_err(|e| format!("the generated manifest is refused: {e}"))?;
         tokio::fs::write(context.join(format!("{name}.toml")), &manifest)
             .await
@@ -240,7 +240,7 @@ mod tests {
         assert_eq!(tools[0]["input_schema"]["required"], json!(["text"]));
         assert_eq!(skipped.len(), 1, "{skipped:?}");
         let text = manifest(&s, &tools).unwrap();
-        let parsed = crate::docker::manifest::parse("rev", std::path::Path::new("/tmp"), &text)
+        let parsed = crate::nodes::manifest::parse("rev", std::path::Path::new("/tmp"), &text)
             .expect("a manifest the Docker backend takes");
         assert_eq!(parsed.descriptors()[0].name, "reverse");
         assert!(text.contains("internal_port = 8080"), "{text}");

@@ -111,13 +111,13 @@ pub fn check_object(object: &Value) -> Vec<String> {
 }
 
 /// The shell toolkit of the repository, as loaded from its folder.
-pub fn shell_manifest() -> toolhost::docker::manifest::LoadedManifest {
+pub fn shell_manifest() -> toolhost::nodes::manifest::LoadedManifest {
     shell_manifest_in(&repo().join("plugins/shell"))
 }
 
-pub fn shell_manifest_in(dir: &Path) -> toolhost::docker::manifest::LoadedManifest {
+pub fn shell_manifest_in(dir: &Path) -> toolhost::nodes::manifest::LoadedManifest {
     let text = std::fs::read_to_string(dir.join("shell.toml")).unwrap();
-    toolhost::docker::manifest::parse("shell", dir, &text).unwrap()
+    toolhost::nodes::manifest::parse("shell", dir, &text).unwrap()
 }
 
 /// `a=b&c=d` decoded.

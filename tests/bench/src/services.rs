@@ -198,12 +198,12 @@ async fn warm(toolhost: &str, port: u16, samples: usize) -> anyhow::Result<()> {
     let samples = samples.min(2000);
     let direct_addr = format!("127.0.0.1:{port}");
     // The same quick acknowledgements toolhost's own link asks for (see
-    // `toolhost::docker::QuickAck`): without them this Python server's
+    // `toolhost::nodes::QuickAck`): without them this Python server's
     // kept-alive answers stall 40 ms on either path.
     let stream = tokio::net::TcpStream::connect(&direct_addr).await?;
     stream.set_nodelay(true)?;
     let (mut direct, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(
-        toolhost::docker::QuickAck(stream),
+        toolhost::nodes::QuickAck(stream),
     ))
     .await?;
     tokio::spawn(conn);

@@ -24,5 +24,5 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     // Docker toolkit manifests share the plugins directory.
-    let _ = toolhost::docker::manifest::parse("fuzz", std::path::Path::new("/nonexistent"), text);
+    let _ = toolhost::nodes::manifest::parse("fuzz", std::path::Path::new("/nonexistent"), text);
 });

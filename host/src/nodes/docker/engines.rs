@@ -23,10 +23,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use super::Allocation;
 use super::engine::{Engine, Target};
-use super::node::Node;
 pub use super::placement::{Candidate, Shares, place, place_where};
+use crate::nodes::Allocation;
+use crate::nodes::Node;
 use crate::tool::CallError;
 
 /// How long a health ping may take before the engine counts as down.

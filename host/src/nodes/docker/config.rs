@@ -18,7 +18,7 @@ pub struct DockerConfig {
     /// start beyond either is refused (`overloaded`, seed 004's rule).
     pub max_memory_share: f64,
     /// `[[docker.engines]]`: several Docker engines as one node pool (see
-    /// `crate::docker::engines`). Empty: the one engine the docker CLI
+    /// `crate::nodes::engines`). Empty: the one engine the docker CLI
     /// would use (`DOCKER_HOST`, else the local socket).
     pub engines: Vec<DockerEngine>,
     /// A `docker save` archive of the node image, loaded into an engine

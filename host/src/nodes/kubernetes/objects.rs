@@ -22,7 +22,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::core::ApiResource;
 use serde_json::{Value, json};
 
-use crate::docker::manifest::{LoadedManifest, Network};
+use crate::nodes::manifest::{LoadedManifest, Network};
 
 pub const GROUP: &str = "extensions.agents.x-k8s.io";
 pub const VERSION: &str = "v1beta1";

@@ -14,7 +14,7 @@ use super::manifest::LoadedManifest;
 use super::node::NodeError;
 use super::{
     DRIVER_PATH, DockerBackend, Node, READY_WITHIN, RUN_LABEL, SCOPE_LABEL, SERVICE_FOLDER,
-    SESSION_LABEL, TOOLKIT_LABEL, engine, lock,
+    SESSION_LABEL, TOOLKIT_LABEL, docker::engine, lock,
 };
 use crate::tool::CallError;
 
@@ -40,7 +40,7 @@ impl Allocation {
     }
 
     /// The limits of `config` on this host.
-    pub fn of_host(config: &super::config::DockerConfig) -> Self {
+    pub fn of_host(config: &super::docker::config::DockerConfig) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
         let memory_mb = std::fs::read_to_string("/proc/meminfo")
             .ok()
@@ -58,7 +58,12 @@ impl Allocation {
     }
 
     /// Bound to an engine's own `cores` and `memory_mb` (what it holds stays).
-    pub(super) fn bound(&mut self, cores: f64, memory_mb: u64, shares: super::engines::Shares) {
+    pub(super) fn bound(
+        &mut self,
+        cores: f64,
+        memory_mb: u64,
+        shares: super::docker::engines::Shares,
+    ) {
         self.cpus = cores * shares.cpu;
         self.memory_mb = (memory_mb as f64 * shares.memory) as u64;
     }
@@ -482,7 +487,7 @@ impl DockerBackend {
     /// with the driver exec'd into it.
     async fn claim_node(
         &self,
-        cluster: &Arc<super::cluster::Cluster>,
+        cluster: &Arc<super::kubernetes::Cluster>,
         spec: &Arc<LoadedManifest>,
         workspace: &Path,
         session: &str,
@@ -508,7 +513,7 @@ impl DockerBackend {
             }
             Err(e) => {
                 let cause = match e {
-                    super::cluster::ClusterError::Driver { .. } => Cause::Image,
+                    super::kubernetes::ClusterError::Driver { .. } => Cause::Image,
                     _ => Cause::Engine,
                 };
                 let e = CallError::from(e);

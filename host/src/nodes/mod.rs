@@ -30,18 +30,14 @@
 //! `node` (the driver over exec stdio), `toolkit` (the call path).
 
 mod build;
-pub mod cluster;
-pub mod config;
 pub mod confirm;
 mod containers;
-mod engine;
-mod engine_images;
-pub mod engines;
+pub mod docker;
 pub mod health;
+pub mod kubernetes;
 pub mod manifest;
 mod node;
 mod node_error;
-mod placement;
 mod pool;
 mod reaper;
 mod registry;
@@ -106,7 +102,7 @@ pub struct DockerBackend {
     /// This backend, for the toolkits it makes (they call back into it).
     me: std::sync::Weak<DockerBackend>,
     /// The engines nodes run on (one unless `[[docker.engines]]` lists more).
-    engines: engines::Engines,
+    engines: docker::engines::Engines,
     scope: String,
     /// This process's run id ([`RUN_LABEL`]).
     run: String,
@@ -131,7 +127,7 @@ pub struct DockerBackend {
     health: Health,
     /// `[kubernetes]`: nodes are agent-sandbox claims on this cluster
     /// instead of containers on the engines (see [`cluster`]).
-    cluster: std::sync::OnceLock<Arc<cluster::Cluster>>,
+    cluster: std::sync::OnceLock<Arc<kubernetes::Cluster>>,
     /// A cluster node's claim -> its pod.
     claims: Mutex<HashMap<String, String>>,
     /// The cluster's leftovers were swept.
@@ -152,7 +148,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl DockerBackend {
     /// A backend on the one local engine, with no allocation limit.
     pub fn new(data: &Path, sessions: Arc<Sessions>) -> Arc<Self> {
-        Self::on(data, sessions, engines::Engines::local())
+        Self::on(data, sessions, docker::engines::Engines::local())
     }
 
     /// A backend on the engines of `config` (`[docker]`), or why they are
@@ -160,12 +156,16 @@ impl DockerBackend {
     pub fn with_config(
         data: &Path,
         sessions: Arc<Sessions>,
-        config: &config::DockerConfig,
+        config: &docker::config::DockerConfig,
     ) -> Result<Arc<Self>, String> {
-        Ok(Self::on(data, sessions, engines::Engines::new(config)?))
+        Ok(Self::on(
+            data,
+            sessions,
+            docker::engines::Engines::new(config)?,
+        ))
     }
 
-    fn on(data: &Path, sessions: Arc<Sessions>, engines: engines::Engines) -> Arc<Self> {
+    fn on(data: &Path, sessions: Arc<Sessions>, engines: docker::engines::Engines) -> Arc<Self> {
         Arc::new_cyclic(|me| DockerBackend {
             me: me.clone(),
             engines,
@@ -191,7 +191,7 @@ impl DockerBackend {
 
     /// Take nodes from `cluster` from now on (set once, at start-up, before
     /// the first call).
-    pub fn use_cluster(&self, cluster: Arc<cluster::Cluster>) {
+    pub fn use_cluster(&self, cluster: Arc<kubernetes::Cluster>) {
         let _ = self.cluster.set(cluster);
     }
 
@@ -201,7 +201,7 @@ impl DockerBackend {
     }
 
     /// The cluster nodes come from, if any.
-    pub(super) fn cluster(&self) -> Option<&Arc<cluster::Cluster>> {
+    pub(super) fn cluster(&self) -> Option<&Arc<kubernetes::Cluster>> {
         self.cluster.get()
     }
 
@@ -254,13 +254,13 @@ impl DockerBackend {
     }
 
     /// Each engine: health, drain, capacity, nodes and sessions on it.
-    pub fn engines(&self) -> Vec<engines::EngineView> {
+    pub fn engines(&self) -> Vec<docker::engines::EngineView> {
         self.engines.views()
     }
 
     /// Drain engine `name` (no new session goes there; those on it carry
     /// on), or undo it; `None` when there is no such engine.
-    pub fn drain(&self, name: &str, drained: bool) -> Option<engines::EngineView> {
+    pub fn drain(&self, name: &str, drained: bool) -> Option<docker::engines::EngineView> {
         self.engines.drain(name, drained)
     }
 

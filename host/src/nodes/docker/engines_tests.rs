@@ -4,8 +4,8 @@ use super::*;
 
 #[test]
 fn bind_paths_are_mapped_by_the_deepest_listed_folder() {
-    let config = crate::docker::config::DockerConfig {
-        engines: vec![crate::docker::config::DockerEngine {
+    let config = crate::nodes::docker::config::DockerConfig {
+        engines: vec![crate::nodes::docker::config::DockerEngine {
             name: "far".into(),
             url: "tcp://10.0.0.9:2376".into(),
             paths: [
@@ -42,14 +42,14 @@ fn bind_paths_are_mapped_by_the_deepest_listed_folder() {
 }
 
 fn two_engines() -> Engines {
-    let config = crate::docker::config::DockerConfig {
+    let config = crate::nodes::docker::config::DockerConfig {
         engines: vec![
-            crate::docker::config::DockerEngine {
+            crate::nodes::docker::config::DockerEngine {
                 name: "a".into(),
                 url: "unix:///nonexistent/a.sock".into(),
                 ..Default::default()
             },
-            crate::docker::config::DockerEngine {
+            crate::nodes::docker::config::DockerEngine {
                 name: "b".into(),
                 url: "unix:///nonexistent/b.sock".into(),
                 ..Default::default()
@@ -114,7 +114,7 @@ async fn a_session_stays_on_its_engine_drained_or_not_and_moves_when_it_dies() {
 #[test]
 fn engine_settings_are_checked() {
     let of = |url: &str, tls: bool| {
-        Target::of(&crate::docker::config::DockerEngine {
+        Target::of(&crate::nodes::docker::config::DockerEngine {
             name: "x".into(),
             url: url.into(),
             tls_cert: tls.then(|| "c.pem".into()),
@@ -144,16 +144,16 @@ fn engine_settings_are_checked() {
     assert!(!remote("tcp://127.0.0.1:2375") && !remote("unix:///run/d.sock"));
     assert!(remote("tcp://10.0.0.7:2375") && remote("ssh://me@host"));
     assert!(of("http://x", false).is_err());
-    let half = Target::of(&crate::docker::config::DockerEngine {
+    let half = Target::of(&crate::nodes::docker::config::DockerEngine {
         name: "x".into(),
         url: "tcp://127.0.0.1:1".into(),
         tls_cert: Some("c.pem".into()),
         ..Default::default()
     });
     assert!(half.unwrap_err().contains("all of tls_cert"));
-    let dup = crate::docker::config::DockerConfig {
+    let dup = crate::nodes::docker::config::DockerConfig {
         engines: vec![
-            crate::docker::config::DockerEngine {
+            crate::nodes::docker::config::DockerEngine {
                 name: "a".into(),
                 url: "unix:///a".into(),
                 ..Default::default()
