@@ -106,6 +106,14 @@ pub trait Backend: Send + Sync + 'static {
     /// Its name: `wasm`, `docker`, ... (`GET /plugins`, metrics, errors).
     fn name(&self) -> &'static str;
 
+    /// The table a folder manifest `<name>/<name>.toml` of this backend
+    /// has at its top level (`docker`, `api`, ...), for backends whose
+    /// entries are such folders: the plugins directory gives each folder to
+    /// the one backend whose table it has ([`folder_owner`]).
+    fn folder_kind(&self) -> Option<&'static str> {
+        None
+    }
+
     /// The name of the entry `child` (a direct child of the plugins
     /// directory, which may no longer exist) belongs to, if this backend
     /// claims such entries.
@@ -165,6 +173,29 @@ pub trait Backend: Send + Sync + 'static {
         Box::pin(async {})
     }
 }
+
+/// Calls from inside a call to other tools of the server, through the one
+/// dispatcher (every check a caller's call gets): for backends whose tools
+/// compose others (`code_interpreter`). The dispatcher implements it; a
+/// backend receives it through a [`ToolCallsSlot`], filled once the
+/// dispatcher exists (it is made after the backends).
+pub trait ToolCalls: Send + Sync {
+    /// Whether tool `id` can serve now: its backend's name and its input
+    /// schema, or why not.
+    fn ready(&self, id: &str) -> Result<(&'static str, serde_json::Value), String>;
+
+    /// Call tool `id` in `session` with `input`, progress to `progress`.
+    fn call(
+        self: Arc<Self>,
+        session: Arc<Session>,
+        id: String,
+        input: serde_json::Value,
+        progress: Option<ProgressSink>,
+    ) -> BoxFuture<Result<Vec<Content>, CallError>>;
+}
+
+/// Where a backend finds [`ToolCalls`] once the server has made them.
+pub type ToolCallsSlot = Arc<std::sync::OnceLock<std::sync::Weak<dyn ToolCalls>>>;
 
 /// Reload entry `name` of this backend although its files did not change
 /// (an MCP server said its tool list changed): the plugins directory's
@@ -233,21 +264,12 @@ pub fn folder_entry(child: &Path) -> Option<String> {
     (crate::tool::is_valid_plugin_name(name) && !child.is_file()).then(|| name.to_owned())
 }
 
-/// The files of folder entry `<dir>/<name>/` if its manifest `<name>.toml`
-/// has a top-level `[kind]` table: the manifest and every other visible
-/// file of the folder, sorted. None otherwise (another backend's folder, or
-/// no manifest yet). A manifest that does not parse belongs to one folder
-/// backend (see [`owner_of_unparsable`]), which reports why.
-pub fn folder_files(dir: &Path, name: &str, kind: &str) -> Vec<PathBuf> {
+/// The visible files of folder entry `<dir>/<name>/`, sorted, when it has a
+/// manifest `<name>.toml`; none otherwise. Which backend the folder belongs
+/// to is the plugins directory's decision ([`folder_owner`]).
+pub fn folder_files(dir: &Path, name: &str) -> Vec<PathBuf> {
     let folder = dir.join(name);
-    let Ok(text) = std::fs::read_to_string(folder.join(format!("{name}.toml"))) else {
-        return Vec::new();
-    };
-    let mine = match text.parse::<toml::Table>() {
-        Ok(table) => table.contains_key(kind),
-        Err(_) => owner_of_unparsable(&text) == kind,
-    };
-    if !mine {
+    if !folder.join(format!("{name}.toml")).is_file() {
         return Vec::new();
     }
     let Ok(entries) = std::fs::read_dir(&folder) else {
@@ -267,25 +289,32 @@ pub fn folder_files(dir: &Path, name: &str, kind: &str) -> Vec<PathBuf> {
     files
 }
 
-/// The tables folder manifests are told apart by; the first owns a
-/// manifest that names none of them.
-const FOLDER_KINDS: [&str; 4] = ["docker", "api", "mcp", "interpreter"];
+/// Which of the folder `kinds` (the backends' [`Backend::folder_kind`], in
+/// their order) owns folder entry `<dir>/<name>/`: the one whose table its
+/// manifest has. A manifest that does not parse belongs to one of them, so
+/// it is listed once, failed with the parser's reason: the kind whose table
+/// header (`[kind]`, `[kind.x]`) its first such line opens, else the first
+/// kind. None without a manifest, or for one with no such table.
+pub fn folder_owner(dir: &Path, name: &str, kinds: &[&'static str]) -> Option<&'static str> {
+    let text = std::fs::read_to_string(dir.join(name).join(format!("{name}.toml"))).ok()?;
+    match text.parse::<toml::Table>() {
+        Ok(table) => kinds.iter().copied().find(|k| table.contains_key(*k)),
+        Err(_) => owner_of_unparsable(&text, kinds),
+    }
+}
 
-/// The folder backend that owns a manifest that does not parse, so it is
-/// listed once, failed with the parser's reason: the kind whose table
-/// header (`[kind]`, `[kind.x]`) its first such line opens, else Docker's.
-fn owner_of_unparsable(text: &str) -> &'static str {
+fn owner_of_unparsable(text: &str, kinds: &[&'static str]) -> Option<&'static str> {
     text.lines()
         .filter_map(|l| l.trim_start().strip_prefix('['))
         .find_map(|header| {
-            FOLDER_KINDS.into_iter().find(|k| {
+            kinds.iter().copied().find(|k| {
                 header
                     .trim_start()
                     .strip_prefix(k)
                     .is_some_and(|rest| rest.starts_with([']', '.', ' ']))
             })
         })
-        .unwrap_or(FOLDER_KINDS[0])
+        .or_else(|| kinds.first().copied())
 }
 
 /// The folder and manifest text of folder entry `name` among its `files`.
@@ -318,24 +347,23 @@ mod tests {
 
     #[test]
     fn an_unparsable_folder_manifest_has_one_owner() {
-        assert_eq!(owner_of_unparsable("[mcp]\nurl = \"x\n"), "mcp");
-        assert_eq!(
-            owner_of_unparsable("description = 1\n[api.auth]\nkind = \n"),
-            "api"
-        );
-        assert_eq!(
-            owner_of_unparsable("[mcpx]\n[docker]\nimage = \n"),
-            "docker"
-        );
-        assert_eq!(owner_of_unparsable("this is not toml"), "docker");
+        let kinds = ["docker", "api", "mcp", "interpreter"];
+        let owner = |text| owner_of_unparsable(text, &kinds);
+        assert_eq!(owner("[mcp]\nurl = \"x\n"), Some("mcp"));
+        assert_eq!(owner("description = 1\n[api.auth]\nkind = \n"), Some("api"));
+        assert_eq!(owner("[mcpx]\n[docker]\nimage = \n"), Some("docker"));
+        assert_eq!(owner("this is not toml"), Some("docker"));
+        assert_eq!(owner_of_unparsable("x", &[]), None);
 
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("broken")).unwrap();
         std::fs::write(dir.path().join("broken/broken.toml"), "[mcp]\nurl = ").unwrap();
-        let owners: Vec<&str> = FOLDER_KINDS
-            .into_iter()
-            .filter(|k| !folder_files(dir.path(), "broken", k).is_empty())
-            .collect();
-        assert_eq!(owners, ["mcp"]);
+        assert_eq!(folder_owner(dir.path(), "broken", &kinds), Some("mcp"));
+        std::fs::create_dir(dir.path().join("ok")).unwrap();
+        std::fs::write(dir.path().join("ok/ok.toml"), "[api]\nbase_url = \"x\"").unwrap();
+        assert_eq!(folder_owner(dir.path(), "ok", &kinds), Some("api"));
+        std::fs::write(dir.path().join("ok/ok.toml"), "[other]\nx = 1").unwrap();
+        assert_eq!(folder_owner(dir.path(), "ok", &kinds), None);
+        assert_eq!(folder_owner(dir.path(), "none", &kinds), None);
     }
 }

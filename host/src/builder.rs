@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::nodes::DockerBackend;
+use crate::nodes::NodeBackend;
 use crate::nodes::stdio::{ContainerGuard, StdioSpec};
 use crate::tool::CallError;
 
@@ -32,7 +32,7 @@ struct Env {
 }
 
 pub struct Builders {
-    docker: Option<Arc<DockerBackend>>,
+    docker: Option<Arc<NodeBackend>>,
     root: PathBuf,
     image: String,
     envs: tokio::sync::Mutex<HashMap<String, Env>>,
@@ -56,7 +56,7 @@ fn bad(message: impl Into<String>) -> BuilderError {
 }
 
 impl Builders {
-    pub fn new(docker: Option<Arc<DockerBackend>>, data: &Path, image: String) -> Arc<Builders> {
+    pub fn new(docker: Option<Arc<NodeBackend>>, data: &Path, image: String) -> Arc<Builders> {
         Arc::new(Builders {
             docker,
             root: data.join("builder"),
@@ -106,7 +106,7 @@ impl Builders {
             .collect()
     }
 
-    fn docker(&self) -> Result<&Arc<DockerBackend>, BuilderError> {
+    fn docker(&self) -> Result<&Arc<NodeBackend>, BuilderError> {
         self.docker.as_ref().ok_or_else(|| {
             BuilderError(
                 503,

@@ -41,6 +41,8 @@ pub struct Config {
     /// `[kubernetes]`: present, Docker-kind toolkits get their nodes from a
     /// cluster (agent-sandbox claims) instead of Docker engines.
     pub kubernetes: Option<KubernetesConfig>,
+    /// `[mock]`: tools answering what their manifest says (`crate::mock`).
+    pub mock: crate::mock::MockConfig,
     /// Named secrets API toolkits reference (`[api.auth] secret`); see
     /// [`SecretValues`].
     pub secrets: SecretValues,

@@ -335,6 +335,45 @@ fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
     Guard(Some(f))
 }
 
+/// Tools calling tools ([`crate::backend::ToolCalls`]) go through
+/// [`Dispatcher::dispatch`] like any call.
+impl crate::backend::ToolCalls for Dispatcher {
+    fn ready(&self, id: &str) -> Result<(&'static str, Value), String> {
+        let tool = self
+            .catalog
+            .get(id)
+            .ok_or_else(|| "not loaded".to_owned())?;
+        if !tool.record.status().serves() {
+            return Err(tool.record.status().as_str().to_owned());
+        }
+        if let Some(problem) = tool.toolkit.backend.problem(&tool.toolkit.name) {
+            return Err(problem.reason);
+        }
+        Ok((
+            tool.toolkit.backend.name(),
+            tool.descriptor.input_schema.clone(),
+        ))
+    }
+
+    fn call(
+        self: Arc<Self>,
+        session: Arc<Session>,
+        id: String,
+        input: Value,
+        progress: Option<ProgressSink>,
+    ) -> crate::tool::BoxFuture<Result<Vec<Content>, CallError>> {
+        Box::pin(async move {
+            let options = CallOptions {
+                progress,
+                ..CallOptions::default()
+            };
+            self.dispatch(&session, &id, input, options)
+                .await
+                .map(|out| out.content)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

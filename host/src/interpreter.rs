@@ -14,7 +14,7 @@
 //! ```
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -23,8 +23,7 @@ use crate::backend::{
     Backend, BackendFuture, EntryFile, Loaded, content_hash, folder_entry, folder_files,
     folder_manifest,
 };
-use crate::backend::{Invocation, Toolkit};
-use crate::dispatch::{CallOptions, Dispatcher};
+use crate::backend::{Invocation, ToolCallsSlot, Toolkit};
 use crate::tool::BoxFuture;
 use crate::tool::{CallError, Content, Limits, ToolDescriptor};
 
@@ -52,16 +51,12 @@ fn default_timeout() -> u64 {
     60
 }
 
-/// The dispatcher, handed over once the server has made it (it is made
-/// after the backends).
-pub type DispatcherSlot = Arc<OnceLock<Weak<Dispatcher>>>;
-
 pub struct InterpreterBackend {
-    dispatcher: DispatcherSlot,
+    dispatcher: ToolCallsSlot,
 }
 
 impl InterpreterBackend {
-    pub fn new(dispatcher: DispatcherSlot) -> Arc<Self> {
+    pub fn new(dispatcher: ToolCallsSlot) -> Arc<Self> {
         Arc::new(InterpreterBackend { dispatcher })
     }
 }
@@ -71,13 +66,17 @@ impl Backend for InterpreterBackend {
         "interpreter"
     }
 
+    fn folder_kind(&self) -> Option<&'static str> {
+        Some("interpreter")
+    }
+
     fn claim(&self, child: &Path) -> Option<String> {
         folder_entry(child)
     }
 
     /// Folders whose manifest has an `[interpreter]` table.
     fn files(&self, dir: &Path, name: &str) -> Vec<PathBuf> {
-        folder_files(dir, name, "interpreter")
+        folder_files(dir, name)
     }
 
     fn load<'a>(
@@ -152,7 +151,7 @@ impl InterpreterBackend {
 struct Interpreter {
     targets: Vec<String>,
     timeout_s: u64,
-    dispatcher: DispatcherSlot,
+    dispatcher: ToolCallsSlot,
 }
 
 impl Toolkit for Interpreter {
@@ -164,44 +163,39 @@ impl Toolkit for Interpreter {
 impl Interpreter {
     async fn run(&self, call: Invocation) -> Result<Vec<Content>, CallError> {
         let code = call.input["code"].as_str().unwrap_or_default().to_owned();
-        let dispatcher = self
+        let tools = self
             .dispatcher
             .get()
-            .and_then(Weak::upgrade)
+            .and_then(std::sync::Weak::upgrade)
             .ok_or_else(|| {
                 CallError::BackendUnavailable("the server is starting or stopping".into())
             })?;
         let mut why_not = Vec::new();
         for target in &self.targets {
-            let Some(tool) = dispatcher.catalog().get(target) else {
-                why_not.push(format!("{target}: not loaded"));
-                continue;
+            let (backend, schema) = match tools.ready(target) {
+                Ok(ready) => ready,
+                Err(why) => {
+                    why_not.push(format!("{target}: {why}"));
+                    continue;
+                }
             };
-            if !tool.record.status().serves() {
-                why_not.push(format!("{target}: {}", tool.record.status().as_str()));
-                continue;
-            }
-            if let Some(problem) = tool.toolkit.backend.problem(&tool.toolkit.name) {
-                why_not.push(format!("{target}: {}", problem.reason));
-                continue;
-            }
-            let takes_timeout = tool.descriptor.input_schema["properties"]
-                .get("timeout_s")
-                .is_some();
+            let takes_timeout = schema["properties"].get("timeout_s").is_some();
             let input = if takes_timeout {
                 json!({"code": code, "timeout_s": self.timeout_s})
             } else {
                 json!({"code": code})
             };
-            let options = CallOptions {
-                progress: call.progress.clone(),
-                ..CallOptions::default()
-            };
-            match dispatcher
-                .dispatch(&call.session, target, input, options)
+            match tools
+                .clone()
+                .call(
+                    call.session.clone(),
+                    target.clone(),
+                    input,
+                    call.progress.clone(),
+                )
                 .await
             {
-                Ok(out) => return Ok(answer(target, tool.toolkit.backend.name(), out.content)),
+                Ok(content) => return Ok(answer(target, backend, content)),
                 Err(CallError::BackendUnavailable(why)) => why_not.push(format!("{target}: {why}")),
                 Err(e) => return Err(e),
             }

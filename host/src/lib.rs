@@ -30,6 +30,7 @@ pub mod input;
 pub mod interpreter;
 pub mod mcpserver;
 pub mod metrics;
+pub mod mock;
 pub mod nodes;
 pub mod outbound;
 pub mod plugins;

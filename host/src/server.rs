@@ -15,7 +15,7 @@ use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
 use crate::metrics::Metrics;
-use crate::nodes::DockerBackend;
+use crate::nodes::NodeBackend;
 use crate::plugins::{PluginManager, State, watch};
 use crate::sessions::Sessions;
 use crate::wasm::WasmBackend;
@@ -24,7 +24,7 @@ use crate::wasm::WasmBackend;
 pub struct Server {
     pub dispatcher: Arc<Dispatcher>,
     pub wasm: Arc<WasmBackend>,
-    pub docker: Option<Arc<DockerBackend>>,
+    pub docker: Option<Arc<NodeBackend>>,
     pub plugins: Arc<PluginManager>,
     /// Tool requests and their builds.
     pub requests: Arc<crate::tasks::Tasks>,
@@ -155,19 +155,24 @@ impl Server {
             })
         };
         let mut tasks = vec![reaper, flusher];
-        // `[kubernetes]` gives Docker-kind toolkits their nodes from a
-        // cluster: the backend is there whatever `[docker] enabled` says.
+        // The node backend and its provider: `[kubernetes]` gives
+        // Docker-kind toolkits their nodes from a cluster (no Docker engine
+        // is used then, whatever `[docker] enabled` says); else the Docker
+        // engines of `[docker]`.
         let docker = match config.docker.enabled || config.kubernetes.is_some() {
             true => {
-                let docker = DockerBackend::with_config(data, sessions.clone(), &config.docker)
-                    .map_err(|e| anyhow::anyhow!("[docker]: {e}"))?;
-                if let Some(k) = &config.kubernetes {
-                    let cluster = crate::nodes::kubernetes::Cluster::connect(k, docker.scope())
-                        .await
-                        .map_err(|e| anyhow::anyhow!("[kubernetes]: {e}"))?;
-                    tracing::info!(namespace = %k.namespace, instance = %cluster.instance(), "heavy-tool nodes come from the Kubernetes cluster (agent-sandbox)");
-                    docker.use_cluster(Arc::new(cluster));
-                }
+                let docker = match &config.kubernetes {
+                    Some(k) => {
+                        let scope = crate::nodes::scope_of(data);
+                        let cluster = crate::nodes::kubernetes::Cluster::connect(k, &scope)
+                            .await
+                            .map_err(|e| anyhow::anyhow!("[kubernetes]: {e}"))?;
+                        tracing::info!(namespace = %k.namespace, instance = %cluster.instance(), "heavy-tool nodes come from the Kubernetes cluster (agent-sandbox)");
+                        NodeBackend::with_cluster(data, sessions.clone(), cluster)
+                    }
+                    None => NodeBackend::with_config(data, sessions.clone(), &config.docker)
+                        .map_err(|e| anyhow::anyhow!("[docker]: {e}"))?,
+                };
                 let resources: Arc<dyn crate::sessions::SessionResources> = docker.clone();
                 sessions.add_resources(Arc::downgrade(&resources));
                 tasks.push(docker.start());
@@ -187,7 +192,10 @@ impl Server {
         let resources: Arc<dyn crate::sessions::SessionResources> = mcp.clone();
         sessions.add_resources(Arc::downgrade(&resources));
         backends.push(mcp);
-        let dispatcher_slot = crate::interpreter::DispatcherSlot::default();
+        if config.mock.enabled {
+            backends.push(Arc::new(crate::mock::MockBackend));
+        }
+        let dispatcher_slot = crate::backend::ToolCallsSlot::default();
         backends.push(crate::interpreter::InterpreterBackend::new(
             dispatcher_slot.clone(),
         ));
@@ -215,7 +223,8 @@ impl Server {
                 Metrics::off()
             },
         ));
-        let _ = dispatcher_slot.set(Arc::downgrade(&dispatcher));
+        let tool_calls: Arc<dyn crate::backend::ToolCalls> = dispatcher.clone();
+        let _ = dispatcher_slot.set(Arc::downgrade(&tool_calls));
         let callbacks = Arc::new(
             crate::tasks::build::Callbacks::new(
                 &config.tasks.callback_allow,

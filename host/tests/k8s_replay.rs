@@ -36,6 +36,7 @@ use toolhost::server::Server;
 
 async fn invoke(app: &axum::Router, command: &str) -> (StatusCode, Value) {
     let req = Request::post("/tools/shell_run/invoke")
+        .header("host", "127.0.0.1:8001")
         .header("content-type", "application/json")
         .header("x-toolhost-session", "s1")
         .body(Body::from(
@@ -196,7 +197,12 @@ async fn create_claim_exec_delete_against_a_replayed_api_server() {
     // 4. The session closes: its claim is deleted.
     let resp = app
         .clone()
-        .oneshot(Request::delete("/sessions/s1").body(Body::empty()).unwrap())
+        .oneshot(
+            Request::delete("/sessions/s1")
+                .header("host", "127.0.0.1:8001")
+                .body(Body::empty())
+                .unwrap(),
+        )
         .await
         .unwrap();
     assert!(resp.status().is_success(), "{}", resp.status());

@@ -19,11 +19,11 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::auth;
 use super::error::ApiError;
-use crate::nodes::DockerBackend;
+use crate::nodes::NodeBackend;
 
 /// The Docker backend, if the server has one.
 #[derive(Clone, Default)]
-pub struct Engines(pub Option<Arc<DockerBackend>>);
+pub struct Engines(pub Option<Arc<NodeBackend>>);
 
 impl Engines {
     /// Every engine as JSON (empty without the Docker backend).

@@ -176,13 +176,17 @@ impl Backend for ApiBackend {
         "api"
     }
 
+    fn folder_kind(&self) -> Option<&'static str> {
+        Some("api")
+    }
+
     fn claim(&self, child: &Path) -> Option<String> {
         folder_entry(child)
     }
 
     /// Folders whose manifest has an `[api]` table.
     fn files(&self, dir: &Path, name: &str) -> Vec<PathBuf> {
-        folder_files(dir, name, "api")
+        folder_files(dir, name)
     }
 
     fn load<'a>(

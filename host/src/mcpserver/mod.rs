@@ -49,7 +49,7 @@ pub struct McpBackend {
     me: std::sync::Weak<McpBackend>,
     secrets: Secrets,
     /// Runs servers given as a command (stdio), in node containers.
-    docker: Option<Arc<crate::nodes::DockerBackend>>,
+    docker: Option<Arc<crate::nodes::NodeBackend>>,
     /// Restarts in a row of each toolkit's server (a server that lived a
     /// minute starts the count again), the last one's words, and when.
     restarts: Mutex<HashMap<String, (u32, String, std::time::Instant)>>,
@@ -62,7 +62,7 @@ pub struct McpBackend {
 }
 
 impl McpBackend {
-    pub fn new(secrets: Secrets, docker: Option<Arc<crate::nodes::DockerBackend>>) -> Arc<Self> {
+    pub fn new(secrets: Secrets, docker: Option<Arc<crate::nodes::NodeBackend>>) -> Arc<Self> {
         Arc::new_cyclic(|me| McpBackend {
             me: me.clone(),
             per_session: Mutex::default(),
@@ -453,13 +453,17 @@ impl Backend for McpBackend {
         "mcp"
     }
 
+    fn folder_kind(&self) -> Option<&'static str> {
+        Some("mcp")
+    }
+
     fn claim(&self, child: &Path) -> Option<String> {
         folder_entry(child)
     }
 
     /// Folders whose manifest has an `[mcp]` table.
     fn files(&self, dir: &Path, name: &str) -> Vec<PathBuf> {
-        folder_files(dir, name, "mcp")
+        folder_files(dir, name)
     }
 
     fn load<'a>(

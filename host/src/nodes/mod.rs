@@ -1,37 +1,38 @@
-//! The Docker backend: heavy tools (shell, notebook, browser) run in
-//! containers ("nodes") managed through bollard, registered in the same
-//! catalog and called through the same dispatch as wasm tools.
+//! The node backend: heavy tools (shell, notebook, browser) and services
+//! run in container-like nodes, registered in the same catalog and called
+//! through the same dispatch as wasm tools. Where nodes come from is a
+//! [`provider::NodeProvider`]: Docker engines ([`docker`]) or a Kubernetes
+//! cluster through agent-sandbox ([`kubernetes`]), peers chosen by the
+//! composition root; nothing here names either.
 //!
 //! - A toolkit is a folder `<plugins>/<name>/` with `<name>.toml` (see
-//!   [`manifest`]) and its in-container driver (see [`node`]).
+//!   [`manifest`]) and its in-node driver (see [`node`]).
 //! - Nodes are per session and toolkit, created lazily on the session's first
 //!   call to the toolkit: a session that only uses wasm tools costs no
-//!   container. The session workspace is bind-mounted at /workspace, so wasm
-//!   file tools and nodes see the same files.
+//!   node. The session workspace is mounted at /workspace, so wasm file
+//!   tools and nodes see the same files.
 //! - `hot` toolkits keep `hot_pool` nodes started (on a spare workspace
-//!   directory that is renamed into the session's place when handed out);
-//!   `cold` ones start on demand. Idle nodes, nodes of closed sessions and dead
-//!   nodes are removed by a monitor; a session whose node died gets a fresh one
-//!   with a note that its state was lost. Containers are labelled with this
-//!   server's scope (its data directory), and leftovers of a previous run are
-//!   removed at start-up.
-//! - No engine: the toolkits are still listed, calls fail with
-//!   `backend_unavailable` (503) until the engine answers again.
-//! - Several engines (`[[docker.engines]]`) serve as one pool: placement by
-//!   free capacity, session affinity, health, drain, and a node lost with
-//!   its engine answered `node_lost` (see [`engines`]).
+//!   directory that is renamed into the session's place when handed out),
+//!   where the provider leaves pooling to the backend; `cold` ones start on
+//!   demand. Idle nodes, nodes of closed sessions and dead nodes are removed
+//!   by a monitor; a session whose node died gets a fresh one with a note
+//!   that its state was lost; leftovers of a previous run are removed by the
+//!   provider.
+//! - Nothing to run nodes on: the toolkits are still listed, calls fail with
+//!   `backend_unavailable` (503) until it answers again; a node lost with
+//!   its engine or pod is answered `node_lost`.
 //!
 //! Files, by responsibility: `registry` (the backend contract: claim, load,
 //! reload and remove toolkit folders), this file (a session's node: find,
-//! make room, discard), `containers` (create, start, remove), `pool` (the hot
-//! pool), `reaper` (start-up, the monitor, session close, shutdown), `health`
-//! (whether a toolkit's nodes can be created), `engine` (one connection),
-//! `engines` (the pool of engines: placement, affinity, health, drain),
-//! `node` (the driver over exec stdio), `toolkit` (the call path).
+//! make room, discard), `provider` (the seam to what runs nodes), `pool`
+//! (the hot pool), `reaper` (start-up, the monitor, session close,
+//! shutdown), `health` (whether a toolkit's nodes can be created), `node`
+//! (the driver over stdio), `service` (a service node over HTTP),
+//! `toolkit` (the call path), `confirm` (inputs confirmed before a call),
+//! `stdio` (processes in containers, for MCP servers and build
+//! environments).
 
-mod build;
 pub mod confirm;
-mod containers;
 pub mod docker;
 pub mod health;
 pub mod kubernetes;
@@ -39,12 +40,13 @@ pub mod manifest;
 mod node;
 mod node_error;
 mod pool;
+pub mod provider;
 mod reaper;
 mod registry;
 mod service;
 pub mod stdio;
 
-pub use containers::Allocation;
+pub use docker::{Allocation, SCOPE_LABEL};
 pub use service::QuickAck;
 mod toolkit;
 
@@ -55,21 +57,14 @@ use std::time::Duration;
 
 use crate::sessions::{Session, Sessions};
 use crate::tool::CallError;
-use containers::missing_image;
+use docker::DockerProvider;
 use health::Health;
 pub use health::ToolkitHealth;
 use manifest::LoadedManifest;
 pub use node::{Node, NodeError};
+use provider::{Lifecycle, NodeProvider};
 pub use toolkit::DockerToolkit;
 
-/// Label on every node container; its value is the server's scope.
-pub const SCOPE_LABEL: &str = "toolhost.scope";
-/// Label on every node container; its value is this process's run id:
-/// start-up removes the scope's containers of earlier runs only (the
-/// server answers, and makes nodes, while that sweep runs).
-const RUN_LABEL: &str = "toolhost.run";
-const TOOLKIT_LABEL: &str = "toolhost.toolkit";
-const SESSION_LABEL: &str = "toolhost.session";
 /// Where the driver is mounted in a node.
 const DRIVER_PATH: &str = "/opt/toolhost/driver.py";
 /// Where a service toolkit's folder is mounted (read-only).
@@ -98,45 +93,30 @@ struct Pooled {
     engine: usize,
 }
 
-pub struct DockerBackend {
+pub struct NodeBackend {
     /// This backend, for the toolkits it makes (they call back into it).
-    me: std::sync::Weak<DockerBackend>,
-    /// The engines nodes run on (one unless `[[docker.engines]]` lists more).
-    engines: docker::engines::Engines,
+    me: std::sync::Weak<NodeBackend>,
+    /// Where nodes come from (Docker engines, or a Kubernetes cluster).
+    provider: Arc<dyn NodeProvider>,
+    /// The same provider when it is Docker's: MCP stdio servers and build
+    /// environments run in its containers; `/engines` shows its engines.
+    docker: Option<Arc<DockerProvider>>,
     scope: String,
-    /// This process's run id ([`RUN_LABEL`]).
-    run: String,
     pool_root: PathBuf,
     sessions: Arc<Sessions>,
     specs: Mutex<HashMap<String, Arc<LoadedManifest>>>,
     slots: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<Slot>>>>,
     pools: Mutex<HashMap<String, Vec<Pooled>>>,
     refilling: Mutex<HashSet<String>>,
-    /// Containers whose removal failed (the engine was down): retried by the
-    /// monitor until they are gone.
-    graveyard: Mutex<HashSet<String>>,
-    /// Set by [`DockerBackend::shutdown`]: no new node may appear after it.
-    closing: std::sync::atomic::AtomicBool,
-    /// Node creations in progress (shutdown waits for them).
-    creating: std::sync::atomic::AtomicUsize,
-    /// Containers removed since start (for the metrics).
-    removed: std::sync::atomic::AtomicU64,
-    /// One build at a time per built image tag.
-    builds: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Closing, creations in progress, removals (shared with the provider).
+    life: Arc<Lifecycle>,
     /// Whether each toolkit's nodes can be created now.
-    health: Health,
-    /// `[kubernetes]`: nodes are agent-sandbox claims on this cluster
-    /// instead of containers on the engines (see [`cluster`]).
-    cluster: std::sync::OnceLock<Arc<kubernetes::Cluster>>,
-    /// A cluster node's claim -> its pod.
-    claims: Mutex<HashMap<String, String>>,
-    /// The cluster's leftovers were swept.
-    swept: std::sync::atomic::AtomicBool,
+    health: Arc<Health>,
 }
 
 /// Label value naming the server that owns a container: a hash of its data
 /// directory, so two servers on one engine never touch each other's nodes.
-fn scope_of(data: &Path) -> String {
+pub fn scope_of(data: &Path) -> String {
     let path = std::fs::canonicalize(data).unwrap_or_else(|_| data.to_owned());
     crate::wasm::loader::content_hash(path.to_string_lossy().as_bytes())[..16].to_owned()
 }
@@ -145,64 +125,83 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-impl DockerBackend {
+impl NodeBackend {
     /// A backend on the one local engine, with no allocation limit.
     pub fn new(data: &Path, sessions: Arc<Sessions>) -> Arc<Self> {
-        Self::on(data, sessions, docker::engines::Engines::local())
+        Self::on_engines(data, sessions, docker::engines::Engines::local())
     }
 
-    /// A backend on the engines of `config` (`[docker]`), or why they are
-    /// not right.
+    /// A backend on the Docker engines of `config` (`[docker]`), or why
+    /// they are not right.
     pub fn with_config(
         data: &Path,
         sessions: Arc<Sessions>,
         config: &docker::config::DockerConfig,
     ) -> Result<Arc<Self>, String> {
-        Ok(Self::on(
+        Ok(Self::on_engines(
             data,
             sessions,
             docker::engines::Engines::new(config)?,
         ))
     }
 
-    fn on(data: &Path, sessions: Arc<Sessions>, engines: docker::engines::Engines) -> Arc<Self> {
-        Arc::new_cyclic(|me| DockerBackend {
+    fn on_engines(
+        data: &Path,
+        sessions: Arc<Sessions>,
+        engines: docker::engines::Engines,
+    ) -> Arc<Self> {
+        let (life, health) = (Arc::new(Lifecycle::default()), Arc::new(Health::default()));
+        let docker = DockerProvider::new(engines, &scope_of(data), life.clone(), health.clone());
+        Self::on(data, sessions, docker.clone(), Some(docker), life, health)
+    }
+
+    /// A backend whose nodes are agent-sandbox claims on `cluster`
+    /// (`[kubernetes]`), connected with [`scope_of`] `data`.
+    pub fn with_cluster(
+        data: &Path,
+        sessions: Arc<Sessions>,
+        cluster: kubernetes::Cluster,
+    ) -> Arc<Self> {
+        let (life, health) = (Arc::new(Lifecycle::default()), Arc::new(Health::default()));
+        let provider = Arc::new(kubernetes::provider::KubernetesProvider::new(
+            cluster,
+            life.clone(),
+        ));
+        Self::on(data, sessions, provider, None, life, health)
+    }
+
+    fn on(
+        data: &Path,
+        sessions: Arc<Sessions>,
+        provider: Arc<dyn NodeProvider>,
+        docker: Option<Arc<DockerProvider>>,
+        life: Arc<Lifecycle>,
+        health: Arc<Health>,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| NodeBackend {
             me: me.clone(),
-            engines,
+            provider,
+            docker,
             scope: scope_of(data),
-            run: uuid::Uuid::new_v4().simple().to_string(),
             pool_root: data.join("node-pool"),
             sessions,
             specs: Mutex::default(),
             slots: Mutex::default(),
             pools: Mutex::default(),
             refilling: Mutex::default(),
-            graveyard: Mutex::default(),
-            closing: Default::default(),
-            creating: Default::default(),
-            removed: Default::default(),
-            builds: Mutex::default(),
-            health: Health::default(),
-            cluster: std::sync::OnceLock::new(),
-            claims: Mutex::default(),
-            swept: Default::default(),
+            life,
+            health,
         })
     }
 
-    /// Take nodes from `cluster` from now on (set once, at start-up, before
-    /// the first call).
-    pub fn use_cluster(&self, cluster: Arc<kubernetes::Cluster>) {
-        let _ = self.cluster.set(cluster);
+    /// The Docker provider, when nodes come from Docker engines.
+    pub fn docker(&self) -> Option<&Arc<DockerProvider>> {
+        self.docker.as_ref()
     }
 
     /// The label value naming this server's nodes.
     pub fn scope(&self) -> &str {
         &self.scope
-    }
-
-    /// The cluster nodes come from, if any.
-    pub(super) fn cluster(&self) -> Option<&Arc<kubernetes::Cluster>> {
-        self.cluster.get()
     }
 
     /// Whether each registered toolkit can make nodes now, sorted by name.
@@ -223,14 +222,15 @@ impl DockerBackend {
         crate::metrics::NodeCensus {
             running,
             pooled,
-            removed: self.removed.load(std::sync::atomic::Ordering::Relaxed),
+            removed: self.life.removed.load(std::sync::atomic::Ordering::Relaxed),
             engines: self
-                .engines()
+                .provider
+                .census()
                 .into_iter()
                 .map(|e| crate::metrics::EngineCensus {
-                    up: e.health == "up",
+                    up: e.up,
                     drained: e.drained,
-                    nodes: e.nodes as u64,
+                    nodes: e.nodes,
                     engine: e.name,
                 })
                 .collect(),
@@ -249,19 +249,23 @@ impl DockerBackend {
     /// The same backend with the allocation limits of `allocation` (on
     /// its first engine).
     pub fn with_allocation(self: Arc<Self>, allocation: Allocation) -> Arc<Self> {
-        *lock(&self.engines.member(0).allocation) = allocation;
+        if let Some(docker) = &self.docker {
+            *lock(&docker.engines.member(0).allocation) = allocation;
+        }
         self
     }
 
-    /// Each engine: health, drain, capacity, nodes and sessions on it.
+    /// Each Docker engine: health, drain, capacity, nodes and sessions on it.
     pub fn engines(&self) -> Vec<docker::engines::EngineView> {
-        self.engines.views()
+        self.docker
+            .as_ref()
+            .map_or_else(Vec::new, |d| d.engines.views())
     }
 
-    /// Drain engine `name` (no new session goes there; those on it carry
-    /// on), or undo it; `None` when there is no such engine.
+    /// Drain Docker engine `name` (no new session goes there; those on it
+    /// carry on), or undo it; `None` when there is no such engine.
     pub fn drain(&self, name: &str, drained: bool) -> Option<docker::engines::EngineView> {
-        self.engines.drain(name, drained)
+        self.docker.as_ref()?.engines.drain(name, drained)
     }
 
     /// Containers of toolkit `name` running now: session nodes (a slot
@@ -396,48 +400,49 @@ impl DockerBackend {
         Ok(())
     }
 
-    /// The engine `session`'s node of `spec` goes to; a failure is
-    /// recorded in the toolkit's health.
+    /// Where `session`'s node of `spec` goes (the provider's place).
     pub(super) async fn engine_for(
         &self,
         session: &str,
         spec: &LoadedManifest,
     ) -> Result<usize, CallError> {
-        // The cluster places its sandboxes itself.
-        if self.cluster().is_some() {
-            return Ok(0);
-        }
-        let d = &spec.manifest.docker;
-        let image = d.build.is_none().then_some(d.image.as_str());
-        self.engines
-            .engine_for(
-                session,
-                image,
-                d.cpus,
-                u64::from(d.memory_mb),
-                spec.service_port().is_some(),
-            )
-            .await
-            .inspect_err(|e| {
-                self.health
-                    .failed(&spec.name, health::Cause::Engine, &e.to_string())
-            })
+        self.provider.place(session, spec).await
     }
 
     /// Whether what `node` ran on is gone with it: then which (its Docker
     /// engine, marked down with its other nodes severed; or its Kubernetes
     /// pod), as "its Docker engine `a`".
     pub(super) async fn lost_engine(&self, node: &Node) -> Option<String> {
-        if let Some(cluster) = self.cluster() {
-            let pod = lock(&self.claims).get(&node.container).cloned()?;
-            return cluster
-                .lost(&pod)
-                .await
-                .map(|why| format!("its Kubernetes sandbox ({why})"));
+        self.provider.lost(node).await
+    }
+
+    /// Create and start a node of `spec` with `workspace` at /workspace at
+    /// the provider's `place`; the outcome is recorded in the toolkit's
+    /// health.
+    pub(super) async fn create_node(
+        &self,
+        spec: &Arc<LoadedManifest>,
+        workspace: &Path,
+        session: &str,
+        place: usize,
+    ) -> Result<Arc<Node>, CallError> {
+        match self.provider.create(spec, workspace, session, place).await {
+            Ok(node) => {
+                self.health.created(&spec.name);
+                Ok(node)
+            }
+            Err((cause, e)) => {
+                if let Some(cause) = cause {
+                    self.health.failed(&spec.name, cause, &e.to_string());
+                }
+                Err(e)
+            }
         }
-        let i = self.engines.home_of(&node.container);
-        (!self.engines.answers(i).await)
-            .then(|| format!("its Docker engine `{}`", self.engines.member(i).name))
+    }
+
+    /// Remove node `id` (the provider retries later when it cannot now).
+    pub(super) async fn remove_container(&self, id: &str) {
+        self.provider.release(id).await
     }
 
     /// Forget `session`'s node of `toolkit` after it failed mid-call.
@@ -455,7 +460,7 @@ impl DockerBackend {
     }
 }
 
-impl crate::sessions::SessionResources for DockerBackend {
+impl crate::sessions::SessionResources for NodeBackend {
     fn release_session(
         &self,
         id: &str,

@@ -5,10 +5,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::manifest::{self, LoadedManifest};
-use super::{DockerBackend, Node, Pooled, lock};
+use super::{Node, NodeBackend, Pooled, lock};
 use crate::sessions::Session;
 
-impl DockerBackend {
+impl NodeBackend {
     /// A started node of engine `engine` from the hot pool, its workspace
     /// moved into the session's place (the bind mount follows the renamed
     /// directory).
@@ -19,7 +19,7 @@ impl DockerBackend {
         engine: usize,
     ) -> Option<Arc<Node>> {
         // A cluster keeps its own warm pool (SandboxWarmPool).
-        if self.cluster().is_some() {
+        if !self.provider.keeps_pools() {
             return None;
         }
         loop {
@@ -50,7 +50,7 @@ impl DockerBackend {
             };
             // Not usable: its container goes (the monitor removes what is in
             // the graveyard), and so does its spare workspace.
-            lock(&self.graveyard).insert(pooled.node.container.clone());
+            self.provider.release_later(&pooled.node.container);
             let _ = tokio::fs::remove_dir_all(&pooled.dir).await;
             if let Some(e) = failure {
                 tracing::warn!(error = %e, "cannot hand a pooled node its session workspace");
@@ -62,7 +62,9 @@ impl DockerBackend {
     /// Top up the hot pool of `spec` in the background.
     pub(super) fn refill(self: &Arc<Self>, spec: &Arc<LoadedManifest>) {
         let d = &spec.manifest.docker;
-        if d.scheduling != manifest::Scheduling::Hot || d.hot_pool == 0 || self.cluster().is_some()
+        if d.scheduling != manifest::Scheduling::Hot
+            || d.hot_pool == 0
+            || !self.provider.keeps_pools()
         {
             return;
         }

@@ -3,19 +3,13 @@
 //! sessions' nodes, the graveyard, pool top-ups), a session's nodes removed
 //! when it closes, and everything removed at shutdown.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bollard::query_parameters::ListContainersOptionsBuilder;
-
-use super::health::Cause;
 use super::manifest::LoadedManifest;
-use super::{
-    DockerBackend, Key, MONITOR_EVERY, Pooled, RUN_LABEL, SCOPE_LABEL, Slot, lock, missing_image,
-};
+use super::{Key, MONITOR_EVERY, NodeBackend, Pooled, Slot, lock};
 
-impl DockerBackend {
+impl NodeBackend {
     /// Start-up: remove this scope's leftover containers, fill the hot pools,
     /// and watch the nodes. Works (and retries later) without an engine.
     pub fn start(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
@@ -38,116 +32,20 @@ impl DockerBackend {
         })
     }
 
-    /// The monitor's look at each engine (up, down; leftovers swept from
-    /// one that comes up) and each toolkit: is an engine up with its image
-    /// there (loaded from the image archive when missing)? Recorded in the
-    /// toolkits' health (see [`health`]).
+    /// The monitor's look at where nodes come from (the provider's) and at
+    /// each toolkit: can its nodes be made? Recorded in the toolkits'
+    /// health (see [`health`]).
     pub(super) async fn check_health(&self) {
-        if let Some(cluster) = self.cluster() {
-            // Nodes come from the cluster: its leftovers are swept once,
-            // and a toolkit's problems show when a claim fails.
-            if !self.swept.swap(true, std::sync::atomic::Ordering::AcqRel) {
-                match cluster.remove_orphans().await {
-                    Ok(()) => {}
-                    Err(e) => {
-                        self.swept
-                            .store(false, std::sync::atomic::Ordering::Release);
-                        tracing::warn!(error = %e, "cannot sweep leftover SandboxClaims");
-                    }
-                }
-            }
-            return;
-        }
-        let (up, came_up) = self.engines.check().await;
-        for i in came_up {
-            self.remove_orphans(i).await;
-        }
-        // (name, image; none for a built image: the builder reports its
-        // failures, and makes it when it is missing).
-        let specs: Vec<(String, Option<String>)> = lock(&self.specs)
+        // (name, image; none for a built image: the provider builds it,
+        // and reports its failures).
+        let toolkits: Vec<(String, Option<String>)> = lock(&self.specs)
             .values()
             .map(|s| {
                 let d = &s.manifest.docker;
                 (s.name.clone(), d.build.is_none().then(|| d.image.clone()))
             })
             .collect();
-        if up.is_empty() {
-            let e = self.engines.down_reason();
-            for (name, _) in &specs {
-                self.health.found(name, Cause::Engine, &e);
-            }
-            return;
-        }
-        let mut clients = Vec::new();
-        for i in up {
-            if self.engines.member(i).is_drained() {
-                continue;
-            }
-            if let Ok(docker) = self.docker(i).await {
-                clients.push((i, docker));
-            }
-        }
-        for (name, image) in specs {
-            let Some(image) = image else {
-                self.health.engine_and_image_ok(&name);
-                continue;
-            };
-            // Present on one usable engine is enough (nodes go there).
-            let mut present = false;
-            for (i, docker) in &clients {
-                match self.engines.ensure_image(*i, docker, &image, true).await {
-                    Ok(true) => present = true,
-                    Ok(false) => {}
-                    Err(e) => {
-                        tracing::debug!(toolkit = %name, engine = %self.engines.member(*i).name, error = %e, "cannot make the node image present")
-                    }
-                }
-            }
-            if present {
-                self.health.engine_and_image_ok(&name);
-            } else if !clients.is_empty() {
-                self.health
-                    .found(&name, Cause::Image, &missing_image(&image).to_string());
-            }
-        }
-    }
-
-    /// Remove this scope's containers of earlier runs from engine `engine`.
-    pub(super) async fn remove_orphans(&self, engine: usize) {
-        let Ok(docker) = self.docker(engine).await else {
-            return;
-        };
-        let filters: HashMap<String, Vec<String>> = [(
-            "label".to_owned(),
-            vec![format!("{SCOPE_LABEL}={}", self.scope)],
-        )]
-        .into();
-        let options = ListContainersOptionsBuilder::default()
-            .all(true)
-            .filters(&filters)
-            .build();
-        match docker.list_containers(Some(options)).await {
-            Ok(list) => {
-                // Never this run's own: calls make nodes while this runs.
-                let ids: Vec<String> = list
-                    .into_iter()
-                    .filter(|c| c.labels.as_ref().and_then(|l| l.get(RUN_LABEL)) != Some(&self.run))
-                    .filter_map(|c| c.id)
-                    .collect();
-                for id in &ids {
-                    self.engines.settle(id, engine, 0.0, 0);
-                    self.remove_container(id).await;
-                }
-                if !ids.is_empty() {
-                    tracing::info!(
-                        count = ids.len(),
-                        engine = %self.engines.member(engine).name,
-                        "removed node containers left by a previous run"
-                    );
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot list leftover node containers"),
-        }
+        self.provider.check(&toolkits, &self.health).await;
     }
 
     /// Remove nodes of closed sessions, idle nodes and dead nodes; keep the
@@ -201,7 +99,7 @@ impl DockerBackend {
                 lock(&self.slots).remove(&(session.clone(), toolkit));
             }
             if closed {
-                self.engines.release(&session);
+                self.provider.session_closed(&session);
             }
         }
         let dead: Vec<Pooled> = {
@@ -218,10 +116,6 @@ impl DockerBackend {
         for p in dead {
             self.remove_container(&p.node.container).await;
             let _ = tokio::fs::remove_dir_all(&p.dir).await;
-        }
-        let graves: Vec<String> = lock(&self.graveyard).iter().cloned().collect();
-        for id in graves {
-            self.remove_container(&id).await;
         }
         let specs: Vec<Arc<LoadedManifest>> = lock(&self.specs).values().cloned().collect();
         for spec in specs {
@@ -244,16 +138,18 @@ impl DockerBackend {
             }
             lock(&self.slots).remove(&key);
         }
-        self.engines.release(session);
+        self.provider.session_closed(session);
     }
 
     /// Remove every node and pooled node (graceful shutdown).
     pub async fn shutdown(&self) {
         use std::sync::atomic::Ordering;
-        self.closing.store(true, Ordering::Release);
+        self.life.closing.store(true, Ordering::Release);
         // Nodes being created now remove themselves when they see `closing`.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while self.creating.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
+        while self.life.creating.load(Ordering::Acquire) > 0
+            && tokio::time::Instant::now() < deadline
+        {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let slots: Vec<Arc<tokio::sync::Mutex<Slot>>> =
@@ -269,7 +165,7 @@ impl DockerBackend {
             ids.push(p.node.container.clone());
             let _ = tokio::fs::remove_dir_all(&p.dir).await;
         }
-        ids.extend(lock(&self.graveyard).iter().cloned());
+        ids.extend(self.provider.pending());
         futures::future::join_all(ids.iter().map(|id| self.remove_container(id))).await;
         if !ids.is_empty() {
             tracing::info!(count = ids.len(), "removed node containers");

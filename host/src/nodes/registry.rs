@@ -10,16 +10,20 @@ use std::sync::Arc;
 
 use super::health::Cause;
 use super::manifest::{self, LoadedManifest};
-use super::{DockerBackend, DockerToolkit, lock};
+use super::{DockerToolkit, NodeBackend, lock};
 use crate::backend::{
     Backend, BackendFuture, EntryFile, Loaded, Problem, content_hash, folder_entry, folder_files,
     folder_manifest,
 };
 use crate::tool::Limits;
 
-impl Backend for DockerBackend {
+impl Backend for NodeBackend {
     fn name(&self) -> &'static str {
         "docker"
+    }
+
+    fn folder_kind(&self) -> Option<&'static str> {
+        Some("docker")
     }
 
     fn observe(&self, metrics: &crate::metrics::Metrics) {
@@ -27,11 +31,7 @@ impl Backend for DockerBackend {
     }
 
     fn resources(&self) -> Option<serde_json::Value> {
-        // The first engine's allocation (the host's, with one engine), and
-        // every engine of the pool.
-        let mut view = super::lock(&self.engines.member(0).allocation).view();
-        view["engines"] = serde_json::json!(self.engines());
-        Some(view)
+        Some(self.provider.resources())
     }
 
     fn claim(&self, child: &Path) -> Option<String> {
@@ -40,7 +40,7 @@ impl Backend for DockerBackend {
 
     /// Folders whose manifest has a `[docker]` table.
     fn files(&self, dir: &Path, name: &str) -> Vec<PathBuf> {
-        folder_files(dir, name, "docker")
+        folder_files(dir, name)
     }
 
     fn load<'a>(
@@ -72,7 +72,7 @@ impl Backend for DockerBackend {
             }
             let version = content_hash(&all);
             if spec.manifest.docker.build.is_some() {
-                spec.manifest.docker.image = super::build::tag(name, &version);
+                spec.manifest.docker.image = super::docker::build::tag(name, &version);
             }
             let spec = Arc::new(spec);
             let loaded = Loaded {
@@ -125,11 +125,11 @@ impl Backend for DockerBackend {
     }
 
     fn shutdown(&self) -> BackendFuture<'_, ()> {
-        Box::pin(async move { DockerBackend::shutdown(self).await })
+        Box::pin(async move { NodeBackend::shutdown(self).await })
     }
 }
 
-impl DockerBackend {
+impl NodeBackend {
     /// `spec` is the version of its toolkit new nodes are made for.
     fn serve(&self, spec: Arc<LoadedManifest>) {
         let name = spec.name.clone();
@@ -138,8 +138,8 @@ impl DockerBackend {
             self.drain_pool(&name);
         }
         tracing::info!(toolkit = %name, "docker toolkit registered");
+        self.provider.prepare(&spec);
         if let Some(me) = self.me.upgrade() {
-            me.prebuild(&spec);
             me.refill(&spec);
         }
     }
@@ -149,7 +149,7 @@ impl DockerBackend {
     fn drain_pool(&self, name: &str) {
         let pooled = lock(&self.pools).remove(name).unwrap_or_default();
         for p in pooled {
-            lock(&self.graveyard).insert(p.node.container.clone());
+            self.provider.release_later(&p.node.container);
             // Off the async worker; nothing waits for it.
             tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&p.dir));
         }

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::manifest::{LoadedManifest, Scheduling};
 use super::node::Node;
-use super::{DockerBackend, NodeError};
+use super::{NodeBackend, NodeError};
 use crate::backend::{Invocation, Toolkit};
 use crate::tool::BoxFuture;
 use crate::tool::{CallError, Content};
@@ -19,12 +19,12 @@ use crate::tool::{CallError, Content};
 const GRACE: Duration = Duration::from_secs(10);
 
 pub struct DockerToolkit {
-    backend: Arc<DockerBackend>,
+    backend: Arc<NodeBackend>,
     spec: Arc<LoadedManifest>,
 }
 
 impl DockerToolkit {
-    pub fn new(backend: Arc<DockerBackend>, spec: Arc<LoadedManifest>) -> Self {
+    pub fn new(backend: Arc<NodeBackend>, spec: Arc<LoadedManifest>) -> Self {
         DockerToolkit { backend, spec }
     }
 }
@@ -218,7 +218,7 @@ fn with_query(path: &str, input: &Value) -> String {
 }
 
 /// Removes a stateless call's container when the call ends.
-struct RemoveWhenDone(Arc<DockerBackend>, String);
+struct RemoveWhenDone(Arc<NodeBackend>, String);
 
 impl Drop for RemoveWhenDone {
     fn drop(&mut self) {
@@ -230,7 +230,7 @@ impl Drop for RemoveWhenDone {
 /// Armed while a request is in flight: a call dropped then (cancelled by its
 /// client) discards its node, so the container and the command running in
 /// it stop; the next call of the session starts a fresh node and is told why.
-struct DiscardIfDropped(Option<(Arc<DockerBackend>, String, String, Arc<Node>)>);
+struct DiscardIfDropped(Option<(Arc<NodeBackend>, String, String, Arc<Node>)>);
 
 impl Drop for DiscardIfDropped {
     fn drop(&mut self) {

@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use crate::backend::folder_owner;
 use crate::backend::{Backend, EntryFile, Loaded};
 use crate::catalog::{Catalog, ToolkitEntry};
 use crate::tool;
@@ -40,9 +41,21 @@ pub struct PluginManager {
     /// In the order entries are loaded at start-up (a name taken by an
     /// earlier backend cannot be taken by a later one).
     backends: Vec<Arc<dyn Backend>>,
+    /// The backends' folder kinds, in their order ([`folder_owner`]).
+    kinds: Arc<[&'static str]>,
     catalog: Arc<Catalog>,
     status: Mutex<BTreeMap<Key, PluginStatus>>,
     locks: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// The files of entry `name` as `backend` lists them, when it is this
+/// backend's: a folder entry goes to the one folder backend whose kind its
+/// manifest names.
+fn files_of(backend: &dyn Backend, kinds: &[&'static str], dir: &Path, name: &str) -> Vec<PathBuf> {
+    match backend.folder_kind() {
+        Some(kind) if folder_owner(dir, name, kinds) != Some(kind) => Vec::new(),
+        _ => backend.files(dir, name),
+    }
 }
 
 fn now_ms() -> u64 {
@@ -58,8 +71,10 @@ fn short(version: Option<&str>) -> &str {
 
 impl PluginManager {
     pub fn new(dir: &Path, backends: Vec<Arc<dyn Backend>>, catalog: Arc<Catalog>) -> Arc<Self> {
+        let kinds = backends.iter().filter_map(|b| b.folder_kind()).collect();
         let manager = Arc::new(PluginManager {
             dir: dir.to_owned(),
+            kinds,
             backends,
             catalog,
             status: Mutex::new(BTreeMap::new()),
@@ -175,7 +190,9 @@ impl PluginManager {
             let path = entry?.path();
             for key in self.claims(&path) {
                 let backend = self.backend(key.1).expect("a backend of ours");
-                if !backend.files(&self.dir, &key.0).is_empty() && !keys.contains(&key) {
+                if !files_of(&**backend, &self.kinds, &self.dir, &key.0).is_empty()
+                    && !keys.contains(&key)
+                {
                     keys.push(key);
                 }
             }
@@ -273,7 +290,7 @@ impl PluginManager {
 
     fn size_of(&self, key: &Key) -> u64 {
         self.backend(key.1).map_or(0, |b| {
-            b.files(&self.dir, &key.0)
+            files_of(&**b, &self.kinds, &self.dir, &key.0)
                 .iter()
                 .filter_map(|p| std::fs::metadata(p).ok())
                 .map(|m| m.len())
@@ -298,10 +315,11 @@ impl PluginManager {
     pub async fn reconcile(&self, name: &str) {
         // Which backends find files of `name` (looked up off the worker).
         let (backends, dir, owned) = (self.backends.clone(), self.dir.clone(), name.to_owned());
+        let kinds = self.kinds.clone();
         let on_disk: Vec<&'static str> = tokio::task::spawn_blocking(move || {
             backends
                 .iter()
-                .filter(|b| !b.files(&dir, &owned).is_empty())
+                .filter(|b| !files_of(&***b, &kinds, &dir, &owned).is_empty())
                 .map(|b| b.name())
                 .collect()
         })
@@ -333,8 +351,9 @@ impl PluginManager {
         // The directory is read, and the files hashed, on a blocking thread:
         // a large `.wasm` must not stall an async worker.
         let (dir, name, lister) = (self.dir.clone(), key.0.clone(), backend.clone());
+        let kinds = self.kinds.clone();
         let on_disk = tokio::task::spawn_blocking(move || {
-            let paths = lister.files(&dir, &name);
+            let paths = files_of(&*lister, &kinds, &dir, &name);
             let stamps = stamps(&paths);
             (paths, stamps)
         })

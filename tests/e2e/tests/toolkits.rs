@@ -127,3 +127,96 @@ fn a_toolkit_that_cannot_run_is_listed_unavailable_and_answers_503() {
     .unwrap_or_else(|| panic!("{:?}", s.plugin("broken")));
     assert!(p["error"].as_str().is_some(), "{p}");
 }
+
+/// The `mock` backend (docs/adding-a-backend.md's worked example), end to
+/// end: a `[mock]` folder dropped into a running server is served on the
+/// native API, XAgent's protocol and MCP, its answers filled from the
+/// input; `fail` is a tool error; a bad manifest is `failed` with the
+/// reason while the others serve; an edit is hot-reloaded; a removal takes
+/// its tools. A `[mock]` folder never goes to another folder backend.
+#[test]
+fn mock_toolkits_are_served_on_every_surface() {
+    let s = Server::start(PluginsDir::new().add("calc", "calc"));
+    let manifest = r#"description = "Weather, canned."
+[mock]
+[[mock.tools]]
+name = "forecast"
+description = "Tomorrow's forecast for a city."
+input_schema = { type = "object", required = ["city"], properties = { city = { type = "string" } } }
+answer = { city = "{city}", sky = "sunny", high_c = 21 }
+[[mock.tools]]
+name = "alerts"
+description = "Weather alerts."
+fail = "no alerts service for {city}"
+"#;
+    let dir = s.plugins_dir().join("weather");
+    let staging = s.plugins_dir().join(".staging-weather");
+    std::fs::create_dir_all(&staging).unwrap();
+    std::fs::write(staging.join("weather.toml"), manifest).unwrap();
+    std::fs::rename(&staging, &dir).unwrap();
+    let listed = wait_for(WAIT, || {
+        s.tool_ids()
+            .contains(&"weather_forecast".to_owned())
+            .then_some(())
+    });
+    assert!(listed.is_some(), "{:?}\n{}", s.plugin("weather"), s.log());
+    assert_eq!(s.plugin("weather").unwrap()["backend"], "mock");
+
+    let (status, out) = s.invoke("weather_forecast", json!({"city": "Oslo"}));
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(
+        out["result"],
+        json!({"city": "Oslo", "sky": "sunny", "high_c": 21})
+    );
+    let (status, out) = s.invoke("weather_forecast", json!({"town": "Oslo"}));
+    assert_eq!((status, kind(&out)), (422, "invalid_input"), "{out}");
+    let (status, out) = s.invoke("weather_alerts", json!({"city": "Bergen"}));
+    assert_eq!((status, kind(&out)), (500, "tool_error"), "{out}");
+    assert!(
+        out.to_string().contains("no alerts service for Bergen"),
+        "{out}"
+    );
+
+    let x = toolhost_e2e::xagent::XAgent::connect(&s);
+    let (status, body) = x.execute("weather_forecast", json!({"city": "Rome"}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["city"], "Rome", "{body}");
+
+    let mut mcp = toolhost_e2e::mcp::McpClient::new(&s);
+    mcp.initialize("2025-11-25");
+    let r = mcp.call(7, "weather_forecast", json!({"city": "Lima"}));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert_eq!(r["result"]["structuredContent"]["city"], "Lima", "{r}");
+
+    // A bad edit: failed with the reason, the good version keeps serving.
+    std::fs::write(
+        dir.join("weather.toml"),
+        "[mock]\n[[mock.tools]]\nname = \"x\"\n",
+    )
+    .unwrap();
+    let failed = wait_for(WAIT, || {
+        s.plugin("weather").filter(|p| {
+            p["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("description"))
+        })
+    });
+    assert!(failed.is_some(), "{:?}", s.plugin("weather"));
+    let (status, _) = s.invoke("weather_forecast", json!({"city": "Oslo"}));
+    assert_eq!(status, 200);
+    // A good edit is hot-reloaded.
+    std::fs::write(dir.join("weather.toml"), manifest.replace("sunny", "rain")).unwrap();
+    let reloaded = wait_for(WAIT, || {
+        let (_, out) = s.invoke("weather_forecast", json!({"city": "Oslo"}));
+        (out["result"]["sky"] == "rain").then_some(())
+    });
+    assert!(reloaded.is_some(), "{}", s.log());
+    // Removed: its tools go.
+    std::fs::remove_dir_all(&dir).unwrap();
+    let gone = wait_for(WAIT, || {
+        (!s.tool_ids().contains(&"weather_forecast".to_owned())).then_some(())
+    });
+    assert!(gone.is_some());
+    let (status, _) = s.invoke("calc_evaluate", json!({"expression": "1"}));
+    assert_eq!(status, 200);
+}

@@ -21,6 +21,7 @@
 
 pub mod config;
 pub mod objects;
+pub mod provider;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

@@ -9,13 +9,12 @@ use std::sync::Arc;
 use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};
 
-use super::health::Cause;
-use super::manifest::LoadedManifest;
-use super::node::NodeError;
-use super::{
-    DRIVER_PATH, DockerBackend, Node, READY_WITHIN, RUN_LABEL, SCOPE_LABEL, SERVICE_FOLDER,
-    SESSION_LABEL, TOOLKIT_LABEL, docker::engine, lock,
-};
+use super::{DockerProvider, RUN_LABEL, SCOPE_LABEL, SESSION_LABEL, TOOLKIT_LABEL, engine, lock};
+use crate::nodes::health::Cause;
+use crate::nodes::manifest::LoadedManifest;
+use crate::nodes::node::NodeError;
+use crate::nodes::provider::{CreateError, closing};
+use crate::nodes::{DRIVER_PATH, Node, READY_WITHIN, SERVICE_FOLDER};
 use crate::tool::CallError;
 
 /// What service containers may hold of the host, and what they hold: a
@@ -40,7 +39,7 @@ impl Allocation {
     }
 
     /// The limits of `config` on this host.
-    pub fn of_host(config: &super::docker::config::DockerConfig) -> Self {
+    pub fn of_host(config: &super::config::DockerConfig) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
         let memory_mb = std::fs::read_to_string("/proc/meminfo")
             .ok()
@@ -58,12 +57,7 @@ impl Allocation {
     }
 
     /// Bound to an engine's own `cores` and `memory_mb` (what it holds stays).
-    pub(super) fn bound(
-        &mut self,
-        cores: f64,
-        memory_mb: u64,
-        shares: super::docker::engines::Shares,
-    ) {
+    pub(super) fn bound(&mut self, cores: f64, memory_mb: u64, shares: super::engines::Shares) {
         self.cpus = cores * shares.cpu;
         self.memory_mb = (memory_mb as f64 * shares.memory) as u64;
     }
@@ -139,7 +133,7 @@ impl Allocation {
 
 /// The host config of every container toolhost makes: an init process, no
 /// capabilities, no new privileges, memory (no swap), CPU and pids caps.
-pub(super) fn hardened(
+pub(crate) fn hardened(
     network: &str,
     memory_bytes: i64,
     cpus: f64,
@@ -161,17 +155,17 @@ pub(super) fn hardened(
 }
 
 /// A fresh container name for toolkit `toolkit`.
-pub(super) fn container_name(toolkit: &str) -> String {
+pub(crate) fn container_name(toolkit: &str) -> String {
     format!(
         "toolhost-{toolkit}-{}",
         &uuid::Uuid::new_v4().simple().to_string()[..12]
     )
 }
 
-impl DockerBackend {
-    /// The labels of every container this backend makes: its scope and run
+impl DockerProvider {
+    /// The labels of every container this provider makes: its scope and run
     /// (orphans of earlier runs are found by them), the toolkit, the session.
-    pub(super) fn labels(&self, toolkit: &str, session: &str) -> HashMap<String, String> {
+    pub(crate) fn labels(&self, toolkit: &str, session: &str) -> HashMap<String, String> {
         [
             (SCOPE_LABEL.to_owned(), self.scope.clone()),
             (RUN_LABEL.to_owned(), self.run.clone()),
@@ -182,7 +176,7 @@ impl DockerBackend {
     }
 
     /// A client of engine `engine`.
-    pub(super) async fn docker(&self, engine: usize) -> Result<bollard::Docker, CallError> {
+    pub(crate) async fn docker(&self, engine: usize) -> Result<bollard::Docker, CallError> {
         self.engines
             .member(engine)
             .conn
@@ -192,7 +186,7 @@ impl DockerBackend {
     }
 
     /// Map an engine error; a lost connection is forgotten so the next call reconnects.
-    pub(super) async fn engine_error(
+    pub(crate) async fn engine_error(
         &self,
         engine: usize,
         what: &str,
@@ -217,16 +211,7 @@ impl DockerBackend {
 
     /// Remove container `id`; when the engine cannot do it now, remember it
     /// and let the monitor try again.
-    pub(super) async fn remove_container(&self, id: &str) {
-        if let Some(cluster) = self.cluster() {
-            // A cluster node: its claim goes (the sandbox and pod with it).
-            lock(&self.claims).remove(id);
-            cluster.release(id).await;
-            lock(&self.graveyard).remove(id);
-            self.removed
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            return;
-        }
+    pub(crate) async fn remove(&self, id: &str) {
         let engine = self.engines.home_of(id);
         let member = self.engines.member(engine);
         lock(&member.allocation).release(id);
@@ -242,8 +227,7 @@ impl DockerBackend {
             Ok(()) => {
                 lock(&self.graveyard).remove(id);
                 self.engines.forget(id);
-                self.removed
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.life.count_removed();
             }
             Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 404, ..
@@ -258,61 +242,18 @@ impl DockerBackend {
         }
     }
 
-    pub(super) fn is_closing(&self) -> bool {
-        self.closing.load(std::sync::atomic::Ordering::Acquire)
-    }
-
     /// Create and start a node of `spec` with `workspace` at /workspace on
-    /// engine `engine`; the outcome is recorded in the toolkit's health.
-    pub(super) async fn create_node(
-        &self,
-        spec: &Arc<LoadedManifest>,
-        workspace: &Path,
-        session: &str,
-        engine: usize,
-    ) -> Result<Arc<Node>, CallError> {
-        if let Some(cluster) = self.cluster() {
-            return self.claim_node(cluster, spec, workspace, session).await;
-        }
-        match self.start_node(spec, workspace, session, engine).await {
-            Ok(node) => {
-                self.health.created(&spec.name);
-                Ok(node)
-            }
-            Err((cause, e)) => {
-                if let Some(cause) = cause {
-                    self.health.failed(&spec.name, cause, &e.to_string());
-                }
-                Err(e)
-            }
-        }
-    }
-
-    /// [`Self::create_node`]'s work; an error says what stood in the way
-    /// (none when the server is shutting down).
+    /// engine `engine`; an error says what stood in the way (none when the
+    /// server is shutting down).
     pub(super) async fn start_node(
         &self,
         spec: &LoadedManifest,
         workspace: &Path,
         session: &str,
         engine: usize,
-    ) -> Result<Arc<Node>, (Option<Cause>, CallError)> {
-        use std::sync::atomic::Ordering;
-        self.creating.fetch_add(1, Ordering::AcqRel);
-        struct Done<'a>(&'a std::sync::atomic::AtomicUsize);
-        impl Drop for Done<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::AcqRel);
-            }
-        }
-        let _done = Done(&self.creating);
-        let closing = || {
-            (
-                None,
-                CallError::BackendUnavailable("the server is shutting down".into()),
-            )
-        };
-        if self.is_closing() {
+    ) -> Result<Arc<Node>, CreateError> {
+        let _creating = self.life.creating();
+        if self.life.is_closing() {
             return Err(closing());
         }
         let docker = self
@@ -323,9 +264,7 @@ impl DockerBackend {
         // A built image: made (or waited for) first; another one: loaded
         // from the image archive when the engine lacks it.
         if d.build.is_some() {
-            self.ensure_built(spec, engine)
-                .await
-                .map_err(|e| (None, e))?;
+            self.ensure_built(spec, engine).await?;
         } else if self.engines.has_archive() {
             self.engines
                 .ensure_image(engine, &docker, &d.image, false)
@@ -407,7 +346,7 @@ impl DockerBackend {
             Err(e) => return Err(self.engine_error(engine, "creating a node", e).await),
         };
         if let Err(e) = docker.start_container(&created.id, None).await {
-            self.remove_container(&created.id).await;
+            self.remove(&created.id).await;
             return Err(self.engine_error(engine, "starting a node", e).await);
         }
         let start_ms = begun.elapsed().as_secs_f64() * 1e3 - create_ms;
@@ -438,10 +377,10 @@ impl DockerBackend {
             }
         };
         match linked {
-            Ok(node) if self.is_closing() => {
+            Ok(node) if self.life.is_closing() => {
                 // Shutdown began while this node started: it must not outlive us.
                 drop(node);
-                self.remove_container(&created.id).await;
+                self.remove(&created.id).await;
                 Err(closing())
             }
             Ok(node) => {
@@ -457,7 +396,7 @@ impl DockerBackend {
                 Ok(node)
             }
             Err(e) => {
-                self.remove_container(&created.id).await;
+                self.remove(&created.id).await;
                 // A service that never answered its health path: `failed`.
                 let cause = match (&e, d.internal_port) {
                     (NodeError::Io(m), Some(_)) if m.contains("CAP_SYS_ADMIN") => Cause::Create,
@@ -476,52 +415,10 @@ impl DockerBackend {
     }
 }
 
-pub(super) fn missing_image(image: &str) -> CallError {
+pub(crate) fn missing_image(image: &str) -> CallError {
     CallError::BackendUnavailable(format!(
         "the node image `{image}` is missing: build it with `make node-image`"
     ))
-}
-
-impl DockerBackend {
-    /// A node of `spec` for `session` from the cluster: a claimed sandbox
-    /// with the driver exec'd into it.
-    async fn claim_node(
-        &self,
-        cluster: &Arc<super::kubernetes::Cluster>,
-        spec: &Arc<LoadedManifest>,
-        workspace: &Path,
-        session: &str,
-    ) -> Result<Arc<Node>, CallError> {
-        if self.is_closing() {
-            return Err(CallError::BackendUnavailable(
-                "the server is shutting down".into(),
-            ));
-        }
-        if spec.driver.is_none() {
-            return Err(CallError::BackendUnavailable(format!(
-                "the {} toolkit is a service (`internal_port`); the Kubernetes provider runs driver toolkits only",
-                spec.name
-            )));
-        }
-        let begun = std::time::Instant::now();
-        match cluster.node(spec, session, workspace, READY_WITHIN).await {
-            Ok((node, claimed)) => {
-                tracing::info!(toolkit = %spec.name, session, claim = %claimed.claim, pod = %claimed.pod, ms = begun.elapsed().as_millis() as u64, "claimed a sandbox and started its driver");
-                lock(&self.claims).insert(claimed.claim, claimed.pod);
-                self.health.created(&spec.name);
-                Ok(Arc::new(node))
-            }
-            Err(e) => {
-                let cause = match e {
-                    super::kubernetes::ClusterError::Driver { .. } => Cause::Image,
-                    _ => Cause::Engine,
-                };
-                let e = CallError::from(e);
-                self.health.failed(&spec.name, cause, &e.to_string());
-                Err(e)
-            }
-        }
-    }
 }
 
 #[cfg(test)]

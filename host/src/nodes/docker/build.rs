@@ -12,9 +12,10 @@ use std::sync::Arc;
 use bollard::query_parameters::BuildImageOptionsBuilder;
 use futures::StreamExt;
 
-use super::DockerBackend;
-use super::health::Cause;
-use super::manifest::LoadedManifest;
+use super::DockerProvider;
+use crate::nodes::health::Cause;
+use crate::nodes::manifest::LoadedManifest;
+use crate::nodes::provider::CreateError;
 use crate::tool::CallError;
 
 /// A build's log lines kept for its error message.
@@ -28,17 +29,18 @@ pub fn tag(name: &str, version: &str) -> String {
     )
 }
 
-impl DockerBackend {
+impl DockerProvider {
     /// Start building `spec`'s image now, if it is built from its folder.
     /// (On the first engine; another engine builds it when a node of the
     /// toolkit first goes there.)
-    pub(super) fn prebuild(self: &Arc<Self>, spec: &Arc<LoadedManifest>) {
+    pub(super) fn prebuild(&self, spec: &Arc<LoadedManifest>) {
         if spec.manifest.docker.build.is_none() {
             return;
         }
-        let (me, spec) = (self.clone(), spec.clone());
+        let Some(me) = self.me.upgrade() else { return };
+        let spec = spec.clone();
         tokio::spawn(async move {
-            if let Err(e) = me.ensure_built(&spec, 0).await {
+            if let Err((_, e)) = me.ensure_built(&spec, 0).await {
                 tracing::warn!(toolkit = %spec.name, error = %e, "building the toolkit's image failed");
             }
         });
@@ -51,7 +53,7 @@ impl DockerBackend {
         &self,
         spec: &LoadedManifest,
         engine: usize,
-    ) -> Result<(), CallError> {
+    ) -> Result<(), CreateError> {
         let Some(dockerfile) = &spec.manifest.docker.build else {
             return Ok(());
         };
@@ -61,14 +63,21 @@ impl DockerBackend {
             .or_default()
             .clone();
         let _one_at_a_time = gate.lock().await;
-        let docker = self.docker(engine).await?;
+        let docker = self
+            .docker(engine)
+            .await
+            .map_err(|e| (Some(Cause::Engine), e))?;
         if docker.inspect_image(image).await.is_ok() {
             return Ok(());
         }
         let started = std::time::Instant::now();
         tracing::info!(toolkit = %spec.name, image, "building the toolkit's image");
-        let context = super::build::context(&spec.folder)
-            .map_err(|e| CallError::Internal(format!("cannot read the build context: {e}")))?;
+        let context = context(&spec.folder).map_err(|e| {
+            (
+                None,
+                CallError::Internal(format!("cannot read the build context: {e}")),
+            )
+        })?;
         let options = BuildImageOptionsBuilder::default()
             .dockerfile(&dockerfile.to_string_lossy())
             .t(image)
@@ -110,11 +119,13 @@ impl DockerBackend {
                     "building its image failed: {e} (build log: {})",
                     log.join(" | ")
                 );
+                // Recorded in the toolkit's health when the build began
+                // in the background, before any node waited for it.
                 self.health.failed(&spec.name, Cause::Create, &reason);
-                Err(CallError::BackendUnavailable(format!(
-                    "the {} toolkit: {reason}",
-                    spec.name
-                )))
+                Err((
+                    Some(Cause::Create),
+                    CallError::BackendUnavailable(format!("the {} toolkit: {reason}", spec.name)),
+                ))
             }
         }
     }
