@@ -13,8 +13,8 @@ use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry,
+    TextEncoder,
 };
 
 /// What one call used, as far as its backend can tell (zero: unknown). Shared
@@ -37,39 +37,6 @@ impl Usage {
     fn get(field: &AtomicU64) -> u64 {
         field.load(Ordering::Relaxed)
     }
-}
-
-/// Counts of Docker nodes, read at render time.
-#[derive(Debug, Default, Clone)]
-pub struct NodeCensus {
-    /// Nodes serving a session.
-    pub running: u64,
-    /// Pre-started nodes waiting in the hot pools.
-    pub pooled: u64,
-    /// Nodes removed since start (idle, dead, closed sessions, evicted).
-    pub removed: u64,
-    /// Per toolkit: whether its nodes can be created now, and how many
-    /// creations failed since start.
-    pub toolkits: Vec<ToolkitCensus>,
-    /// Per engine of the node pool: health, drain, our containers there.
-    pub engines: Vec<EngineCensus>,
-}
-
-/// One Docker engine in the [`NodeCensus`].
-#[derive(Debug, Clone)]
-pub struct EngineCensus {
-    pub engine: String,
-    pub up: bool,
-    pub drained: bool,
-    pub nodes: u64,
-}
-
-/// One Docker toolkit in the [`NodeCensus`].
-#[derive(Debug, Clone)]
-pub struct ToolkitCensus {
-    pub toolkit: String,
-    pub available: bool,
-    pub create_failures: u64,
 }
 
 /// The series of one tool, resolved once: a call then records without
@@ -97,12 +64,6 @@ pub struct Metrics {
     fuel_per_call: HistogramVec,
     peak_memory: HistogramVec,
     instantiate: HistogramVec,
-    nodes: IntGaugeVec,
-    nodes_removed: IntCounter,
-    /// Per engine: `up` (1/0), `drained` (1/0), `nodes`.
-    engine_gauges: [IntGaugeVec; 3],
-    toolkit_available: IntGaugeVec,
-    create_failures: IntCounterVec,
 }
 
 /// Seconds: 100 us .. 60 s.
@@ -198,59 +159,6 @@ impl Metrics {
             time(),
             &["tool"],
         );
-        let nodes = IntGaugeVec::new(
-            Opts::new(
-                "docker_nodes",
-                "Docker nodes by state: `running` (serving a session) or `pooled` (pre-started).",
-            ),
-            &["state"],
-        )
-        .expect("valid metric");
-        r.register(Box::new(nodes.clone()))
-            .expect("metric names are unique");
-        let nodes_removed = IntCounter::new(
-            "docker_nodes_removed_total",
-            "Docker nodes removed (idle, dead, session closed, evicted, shutdown).",
-        )
-        .expect("valid metric");
-        r.register(Box::new(nodes_removed.clone()))
-            .expect("metric names are unique");
-        let toolkit_available = IntGaugeVec::new(
-            Opts::new(
-                "docker_toolkit_available",
-                "1 when a Docker toolkit's nodes can be created now, 0 when not (see GET /plugins for why).",
-            ),
-            &["toolkit"],
-        )
-        .expect("valid metric");
-        r.register(Box::new(toolkit_available.clone()))
-            .expect("metric names are unique");
-        let create_failures = counter(
-            r,
-            "docker_node_create_failures_total",
-            "Docker nodes (session or hot pool) that could not be created or started.",
-            &["toolkit"],
-        );
-        let engine_gauge = |name: &str, help: &str| {
-            let g = IntGaugeVec::new(Opts::new(name, help), &["engine"]).expect("valid metric");
-            r.register(Box::new(g.clone()))
-                .expect("metric names are unique");
-            g
-        };
-        let engine_gauges = [
-            engine_gauge(
-                "docker_engine_up",
-                "1 when a Docker engine of the node pool answers its health check, 0 when not.",
-            ),
-            engine_gauge(
-                "docker_engine_drained",
-                "1 when a Docker engine is drained (no new session goes there).",
-            ),
-            engine_gauge(
-                "docker_engine_nodes",
-                "Our containers on each Docker engine (session, pooled and service nodes).",
-            ),
-        ];
         Metrics {
             enabled: true,
             series: RwLock::default(),
@@ -262,11 +170,6 @@ impl Metrics {
             fuel_per_call,
             peak_memory,
             instantiate,
-            nodes,
-            nodes_removed,
-            engine_gauges,
-            toolkit_available,
-            create_failures,
         }
     }
 
@@ -280,6 +183,12 @@ impl Metrics {
 
     pub fn is_enabled(&self) -> bool {
         self.enabled
+    }
+
+    /// The registry, for a backend's own series (registered once, at its
+    /// first [`crate::backend::Backend::observe`]).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
     }
 
     /// The series of `tool` (created on its first call).
@@ -385,33 +294,6 @@ impl Metrics {
             .expect("text encoding of gathered metrics");
         String::from_utf8(out).expect("the text format is UTF-8")
     }
-
-    /// Record a census of the Docker backend's nodes (on each scrape).
-    pub fn record_nodes(&self, c: &NodeCensus) {
-        self.nodes
-            .with_label_values(&["running"])
-            .set(c.running as i64);
-        self.nodes
-            .with_label_values(&["pooled"])
-            .set(c.pooled as i64);
-        let counter = &self.nodes_removed;
-        counter.inc_by(c.removed.saturating_sub(counter.get()));
-        for t in &c.toolkits {
-            self.toolkit_available
-                .with_label_values(&[&t.toolkit])
-                .set(i64::from(t.available));
-            let failures = self.create_failures.with_label_values(&[&t.toolkit]);
-            failures.inc_by(t.create_failures.saturating_sub(failures.get()));
-        }
-        let [up, drained, nodes] = &self.engine_gauges;
-        for e in &c.engines {
-            up.with_label_values(&[&e.engine]).set(i64::from(e.up));
-            drained
-                .with_label_values(&[&e.engine])
-                .set(i64::from(e.drained));
-            nodes.with_label_values(&[&e.engine]).set(e.nodes as i64);
-        }
-    }
 }
 
 #[cfg(test)]
@@ -440,22 +322,6 @@ mod tests {
             &Usage::default(),
         );
         m.record_queue_wait("calc_evaluate", "wasm", Duration::from_millis(1));
-        m.record_nodes(&NodeCensus {
-            running: 2,
-            pooled: 1,
-            removed: 5,
-            toolkits: vec![ToolkitCensus {
-                toolkit: "shell".into(),
-                available: false,
-                create_failures: 3,
-            }],
-            engines: vec![EngineCensus {
-                engine: "b".into(),
-                up: false,
-                drained: true,
-                nodes: 4,
-            }],
-        });
         let text = m.render();
         for line in [
             r#"toolhost_tool_calls_total{backend="wasm",outcome="ok",tool="calc_evaluate"} 1"#,
@@ -465,26 +331,8 @@ mod tests {
             r#"toolhost_wasm_peak_memory_bytes_count{tool="calc_evaluate"} 1"#,
             r#"toolhost_wasm_instantiate_seconds_count{tool="calc_evaluate"} 1"#,
             r#"toolhost_tool_queue_wait_seconds_count{tool="calc_evaluate"} 1"#,
-            r#"toolhost_docker_nodes{state="running"} 2"#,
-            r#"toolhost_docker_nodes{state="pooled"} 1"#,
-            "toolhost_docker_nodes_removed_total 5",
-            r#"toolhost_docker_toolkit_available{toolkit="shell"} 0"#,
-            r#"toolhost_docker_node_create_failures_total{toolkit="shell"} 3"#,
-            r#"toolhost_docker_engine_up{engine="b"} 0"#,
-            r#"toolhost_docker_engine_drained{engine="b"} 1"#,
-            r#"toolhost_docker_engine_nodes{engine="b"} 4"#,
         ] {
             assert!(text.contains(line), "missing {line}\n{text}");
         }
-        // The removed counter follows the backend's count without going back.
-        m.record_nodes(&NodeCensus {
-            removed: 7,
-            ..Default::default()
-        });
-        let text = m.render();
-        assert!(
-            text.contains("toolhost_docker_nodes_removed_total 7"),
-            "{text}"
-        );
     }
 }

@@ -37,6 +37,7 @@ pub mod docker;
 pub mod health;
 pub mod kubernetes;
 pub mod manifest;
+pub mod metrics;
 mod node;
 mod node_error;
 mod pool;
@@ -112,6 +113,8 @@ pub struct NodeBackend {
     life: Arc<Lifecycle>,
     /// Whether each toolkit's nodes can be created now.
     health: Arc<Health>,
+    /// Its series in `/metrics`, registered at the first scrape.
+    series: std::sync::OnceLock<metrics::NodeSeries>,
 }
 
 /// Label value naming the server that owns a container: a hash of its data
@@ -191,6 +194,7 @@ impl NodeBackend {
             refilling: Mutex::default(),
             life,
             health,
+            series: std::sync::OnceLock::new(),
         })
     }
 
@@ -212,14 +216,14 @@ impl NodeBackend {
     }
 
     /// How many nodes serve sessions, wait in the pools, and were removed.
-    pub fn census(&self) -> crate::metrics::NodeCensus {
+    pub fn census(&self) -> metrics::NodeCensus {
         let running = lock(&self.slots)
             .values()
             // A slot locked by a call in flight has its node.
             .filter(|slot| slot.try_lock().map_or(true, |s| s.node.is_some()))
             .count() as u64;
         let pooled = lock(&self.pools).values().map(|p| p.len() as u64).sum();
-        crate::metrics::NodeCensus {
+        metrics::NodeCensus {
             running,
             pooled,
             removed: self.life.removed.load(std::sync::atomic::Ordering::Relaxed),
@@ -227,7 +231,7 @@ impl NodeBackend {
                 .provider
                 .census()
                 .into_iter()
-                .map(|e| crate::metrics::EngineCensus {
+                .map(|e| metrics::EngineCensus {
                     up: e.up,
                     drained: e.drained,
                     nodes: e.nodes,
@@ -237,7 +241,7 @@ impl NodeBackend {
             toolkits: self
                 .health()
                 .into_iter()
-                .map(|h| crate::metrics::ToolkitCensus {
+                .map(|h| metrics::ToolkitCensus {
                     available: h.problem.is_none(),
                     toolkit: h.toolkit,
                     create_failures: h.create_failures,

@@ -27,7 +27,12 @@ impl Backend for NodeBackend {
     }
 
     fn observe(&self, metrics: &crate::metrics::Metrics) {
-        metrics.record_nodes(&self.census());
+        if !metrics.is_enabled() {
+            return;
+        }
+        self.series
+            .get_or_init(|| super::metrics::NodeSeries::register(metrics.registry()))
+            .record(&self.census());
     }
 
     fn resources(&self) -> Option<serde_json::Value> {

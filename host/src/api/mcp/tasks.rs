@@ -4,7 +4,7 @@
 //! `tasks/update` (a tool's questions, [`super::input`]) and stops with
 //! `tasks/cancel`.
 //!
-//! The call is XAgent's continuation ([`Running`], which XAgent's 450 answer
+//! The call is the dispatcher's [`Running`] (which XAgent's 450 answer
 //! parks): started and waited for the same way, only the surfaces' patience
 //! and wire differ. rmcp's [`TaskManager`] keeps the tasks' wire state (ids,
 //! timestamps, TTL, pending input requests); there is one for the whole
@@ -31,9 +31,9 @@ use serde_json::Value;
 
 use super::input::TaskAsker;
 use crate::api::AppState;
-use crate::api::xagent::Running;
 use crate::catalog::{Catalog, ToolEntry};
 use crate::declared::{TaskSupport, ToolDecl};
+use crate::dispatch::Running;
 use crate::dispatch::{CallOptions, CallOutput};
 use crate::input::{AskError, Asker, Kind, Question, Replay};
 use crate::sessions::Session;

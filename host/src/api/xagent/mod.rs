@@ -21,7 +21,7 @@ mod tools;
 
 use files::*;
 use parked::*;
-pub use parked::{AWAIT_CALL, Parked, Running};
+pub use parked::{AWAIT_CALL, Parked};
 use tools::*;
 pub use tools::{PRINT_TREE, tool_json, wrap};
 

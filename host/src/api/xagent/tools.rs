@@ -2,6 +2,7 @@
 //! XAgent's wrapping of results.
 
 use super::*;
+use crate::dispatch::Running;
 
 /// A tool as XAgent's `tools_json` lists it (an OpenAI function).
 pub fn tool_json(t: &ToolEntry) -> Value {

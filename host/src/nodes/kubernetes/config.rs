@@ -4,8 +4,9 @@ use serde::{Deserialize, Serialize};
 
 /// `[kubernetes]`: the cluster node provider (see
 /// [`super`]). The key names are shared with the deployment
-/// manifests (`deploy/kubernetes/`); keep `/work/k8s-config-keys.md` and
-/// the README in step.
+/// manifests (`deploy/kubernetes/`); keep them and `docs/backends.md` in
+/// step (`make kubernetes` checks the manifests' `toolhost.toml` against
+/// this type).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct KubernetesConfig {
@@ -83,7 +84,7 @@ impl KubernetesConfig {
             return Err("ready_timeout_s must be at least 1".into());
         }
         if self.warm_pool > 0 && !self.shared_workspaces {
-            return Err("warm_pool needs shared_workspaces = true: a sandbox that mounts its session's workspace alone is started for its claim, so none can wait in a pool (and shared workspaces let a shell reach other sessions' files: see the README)".into());
+            return Err("warm_pool needs shared_workspaces = true: a sandbox that mounts its session's workspace alone is started for its claim, so none can wait in a pool (and shared workspaces let a shell reach other sessions' files: see docs/backends.md)".into());
         }
         if self.context.is_some() && self.kubeconfig.is_none() {
             return Err("context needs a kubeconfig file".into());

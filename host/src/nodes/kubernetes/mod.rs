@@ -12,7 +12,7 @@
 //!   `TOOLHOST_WORKSPACE`, the template's `subPathExpr`), started for its
 //!   claim. With `shared_workspaces` every sandbox mounts the whole volume at
 //!   `/workspaces` and the driver starts in `/workspaces/<session>`, so warm
-//!   sandboxes can be handed out: see the README for what that leaves open.
+//!   sandboxes can be handed out: see docs/backends.md for what that leaves open.
 //! - Node death: a pod that vanishes, or an exec stream that closes,
 //!   ends the calls waiting on it; [`Cluster::lost`] then says whether the
 //!   pod is gone, which the call path answers as `node_lost`.

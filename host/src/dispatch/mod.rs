@@ -6,6 +6,10 @@
 //! as the caller asked, runs the call on the tool's backend, enforces the output
 //! size, and records statistics.
 
+mod running;
+
+pub use running::Running;
+
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
