@@ -57,16 +57,62 @@ pub struct ToolDescriptor {
     pub continue_with: Option<String>,
 }
 
-/// One item of a tool's result.
+/// One item of a tool's result: every kind a backend can answer, so that no
+/// surface has to turn one kind into another and back (the surfaces only
+/// render: `api::render` for the native API, XAgent's wrapping, MCP's
+/// content blocks).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Content {
     Text(String),
     Json(Value),
+    /// Bytes with a media type: an image, audio, a file.
     Binary {
         media_type: String,
         data: Vec<u8>,
         name: Option<String>,
     },
+    /// A link to a resource the caller can read (MCP `resource_link`).
+    Link(ResourceLink),
+    /// A resource carried in the result, text or bytes (MCP's embedded
+    /// `resource`).
+    Resource(EmbeddedResource),
+    /// The call's structured result, beside its other items (MCP
+    /// `structuredContent`, which an `outputSchema` describes). MCP renders
+    /// it as `structuredContent` only; the other surfaces as a JSON item.
+    Structured(Value),
+    /// An item with the annotations (audience, priority, ...) and `_meta`
+    /// its producer gave it, kept for the surfaces that carry them.
+    Annotated(Box<Annotated>),
+}
+
+/// A link to a resource ([`Content::Link`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ResourceLink {
+    pub uri: String,
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub mime_type: Option<String>,
+    pub size: Option<u64>,
+}
+
+/// An embedded resource ([`Content::Resource`]): `text` or `blob`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EmbeddedResource {
+    pub uri: String,
+    pub mime_type: Option<String>,
+    pub text: Option<String>,
+    pub blob: Option<Vec<u8>>,
+    /// The resource's own `_meta`.
+    pub meta: Option<Value>,
+}
+
+/// An item with its annotations and `_meta` ([`Content::Annotated`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Annotated {
+    pub item: Content,
+    pub annotations: Option<Value>,
+    pub meta: Option<Value>,
 }
 
 impl Content {
@@ -75,12 +121,40 @@ impl Content {
         match self {
             Content::Text(t) => t.len(),
             // Measured by the text the plugin returned, see the wasm backend.
-            Content::Json(v) => estimate_json_size(v),
+            Content::Json(v) | Content::Structured(v) => estimate_json_size(v),
             Content::Binary {
                 data,
                 media_type,
                 name,
             } => data.len() + media_type.len() + name.as_ref().map_or(0, String::len),
+            Content::Link(l) => {
+                l.uri.len()
+                    + l.name.len()
+                    + [&l.title, &l.description, &l.mime_type]
+                        .iter()
+                        .map(|s| s.as_ref().map_or(0, String::len))
+                        .sum::<usize>()
+            }
+            Content::Resource(r) => {
+                r.uri.len()
+                    + r.text.as_ref().map_or(0, String::len)
+                    + r.blob.as_ref().map_or(0, Vec::len)
+                    + r.meta.as_ref().map_or(0, estimate_json_size)
+            }
+            Content::Annotated(a) => {
+                a.item.size()
+                    + a.annotations.as_ref().map_or(0, estimate_json_size)
+                    + a.meta.as_ref().map_or(0, estimate_json_size)
+            }
+        }
+    }
+
+    /// The item without its annotations and `_meta` (for the surfaces that
+    /// show neither).
+    pub fn plain(&self) -> &Content {
+        match self {
+            Content::Annotated(a) => a.item.plain(),
+            other => other,
         }
     }
 }

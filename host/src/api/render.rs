@@ -6,7 +6,7 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 use crate::dispatch::CallOutput;
-use crate::tool::Content;
+use crate::tool::{Content, EmbeddedResource, ResourceLink};
 
 /// `{"status":"success","result":...,"content":[...],"error":null}`.
 pub fn success_body(out: &CallOutput) -> Value {
@@ -21,11 +21,21 @@ pub fn success_body(out: &CallOutput) -> Value {
     })
 }
 
-/// The convenient form: one text or JSON item as itself, else the item list.
+/// The convenient form: the structured result when there is one, else one
+/// text or JSON item as itself, else the item list.
 fn simple_result(content: &[Content]) -> Value {
+    if let Some(v) = content.iter().find_map(|c| match c.plain() {
+        Content::Structured(v) => Some(v),
+        _ => None,
+    }) {
+        return v.clone();
+    }
     match content {
-        [Content::Text(t)] => Value::String(t.clone()),
-        [Content::Json(v)] => v.clone(),
+        [one] => match one.plain() {
+            Content::Text(t) => Value::String(t.clone()),
+            Content::Json(v) => v.clone(),
+            _ => Value::Array(vec![content_json(one)]),
+        },
         items => Value::Array(items.iter().map(content_json).collect()),
     }
 }
@@ -35,12 +45,59 @@ pub fn content_json(c: &Content) -> Value {
     match c {
         Content::Text(t) => json!({"type": "text", "text": t}),
         Content::Json(v) => json!({"type": "json", "json": v}),
+        Content::Structured(v) => json!({"type": "json", "json": v, "structured": true}),
         Content::Binary {
             media_type,
             data,
             name,
         } => binary_json(media_type, data, name.as_deref()),
+        Content::Link(link) => link_json(link),
+        Content::Resource(r) => resource_json(r),
+        Content::Annotated(a) => {
+            let mut v = content_json(&a.item);
+            if let Some(annotations) = &a.annotations {
+                v["annotations"] = annotations.clone();
+            }
+            if let Some(meta) = &a.meta {
+                v["meta"] = meta.clone();
+            }
+            v
+        }
     }
+}
+
+/// A resource link as JSON (`{"type":"resource_link","uri","name",...}`),
+/// absent fields left out.
+pub fn link_json(l: &ResourceLink) -> Value {
+    let mut v = json!({"type": "resource_link", "uri": l.uri, "name": l.name});
+    for (key, value) in [
+        ("title", &l.title),
+        ("description", &l.description),
+        ("mime_type", &l.mime_type),
+    ] {
+        if let Some(value) = value {
+            v[key] = json!(value);
+        }
+    }
+    if let Some(size) = l.size {
+        v["size"] = json!(size);
+    }
+    v
+}
+
+/// An embedded resource as JSON: its text, or its bytes as base64 `data`.
+pub fn resource_json(r: &EmbeddedResource) -> Value {
+    let mut v = json!({"type": "resource", "uri": r.uri});
+    if let Some(m) = &r.mime_type {
+        v["mime_type"] = json!(m);
+    }
+    if let Some(t) = &r.text {
+        v["text"] = json!(t);
+    }
+    if let Some(b) = &r.blob {
+        v["data"] = json!(base64::engine::general_purpose::STANDARD.encode(b));
+    }
+    v
 }
 
 /// A binary item as JSON (`{"type":"binary","media_type","name","data":<base64>}`),

@@ -13,7 +13,9 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
 
-use crate::tool::{CallError, Content, Progress, ProgressSink};
+use crate::tool::{
+    Annotated, CallError, Content, EmbeddedResource, Progress, ProgressSink, ResourceLink,
+};
 
 use crate::nodes::stdio::ContainerGuard;
 
@@ -172,23 +174,61 @@ impl Drop for TokenGuard {
     }
 }
 
-/// A server's call result as content; `isError` as a tool error with its
-/// text.
+/// A server's call result as content, item for item: text, images and
+/// audio, resource links, embedded resources, each with its annotations and
+/// `_meta`, and `structuredContent` beside them ([`Content::Structured`]), so
+/// an MCP caller gets the server's result unchanged. `isError` is a tool
+/// error with its text.
 pub fn into_content(result: CallToolResult) -> Result<Vec<Content>, CallError> {
     let mut content = Vec::new();
     let mut texts = Vec::new();
     for item in result.content {
-        match item {
+        let wire = serde_json::to_value(&item).map_err(|e| CallError::Internal(e.to_string()))?;
+        let field = |v: &serde_json::Value, k: &str| v.get(k).filter(|x| !x.is_null()).cloned();
+        let text_of =
+            |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
+        let plain = match item {
             ContentBlock::Text(t) => {
                 texts.push(t.text.clone());
-                content.push(Content::Text(t.text));
+                Content::Text(t.text)
             }
-            ContentBlock::Image(image) => content.push(binary(&image.mime_type, &image.data)?),
-            ContentBlock::Audio(audio) => content.push(binary(&audio.mime_type, &audio.data)?),
-            other => content.push(Content::Json(
-                serde_json::to_value(&other).map_err(|e| CallError::Internal(e.to_string()))?,
-            )),
-        }
+            ContentBlock::Image(image) => binary(&image.mime_type, &image.data)?,
+            ContentBlock::Audio(audio) => binary(&audio.mime_type, &audio.data)?,
+            ContentBlock::ResourceLink(_) => Content::Link(ResourceLink {
+                uri: text_of(&wire, "uri").unwrap_or_default(),
+                name: text_of(&wire, "name").unwrap_or_default(),
+                title: text_of(&wire, "title"),
+                description: text_of(&wire, "description"),
+                mime_type: text_of(&wire, "mimeType"),
+                size: wire.get("size").and_then(|x| x.as_u64()),
+            }),
+            ContentBlock::Resource(_) => {
+                let r = wire.get("resource").cloned().unwrap_or_default();
+                let blob = match text_of(&r, "blob") {
+                    Some(b64) => Some(decode(&b64)?),
+                    None => None,
+                };
+                Content::Resource(EmbeddedResource {
+                    uri: text_of(&r, "uri").unwrap_or_default(),
+                    mime_type: text_of(&r, "mimeType"),
+                    text: text_of(&r, "text"),
+                    blob,
+                    meta: field(&r, "_meta"),
+                })
+            }
+            // A kind this rmcp knows and toolhost does not: its JSON.
+            _ => Content::Json(wire.clone()),
+        };
+        let (annotations, meta) = (field(&wire, "annotations"), field(&wire, "_meta"));
+        content.push(if annotations.is_some() || meta.is_some() {
+            Content::Annotated(Box::new(Annotated {
+                item: plain,
+                annotations,
+                meta,
+            }))
+        } else {
+            plain
+        });
     }
     if result.is_error == Some(true) {
         let message = if texts.is_empty() {
@@ -199,22 +239,21 @@ pub fn into_content(result: CallToolResult) -> Result<Vec<Content>, CallError> {
         return Err(CallError::ToolError(message));
     }
     if let Some(structured) = result.structured_content {
-        // The structured result is the answer; text items that repeat it
-        // (as the spec advises servers to) are dropped.
-        let repeated = structured.to_string();
-        content.retain(|c| !matches!(c, Content::Text(t) if serde_json::from_str::<serde_json::Value>(t).ok().map(|v| v.to_string()) == Some(repeated.clone())));
-        content.insert(0, Content::Json(structured));
+        content.push(Content::Structured(structured));
     }
     Ok(content)
 }
 
-fn binary(media_type: &str, data: &str) -> Result<Content, CallError> {
-    let data = base64::engine::general_purpose::STANDARD
+fn decode(data: &str) -> Result<Vec<u8>, CallError> {
+    base64::engine::general_purpose::STANDARD
         .decode(data)
-        .map_err(|e| CallError::ToolError(format!("the MCP server sent invalid base64: {e}")))?;
+        .map_err(|e| CallError::ToolError(format!("the MCP server sent invalid base64: {e}")))
+}
+
+fn binary(media_type: &str, data: &str) -> Result<Content, CallError> {
     Ok(Content::Binary {
         media_type: media_type.to_owned(),
-        data,
+        data: decode(data)?,
         name: None,
     })
 }

@@ -398,14 +398,20 @@ async fn example(
 /// A result as JSON: a JSON item as it is, text as a string, several items
 /// as an array of those.
 pub(super) fn content_json(content: &[Content]) -> Value {
-    let as_json = |c: &Content| match c {
-        Content::Json(v) => v.clone(),
+    let as_json = |c: &Content| match c.plain() {
+        Content::Json(v) | Content::Structured(v) => v.clone(),
         Content::Text(t) => Value::String(t.clone()),
         Content::Binary {
             media_type, data, ..
         } => {
             serde_json::json!({"media_type": media_type, "bytes": data.len()})
         }
+        Content::Link(link) => serde_json::json!({"uri": link.uri, "name": link.name}),
+        Content::Resource(r) => match &r.text {
+            Some(text) => Value::String(text.clone()),
+            None => serde_json::json!({"uri": r.uri, "bytes": r.blob.as_ref().map_or(0, Vec::len)}),
+        },
+        Content::Annotated(_) => Value::Null,
     };
     match content {
         [one] => as_json(one),

@@ -383,6 +383,29 @@ fn a_per_session_server_sees_its_sessions_workspace_and_goes_with_it() {
             "{body}"
         );
     }
+    // Through toolhost's /mcp, the server's structured result arrives as
+    // `structuredContent` beside its text (issue #35: the official Python
+    // SDK refused every tool whose output schema it had lost).
+    let mut mcp = toolhost_e2e::mcp::McpClient::new(&s);
+    mcp.header = Some(("x-toolhost-session".into(), "bob".into()));
+    mcp.initialize("2025-11-25");
+    let listed = mcp.request(2, "tools/list", json!({}));
+    let read = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "wsfs_read_text_file")
+        .cloned()
+        .unwrap_or_default();
+    let r = mcp.call(
+        3,
+        "wsfs_read_text_file",
+        json!({"path": "/workspace/note.txt"}),
+    );
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert!(read["outputSchema"].is_object(), "{read}");
+    assert!(r["result"]["structuredContent"].is_object(), "{r}");
+    assert!(r["result"].to_string().contains("from bob"), "{r}");
     let (status, body) = s.invoke_in(
         "alice",
         "wsfs_write_file",

@@ -22,10 +22,12 @@ pub(crate) fn unknown_tool(name: &str) -> McpError {
     )
 }
 
-/// A successful call as an MCP result. A result that is one JSON value is
-/// also `structuredContent` (what `outputSchema` describes).
+/// A successful call as an MCP result: each item as its content block
+/// (annotations and `_meta` kept), a [`Content::Structured`] item as
+/// `structuredContent`; a result that is one JSON value is also
+/// `structuredContent` (what `outputSchema` describes).
 pub(crate) fn success(out: CallOutput) -> CallToolResult {
-    let mut blocks: Vec<ContentBlock> = out.content.iter().map(block).collect();
+    let mut blocks: Vec<ContentBlock> = out.content.iter().filter_map(block).collect();
     blocks.extend(out.written.iter().take(MAX_LINKS).map(|f| {
         ContentBlock::resource_link(
             Resource::new(
@@ -37,7 +39,13 @@ pub(crate) fn success(out: CallOutput) -> CallToolResult {
         )
     }));
     let mut result = CallToolResult::success(blocks);
-    if let [Content::Json(_)] = out.content.as_slice()
+    let structured = out.content.iter().find_map(|c| match c.plain() {
+        Content::Structured(v) => Some(v.clone()),
+        _ => None,
+    });
+    if let Some(v) = structured {
+        result.structured_content = Some(v);
+    } else if let [Content::Json(_)] = out.content.as_slice()
         && let Some(Content::Json(v)) = out.content.into_iter().next()
     {
         result.structured_content = Some(v);
@@ -70,11 +78,56 @@ fn meta(v: Value) -> MetaObject {
     }
 }
 
-/// One content item as an MCP content block.
-fn block(c: &Content) -> ContentBlock {
-    match c {
+/// One content item as an MCP content block; none for the structured
+/// result (it is `structuredContent`).
+fn block(c: &Content) -> Option<ContentBlock> {
+    Some(match c {
         Content::Text(t) => ContentBlock::text(t.clone()),
         Content::Json(v) => ContentBlock::text(v.to_string()),
+        Content::Structured(_) => return None,
+        Content::Link(l) => {
+            let mut v = json!({"type": "resource_link", "uri": l.uri, "name": l.name});
+            for (key, value) in [
+                ("title", &l.title),
+                ("description", &l.description),
+                ("mimeType", &l.mime_type),
+            ] {
+                if let Some(value) = value {
+                    v[key] = json!(value);
+                }
+            }
+            if let Some(size) = l.size {
+                v["size"] = json!(size);
+            }
+            from_json(v)?
+        }
+        Content::Resource(r) => {
+            let mut resource = json!({"uri": r.uri});
+            if let Some(m) = &r.mime_type {
+                resource["mimeType"] = json!(m);
+            }
+            if let Some(t) = &r.text {
+                resource["text"] = json!(t);
+            }
+            if let Some(b) = &r.blob {
+                resource["blob"] = json!(base64::engine::general_purpose::STANDARD.encode(b));
+            }
+            if let Some(m) = &r.meta {
+                resource["_meta"] = m.clone();
+            }
+            from_json(json!({"type": "resource", "resource": resource}))?
+        }
+        Content::Annotated(a) => {
+            let inner = block(&a.item)?;
+            let mut v = serde_json::to_value(&inner).ok()?;
+            if let Some(annotations) = &a.annotations {
+                v["annotations"] = annotations.clone();
+            }
+            if let Some(meta) = &a.meta {
+                v["_meta"] = meta.clone();
+            }
+            from_json(v).unwrap_or(inner)
+        }
         Content::Binary {
             media_type,
             data,
@@ -95,7 +148,14 @@ fn block(c: &Content) -> ContentBlock {
                 )
             }
         }
-    }
+    })
+}
+
+/// A content block from its MCP JSON (what rmcp would parse off the wire).
+fn from_json(v: Value) -> Option<ContentBlock> {
+    serde_json::from_value(v)
+        .inspect_err(|e| tracing::warn!(error = %e, "a content item MCP cannot carry was left out"))
+        .ok()
 }
 
 #[cfg(test)]
@@ -126,5 +186,79 @@ mod tests {
             text.contains("[invalid_input] bad input\\n- /a: x\\n- /b: y"),
             "{text}"
         );
+    }
+
+    /// Issue #35: a mounted server's result reaches an MCP caller unchanged.
+    /// Every kind the spec has, with annotations and `_meta`, and
+    /// `structuredContent` beside text, goes through the gateway's mapping
+    /// (`mcpserver::client::into_content`) and back out through this
+    /// renderer; the JSON is the server's, item for item.
+    #[test]
+    fn a_mounted_servers_result_is_rendered_unchanged() {
+        let upstream = json!({
+            "content": [
+                {"type": "text", "text": "{\"path\":\"a.txt\"}",
+                 "annotations": {"audience": ["user"], "priority": 0.5}},
+                {"type": "text", "text": "plain"},
+                {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png",
+                 "_meta": {"example/origin": "camera"}},
+                {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+                {"type": "resource_link", "uri": "file:///tmp/a.txt", "name": "a.txt",
+                 "title": "A", "description": "the file", "mimeType": "text/plain", "size": 6},
+                {"type": "resource", "resource": {"uri": "file:///tmp/b.txt",
+                 "mimeType": "text/plain", "text": "bee", "_meta": {"k": 1}}},
+                {"type": "resource", "resource": {"uri": "file:///tmp/c.bin",
+                 "mimeType": "application/octet-stream", "blob": "AAEC"}}
+            ],
+            "structuredContent": {"path": "a.txt"},
+            "isError": false
+        });
+        let result: CallToolResult = serde_json::from_value(upstream.clone()).unwrap();
+        let content = crate::mcpserver::client::into_content(result).unwrap();
+        let out = CallOutput {
+            content,
+            elapsed: std::time::Duration::ZERO,
+            version: "v".into(),
+            fuel: None,
+            written: Vec::new(),
+        };
+        let mut rendered = serde_json::to_value(success(out)).unwrap();
+        // Toolhost's own `_meta` (version, time), and the revision's
+        // `resultType` rmcp writes on every result, are not the server's.
+        rendered.as_object_mut().unwrap().remove("_meta");
+        rendered.as_object_mut().unwrap().remove("resultType");
+        assert_eq!(rendered, upstream, "{rendered:#}");
+
+        // The native API shows every item, and the structured result as the answer.
+        let result: CallToolResult = serde_json::from_value(upstream.clone()).unwrap();
+        let content = crate::mcpserver::client::into_content(result).unwrap();
+        let native = crate::api::render::success_body(&CallOutput {
+            content,
+            elapsed: std::time::Duration::ZERO,
+            version: "v".into(),
+            fuel: None,
+            written: Vec::new(),
+        });
+        assert_eq!(native["result"], json!({"path": "a.txt"}));
+        let kinds: Vec<&str> = native["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "text",
+                "text",
+                "binary",
+                "binary",
+                "resource_link",
+                "resource",
+                "resource",
+                "json"
+            ]
+        );
+        assert_eq!(native["content"][0]["annotations"]["priority"], 0.5);
     }
 }

@@ -296,8 +296,15 @@ pub(super) async fn print_tree(
     Ok(Json(Value::String(workspace::tree_text(&tree, with_root))).into_response())
 }
 
-/// XAgent's wrapping of a result.
+/// XAgent's wrapping of a result: its structured result when it has one
+/// (the answer; its other items say the same in text), else its items.
 pub fn wrap(content: &[Content]) -> Value {
+    if let Some(v) = content.iter().find_map(|c| match c.plain() {
+        Content::Structured(v) => Some(v.clone()),
+        _ => None,
+    }) {
+        return wrap_item(&Content::Json(v));
+    }
     match content {
         [] => Value::Null,
         [one] => wrap_item(one),
@@ -308,14 +315,29 @@ pub fn wrap(content: &[Content]) -> Value {
 }
 
 pub(super) fn wrap_item(c: &Content) -> Value {
-    match c {
+    match c.plain() {
         Content::Text(t) => Value::String(t.clone()),
-        Content::Json(v @ Value::Object(_)) => json!({"type": "simple", "data": v}),
-        Content::Json(v) => v.clone(),
+        Content::Json(v @ Value::Object(_)) | Content::Structured(v @ Value::Object(_)) => {
+            json!({"type": "simple", "data": v})
+        }
+        Content::Json(v) | Content::Structured(v) => v.clone(),
         Content::Binary {
             media_type,
             data,
             name,
         } => crate::api::render::binary_json(media_type, data, name.as_deref()),
+        Content::Link(link) => {
+            json!({"type": "simple", "data": crate::api::render::link_json(link)})
+        }
+        Content::Resource(r) => match (&r.text, &r.blob) {
+            (Some(text), _) => Value::String(text.clone()),
+            (None, Some(blob)) => crate::api::render::binary_json(
+                r.mime_type.as_deref().unwrap_or("application/octet-stream"),
+                blob,
+                r.uri.rsplit('/').next(),
+            ),
+            (None, None) => json!({"type": "simple", "data": crate::api::render::resource_json(r)}),
+        },
+        Content::Annotated(_) => unreachable!("plain() removes annotations"),
     }
 }
