@@ -287,6 +287,15 @@ impl Catalog {
         self.get(id).filter(|t| t.record.status().serves())
     }
 
+    /// The backend whose toolkit holds `name`, if one does.
+    pub fn holder_of(&self, name: &str) -> Option<&'static str> {
+        self.snapshot
+            .load()
+            .toolkits
+            .get(name)
+            .map(|t| t.backend.name())
+    }
+
     /// Every toolkit, sorted by name.
     pub fn toolkits(&self) -> Vec<Arc<ToolkitEntry>> {
         self.snapshot.load().toolkits.values().cloned().collect()

@@ -16,6 +16,7 @@
 
 pub mod admin;
 pub mod config;
+mod entries;
 mod status;
 pub mod watch;
 
@@ -24,11 +25,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use crate::backend::folder_owner;
 use crate::backend::{Backend, EntryFile, Loaded};
 use crate::catalog::{Catalog, ToolkitEntry};
 use crate::tool;
 pub use admin::ChangeError;
+use entries::{files_of, identity, manifest_category, read_all, stamps};
 use status::Stamps;
 pub use status::{PluginStatus, Progress, State};
 
@@ -46,16 +47,6 @@ pub struct PluginManager {
     catalog: Arc<Catalog>,
     status: Mutex<BTreeMap<Key, PluginStatus>>,
     locks: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-/// The files of entry `name` as `backend` lists them, when it is this
-/// backend's: a folder entry goes to the one folder backend whose kind its
-/// manifest names.
-fn files_of(backend: &dyn Backend, kinds: &[&'static str], dir: &Path, name: &str) -> Vec<PathBuf> {
-    match backend.folder_kind() {
-        Some(kind) if folder_owner(dir, name, kinds) != Some(kind) => Vec::new(),
-        _ => backend.files(dir, name),
-    }
 }
 
 fn now_ms() -> u64 {
@@ -174,39 +165,6 @@ impl PluginManager {
         locks.entry(key.clone()).or_default().clone()
     }
 
-    /// The entries a child of the directory belongs to (one per backend that
-    /// claims it).
-    pub fn claims(&self, child: &Path) -> Vec<Key> {
-        self.backends
-            .iter()
-            .filter_map(|b| Some((b.claim(child)?, b.name())))
-            .collect()
-    }
-
-    /// Entries present in the directory, in backend order, then by name.
-    pub fn entries_on_disk(&self) -> std::io::Result<Vec<Key>> {
-        let mut keys = Vec::new();
-        for entry in std::fs::read_dir(&self.dir)? {
-            let path = entry?.path();
-            for key in self.claims(&path) {
-                let backend = self.backend(key.1).expect("a backend of ours");
-                if !files_of(&**backend, &self.kinds, &self.dir, &key.0).is_empty()
-                    && !keys.contains(&key)
-                {
-                    keys.push(key);
-                }
-            }
-        }
-        let order = |k: &Key| self.backends.iter().position(|b| b.name() == k.1);
-        keys.sort_by(|a, b| order(a).cmp(&order(b)).then(a.0.cmp(&b.0)));
-        Ok(keys)
-    }
-
-    /// Names of the entries present in the directory.
-    pub fn names_on_disk(&self) -> std::io::Result<Vec<String>> {
-        Ok(self.entries_on_disk()?.into_iter().map(|k| k.0).collect())
-    }
-
     /// Record the phase of entry `key`'s load.
     fn phase(&self, key: &Key, phase: &'static str) {
         self.update(key, |s| {
@@ -272,10 +230,21 @@ impl PluginManager {
     /// within a backend (compiles are bounded by the backend), smallest
     /// first, so small tools are served soonest. Then backends prune what no
     /// entry uses.
+    ///
+    /// Entries of different kinds with one name: the one there first (its
+    /// files' newest change is the oldest) loads, whatever the backends'
+    /// order; the others are then refused with both names, before anything
+    /// of theirs is loaded.
     pub async fn load_marked(self: &Arc<Self>, keys: Vec<Key>) {
+        let later = self.latecomers(&keys);
         for backend in &self.backends {
-            let mine = keys.iter().filter(|key| key.1 == backend.name());
+            let mine = keys
+                .iter()
+                .filter(|key| key.1 == backend.name() && !later.contains(key));
             futures::future::join_all(mine.map(|key| self.reconcile_entry(key))).await;
+        }
+        for key in &later {
+            self.reconcile_entry(key).await;
         }
         self.scanned();
     }
@@ -286,16 +255,6 @@ impl PluginManager {
         let keys = self.mark_all()?;
         self.load_marked(keys).await;
         Ok(())
-    }
-
-    fn size_of(&self, key: &Key) -> u64 {
-        self.backend(key.1).map_or(0, |b| {
-            files_of(&**b, &self.kinds, &self.dir, &key.0)
-                .iter()
-                .filter_map(|p| std::fs::metadata(p).ok())
-                .map(|m| m.len())
-                .sum()
-        })
     }
 
     /// Tell each backend which versions its entries serve (it may prune).
@@ -430,6 +389,20 @@ impl PluginManager {
         });
         let report = |phase| self.phase(key, phase);
         let category = manifest_category(&key.0, &files);
+        // A name another kind of entry holds is refused before anything of
+        // this one is loaded (no node or server is started for it).
+        if let Some(other) = self.catalog.holder_of(&key.0).filter(|o| *o != key.1) {
+            let result = Err(ChangeError::Load {
+                name: key.0.clone(),
+                message: format!(
+                    "the name `{name}` is taken by the {other} entry `{name}`, which was there first; \
+                     this {kind} entry is not loaded (rename one of them)",
+                    name = key.0,
+                    kind = key.1,
+                ),
+            });
+            return self.finish_install(key, old, result);
+        }
         let result = match backend.load(&key.0, files, &report).await {
             Ok(loaded) => self.register(key, backend, loaded, category),
             Err(message) => Err(ChangeError::Load {
@@ -437,6 +410,16 @@ impl PluginManager {
                 message,
             }),
         };
+        self.finish_install(key, old, result)
+    }
+
+    /// Log and record how loading entry `key` (replacing version `old`) ended.
+    fn finish_install(
+        &self,
+        key: &Key,
+        old: Option<String>,
+        result: Result<PluginStatus, ChangeError>,
+    ) -> Result<PluginStatus, ChangeError> {
         match &result {
             Ok(status) => tracing::info!(
                 plugin = key.0,
@@ -534,50 +517,4 @@ impl PluginManager {
             backend.shutdown().await;
         }
     }
-}
-
-/// Size and modification time of each of `paths`.
-fn stamps(paths: &[PathBuf]) -> Stamps {
-    paths
-        .iter()
-        .map(|p| std::fs::metadata(p).map_or((u64::MAX, None), |m| (m.len(), m.modified().ok())))
-        .collect()
-}
-
-fn read_all(paths: &[PathBuf]) -> std::io::Result<Vec<EntryFile>> {
-    paths
-        .iter()
-        .map(|path| {
-            Ok(EntryFile {
-                path: path.clone(),
-                bytes: std::fs::read(path)?,
-            })
-        })
-        .collect()
-}
-
-/// The content hashes of an entry's files, with their names.
-fn identity(files: &[EntryFile]) -> String {
-    files
-        .iter()
-        .map(|f| {
-            format!(
-                "{}={}",
-                f.path.file_name().unwrap_or_default().to_string_lossy(),
-                crate::backend::content_hash(&f.bytes)
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("+")
-}
-
-/// The top-level `category` of entry `name`'s manifest (`<name>.toml`, every
-/// kind's), if it gives one.
-fn manifest_category(name: &str, files: &[EntryFile]) -> Option<String> {
-    let manifest = format!("{name}.toml");
-    let file = files
-        .iter()
-        .find(|f| f.path.file_name().is_some_and(|n| n == manifest.as_str()))?;
-    let table: toml::Table = std::str::from_utf8(&file.bytes).ok()?.parse().ok()?;
-    table.get("category")?.as_str().map(str::to_owned)
 }

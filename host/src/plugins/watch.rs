@@ -50,8 +50,15 @@ pub fn spawn(
 ) -> notify::Result<DirWatcher> {
     let (tx, rx) = mpsc::unbounded_channel();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        use notify::event::{AccessKind, AccessMode, EventKind};
         let signal = match event {
             Ok(e) if e.need_rescan() => Signal::Rescan,
+            // Reading a plugin's files (the server's own loads) changes
+            // nothing; a file closed after writing does.
+            Ok(e) if matches!(e.kind, EventKind::Access(a) if a != AccessKind::Close(AccessMode::Write)) =>
+            {
+                return;
+            }
             Ok(e) => Signal::Paths(e.paths),
             Err(e) => {
                 tracing::warn!(error = %e, "plugins directory watch error; rescanning");

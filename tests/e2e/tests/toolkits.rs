@@ -220,3 +220,117 @@ fail = "no alerts service for {city}"
     let (status, _) = s.invoke("calc_evaluate", json!({"expression": "1"}));
     assert_eq!(status, 200);
 }
+
+/// Issue #35, names: entries of different kinds with one name. The one
+/// there first serves, whatever the backends' order, and the other is
+/// refused with both names before anything of it is loaded; on a restart
+/// the same one wins, and reversing their ages reverses the outcome. An
+/// entry of another kind added to a running server under a served name is
+/// refused the same way, and the served one carries on.
+#[test]
+fn which_entry_keeps_a_name_never_depends_on_start_order() {
+    let mock = |tool: &str| {
+        format!(
+            "[mock]\n[[mock.tools]]\nname = \"{tool}\"\ndescription = \"canned\"\nanswer = \"mocked\"\n"
+        )
+    };
+    let touch = |path: &std::path::Path, when: &str| {
+        let ok = std::process::Command::new("touch")
+            .args(["-m", "-d", when])
+            .arg(path)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    };
+    let plugins = PluginsDir::new()
+        .add("files", "files")
+        .folder("files", &[("files.toml", &mock("write"))]);
+    let dir = plugins.path().to_owned();
+    touch(&dir.join("files.wasm"), "2020-01-01");
+    touch(&dir.join("files.toml"), "2020-01-01");
+    touch(&dir.join("files/files.toml"), "2021-01-01");
+    let mut s = Server::start(plugins);
+    let entry_of = |s: &Server, backend: &str| {
+        s.get("/plugins").1["plugins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "files" && p["backend"] == backend)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (status, out) = s.invoke_in(
+        "n1",
+        "files_write",
+        json!({"path": "a.txt", "content": "x"}),
+    );
+    assert_eq!(status, 200, "{out}");
+    assert!(
+        out["result"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("wrote"),
+        "{out}"
+    );
+    let refused = entry_of(&s, "mock");
+    assert_eq!(refused["state"], "failed", "{refused}");
+    let why = refused["error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("taken by the wasm entry `files`") && why.contains("mock"),
+        "{why}"
+    );
+
+    // Restarted: the same one wins.
+    s.restart().unwrap();
+    let (status, _) = s.invoke_in("n1", "files_read", json!({"path": "a.txt"}));
+    assert_eq!(status, 200);
+    assert_eq!(entry_of(&s, "mock")["state"], "failed");
+
+    // The folder older than the component: the folder wins.
+    touch(&dir.join("files/files.toml"), "2019-01-01");
+    s.restart().unwrap();
+    let (status, out) = s.invoke("files_write", json!({}));
+    assert_eq!((status, &out["result"]), (200, &json!("mocked")), "{out}");
+    let refused = entry_of(&s, "wasm");
+    assert_eq!(refused["state"], "failed", "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("taken by the mock entry"),
+        "{refused}"
+    );
+
+    // Added while the server runs under a served name: refused, nothing of
+    // it loaded, the served one unaffected.
+    let calc = PluginsDir::new().add("calc", "calc");
+    let s = Server::start(calc);
+    let staging = s.plugins_dir().join(".staging");
+    std::fs::create_dir_all(&staging).unwrap();
+    std::fs::write(staging.join("calc.toml"), mock("evaluate")).unwrap();
+    std::fs::rename(&staging, s.plugins_dir().join("calc")).unwrap();
+    let refused = wait_for(WAIT, || {
+        let p = s.get("/plugins").1["plugins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "calc" && p["backend"] == "mock")
+            .cloned()?;
+        (p["state"] == "failed").then_some(p)
+    });
+    let refused = refused.expect("the clashing folder is refused");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("taken by the wasm entry `calc`"),
+        "{refused}"
+    );
+    let (status, out) = s.invoke("calc_evaluate", json!({"expression": "6*7"}));
+    assert_eq!(
+        (status, &out["result"]["value"]),
+        (200, &json!(42.0)),
+        "{out}"
+    );
+}
