@@ -499,7 +499,7 @@ fn a_wasm_plugin_cannot_take_a_docker_toolkits_name() {
         status["error"]
             .as_str()
             .unwrap()
-            .contains("already used by a docker toolkit"),
+            .contains("taken by the docker entry `shell`"),
         "{status}"
     );
     let ids = s.tool_ids();

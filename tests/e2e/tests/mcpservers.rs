@@ -203,7 +203,7 @@ fn servers_that_never_initialize_or_take_a_used_name_are_refused() {
         refused["error"]
             .as_str()
             .unwrap()
-            .contains("already used by a wasm toolkit"),
+            .contains("taken by the wasm entry `calc`"),
         "{refused}"
     );
     assert_eq!(
