@@ -35,6 +35,14 @@ const SEGMENT: &AsciiSet = &CONTROLS
     .add(b'^')
     .add(b'|');
 
+/// `value` as one path segment: every character that could end the segment
+/// or the path (`/`, `\\`, `?`, `#`, `%`, ...) percent-encoded. `None` for
+/// `.` and `..`: URL parsers resolve those (and their percent-encoded
+/// forms) as steps up the path, so no encoding keeps them in place.
+fn segment(value: &str) -> Option<String> {
+    (value != "." && value != "..").then(|| utf8_percent_encode(value, SEGMENT).to_string())
+}
+
 /// Where the input's properties that are no declared parameter go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rest {
@@ -99,7 +107,11 @@ impl ApiToolkit {
                 }
                 continue;
             };
-            let text = utf8_percent_encode(&scalar(&value), SEGMENT).to_string();
+            let text = segment(&scalar(&value)).ok_or_else(|| {
+                CallError::invalid_input(format!(
+                    "`{property}` cannot be `.` or `..`: a path parameter never leaves the operation's path"
+                ))
+            })?;
             path = path.replace(&format!("{{{name}}}"), &text);
         }
         let whole = if route.absolute {
@@ -202,6 +214,33 @@ fn append_query(url: &mut Url, name: &str, v: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue #37 item 6: `{"id": ".."}` on `/public/{id}/details` reached
+    /// `/details` with the toolkit's credentials. No value leaves the path.
+    #[test]
+    fn a_path_parameter_never_leaves_the_operations_path() {
+        let url = |value: &str| {
+            segment(value).map(|s| {
+                Url::parse(&format!("http://api.example/public/{s}/details"))
+                    .unwrap()
+                    .path()
+                    .to_owned()
+            })
+        };
+        assert_eq!(url(".."), None);
+        assert_eq!(url("."), None);
+        for (value, path) in [
+            ("%2e%2e", "/public/%252e%252e/details"),
+            (".%2E", "/public/.%252E/details"),
+            ("../..", "/public/..%2F../details"),
+            ("..\\x", "/public/..%5Cx/details"),
+            ("a?b#c", "/public/a%3Fb%23c/details"),
+            ("...", "/public/.../details"),
+            ("v1.2", "/public/v1.2/details"),
+        ] {
+            assert_eq!(url(value).as_deref(), Some(path), "{value}");
+        }
+    }
 
     #[test]
     fn placeholders_and_values() {

@@ -76,6 +76,17 @@ fn real_specs_become_tools_on_every_surface() {
     );
     assert_eq!(status, 200, "{body}");
     assert_eq!(first(&body)["text"], "hello toolhost", "{body}");
+    // A path parameter never leaves the operation's path (issue #37 item 6):
+    // `..` is refused before any request; `/` and `?` stay in the segment.
+    for value in ["..", "."] {
+        let (status, body) = s.invoke("hb_get_base64_value", json!({ "value": value }));
+        assert_eq!((status, kind(&body)), (422, "invalid_input"), "{body}");
+    }
+    let (status, body) = s.invoke("hb_get_base64_value", json!({"value": "../../get?x"}));
+    assert!(
+        status != 200 || !body.to_string().contains("\"url\""),
+        "{body}"
+    );
     // Query and path parameters, a binary answer (OpenAPI 3.1): the seed
     // makes the bytes repeatable.
     let bytes = |seed: u64| {
