@@ -33,7 +33,9 @@ ARGS = None
 SHOTS = None
 
 
-def browser():
+def browser(*extra):
+    """Debian's headless Chromium through Debian's chromedriver, with `extra`
+    command-line switches (cross_origin.py's resolver rules)."""
     opts = webdriver.ChromeOptions()
     opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
     for a in (
@@ -48,6 +50,7 @@ def browser():
         "--disable-background-networking",
         "--disable-component-update",
         "--lang=en-GB",
+        *extra,
     ):
         opts.add_argument(a)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})

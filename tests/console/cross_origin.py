@@ -21,17 +21,14 @@ scenario that passed and exits non-zero at the first failure.
 """
 
 import argparse
-import functools
 import http.server
 import json
-import shutil
 import sys
 import threading
 import time
 import urllib.request
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
+from console_test import browser
 
 TOOL = "calc_evaluate"
 
@@ -88,26 +85,6 @@ fetch("/tools/calc_evaluate/invoke", {method: "POST",
   .catch(e => done({error: String(e)}));"""
 
 
-def browser(resolver_rules):
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for a in (
-        "--headless=new",
-        "--no-sandbox",  # root in a container: the setuid sandbox is unavailable
-        "--disable-dev-shm-usage",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-extensions",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-quic",
-        f"--host-resolver-rules={resolver_rules}",
-    ):
-        opts.add_argument(a)
-    service = Service(shutil.which("chromedriver") or "/usr/bin/chromedriver")
-    return webdriver.Chrome(service=service, options=opts)
-
-
 def serve_pages(port, pages):
     """Serve `pages` (path -> HTML) on 127.0.0.1:port, in a thread."""
 
@@ -160,7 +137,7 @@ def main():
         "/listed.html": ATTACK.replace("TARGET", args.listed_url),
     }
     pages_server = serve_pages(args.page_port, pages)
-    driver = browser("MAP rebind.example 127.0.0.1")
+    driver = browser("--host-resolver-rules=MAP rebind.example 127.0.0.1")
     try:
         before = calls(args.url)
         results = run_page(driver, f"{page_origin}/attack.html")
