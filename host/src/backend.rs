@@ -116,12 +116,21 @@ pub trait Backend: Send + Sync + 'static {
 
     /// The name of the entry `child` (a direct child of the plugins
     /// directory, which may no longer exist) belongs to, if this backend
-    /// claims such entries.
-    fn claim(&self, child: &Path) -> Option<String>;
+    /// claims such entries. A folder backend claims folders named as plugins
+    /// ([`folder_entry`]); another claims nothing unless it says so.
+    fn claim(&self, child: &Path) -> Option<String> {
+        self.folder_kind().and_then(|_| folder_entry(child))
+    }
 
     /// The files entry `name` of `dir` is made of, those that exist now; empty
     /// when the entry is gone. Their size and time decide whether it changed.
-    fn files(&self, dir: &Path, name: &str) -> Vec<PathBuf>;
+    /// A folder backend's: every visible file of the folder ([`folder_files`]).
+    fn files(&self, dir: &Path, name: &str) -> Vec<PathBuf> {
+        match self.folder_kind() {
+            Some(_) => folder_files(dir, name),
+            None => Vec::new(),
+        }
+    }
 
     /// Load entry `name` from its `files` (as [`Backend::files`] listed them,
     /// read). `report` is told each phase (`compiling`, ...). The error is
@@ -220,12 +229,6 @@ pub struct Detached(pub &'static str);
 impl Backend for Detached {
     fn name(&self) -> &'static str {
         self.0
-    }
-    fn claim(&self, _: &Path) -> Option<String> {
-        None
-    }
-    fn files(&self, _: &Path, _: &str) -> Vec<PathBuf> {
-        Vec::new()
     }
     fn load<'a>(
         &'a self,

@@ -13,16 +13,12 @@
 //! timeout_s = 60
 //! ```
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::backend::{
-    Backend, BackendFuture, EntryFile, Loaded, content_hash, folder_entry, folder_files,
-    folder_manifest,
-};
+use crate::backend::{Backend, BackendFuture, EntryFile, Loaded, content_hash, folder_manifest};
 use crate::backend::{Invocation, ToolCallsSlot, Toolkit};
 use crate::tool::BoxFuture;
 use crate::tool::{CallError, Content, Limits, ToolDescriptor};
@@ -68,15 +64,6 @@ impl Backend for InterpreterBackend {
 
     fn folder_kind(&self) -> Option<&'static str> {
         Some("interpreter")
-    }
-
-    fn claim(&self, child: &Path) -> Option<String> {
-        folder_entry(child)
-    }
-
-    /// Folders whose manifest has an `[interpreter]` table.
-    fn files(&self, dir: &Path, name: &str) -> Vec<PathBuf> {
-        folder_files(dir, name)
     }
 
     fn load<'a>(

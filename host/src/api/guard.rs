@@ -86,32 +86,42 @@ impl Guard {
         self.hosts.clone()
     }
 
-    /// Why a request with these headers is refused, if it is.
-    fn refusal(&self, headers: &HeaderMap, uri_host: Option<&str>) -> Option<String> {
+    /// Why a request with these headers is refused (`Err`); else the
+    /// listed origin it came from, whose answer gets CORS headers.
+    fn verdict(
+        &self,
+        headers: &HeaderMap,
+        uri_host: Option<&str>,
+    ) -> Result<Option<HeaderValue>, String> {
         let host = headers
             .get(header::HOST)
             .and_then(|v| v.to_str().ok())
             .or(uri_host);
         if let Some(allowed) = &self.hosts {
             let Some(host) = host else {
-                return Some("the request names no Host".into());
+                return Err("the request names no Host".into());
             };
             let name = host_name(host);
-            if !name.is_some_and(|n| allowed.iter().any(|a| a.eq_ignore_ascii_case(&n))) {
-                return Some(format!(
+            if !name.is_some_and(|n| allowed.iter().any(|a| a.eq_ignore_ascii_case(n))) {
+                return Err(format!(
                     "Host `{host}` is not a name of this server (DNS rebinding protection; \
                      add it to [server] allowed_hosts)"
                 ));
             }
         }
-        let origin = headers.get(header::ORIGIN)?;
-        let Ok(origin) = origin.to_str() else {
-            return Some("the Origin header is not text".into());
+        let Some(value) = headers.get(header::ORIGIN) else {
+            return Ok(None);
         };
-        if self.origin_listed(origin) || host.is_some_and(|h| same_origin(origin, h)) {
-            return None;
+        let Ok(origin) = value.to_str() else {
+            return Err("the Origin header is not text".into());
+        };
+        if self.origin_listed(origin) {
+            return Ok(Some(value.clone()));
         }
-        Some(format!(
+        if host.is_some_and(|h| same_origin(origin, h)) {
+            return Ok(None);
+        }
+        Err(format!(
             "cross-origin request from `{origin}` refused (add it to [server] allowed_origins)"
         ))
     }
@@ -126,18 +136,26 @@ impl Guard {
 }
 
 /// The host part of a `Host` value (brackets of an IPv6 address removed);
-/// `None` for a value that is not a plain `host[:port]`.
-fn host_name(host: &str) -> Option<String> {
+/// `None` for a value that is not a plain `host[:port]`. A slice of the
+/// header: every request on loopback goes through here, and names that are
+/// not plain cannot match a listed one anyway.
+fn host_name(host: &str) -> Option<&str> {
+    let port_ok = |port: &str| port.bytes().all(|b| b.is_ascii_digit());
     if host.contains('@') {
         return None;
     }
-    let authority = axum::http::uri::Authority::try_from(host).ok()?;
-    let name = authority.host();
-    Some(
-        name.trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_owned(),
-    )
+    let name = match host.strip_prefix('[') {
+        Some(rest) => {
+            let (name, after) = rest.split_once(']')?;
+            (after.is_empty() || after.strip_prefix(':').is_some_and(port_ok)).then_some(name)?
+        }
+        None => match host.rsplit_once(':') {
+            Some((name, port)) if port_ok(port) && !name.contains(':') => name,
+            Some(_) => return None,
+            None => host,
+        },
+    };
+    (!name.is_empty()).then_some(name)
 }
 
 /// Whether `origin` (`scheme://authority`) is the origin of a page served
@@ -158,29 +176,25 @@ fn same_origin(origin: &str, host: &str) -> bool {
             .to_ascii_lowercase()
     };
     // A Host sent by a browser to an http origin carries no `:443`, and so on.
-    strip(authority) == strip(host) || authority.eq_ignore_ascii_case(host)
+    strip(authority) == strip(host)
 }
 
 /// The middleware: refuse what the guard refuses, answer listed origins'
 /// preflights, and mark listed origins' answers readable.
 pub async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
-    if let Some(reason) = guard.refusal(request.headers(), request.uri().host()) {
-        tracing::warn!(
-            method = %request.method(),
-            path = %request.uri().path(),
-            reason = %reason,
-            "request refused by the browser guard"
-        );
-        let refused = ApiError::new(StatusCode::FORBIDDEN, "forbidden", reason).into_response();
-        return super::body::close_unread(request.headers(), refused);
-    }
-    let cors = request
-        .headers()
-        .get(header::ORIGIN)
-        .filter(|o| o.to_str().is_ok_and(|o| guard.origin_listed(o)))
-        .cloned();
-    let Some(origin) = cors else {
-        return next.run(request).await;
+    let origin = match guard.verdict(request.headers(), request.uri().host()) {
+        Ok(Some(listed)) => listed,
+        Ok(None) => return next.run(request).await,
+        Err(reason) => {
+            tracing::warn!(
+                method = %request.method(),
+                path = %request.uri().path(),
+                reason = %reason,
+                "request refused by the browser guard"
+            );
+            let refused = ApiError::new(StatusCode::FORBIDDEN, "forbidden", reason).into_response();
+            return super::body::close_unread(request.headers(), refused);
+        }
     };
     if request.method() == Method::OPTIONS
         && request
@@ -236,6 +250,11 @@ mod tests {
         h
     }
 
+    /// Why the guard refuses these headers, if it does.
+    fn refusal(g: &Guard, h: &HeaderMap) -> Option<String> {
+        g.verdict(h, None).err()
+    }
+
     fn loopback(hosts: &[&str], origins: &[&str]) -> Guard {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         Guard::new([127, 0, 0, 1].into(), &s(hosts), &s(origins))
@@ -251,7 +270,7 @@ mod tests {
             "[::1]:8001",
             "127.0.0.1",
         ] {
-            assert_eq!(g.refusal(&headers(&[("host", ok)]), None), None, "{ok}");
+            assert_eq!(refusal(&g, &headers(&[("host", ok)])), None, "{ok}");
         }
         for bad in [
             "evil.example",
@@ -260,51 +279,45 @@ mod tests {
             "127.0.0.1.evil.example",
             "127.1:8001",
             "localhost:8001@evil",
+            "[::1",
+            "[::1]x",
+            "localhost:80:80",
+            ":8001",
+            "local host",
+            "::1",
         ] {
-            assert!(
-                g.refusal(&headers(&[("host", bad)]), None).is_some(),
-                "{bad}"
-            );
+            assert!(refusal(&g, &headers(&[("host", bad)])).is_some(), "{bad}");
         }
-        assert!(g.refusal(&headers(&[]), None).is_some(), "no Host");
+        assert!(refusal(&g, &headers(&[])).is_some(), "no Host");
         let g = loopback(&["toolhost.internal"], &[]);
         assert_eq!(
-            g.refusal(&headers(&[("host", "toolhost.internal:80")]), None),
+            refusal(&g, &headers(&[("host", "toolhost.internal:80")])),
             None
         );
         let g = loopback(&["*"], &[]);
-        assert_eq!(g.refusal(&headers(&[("host", "evil.example")]), None), None);
+        assert_eq!(refusal(&g, &headers(&[("host", "evil.example")])), None);
         // Elsewhere any name passes unless names are configured.
         let g = Guard::new([0, 0, 0, 0].into(), &[], &[]);
-        assert_eq!(
-            g.refusal(&headers(&[("host", "toolhost.example")]), None),
-            None
-        );
+        assert_eq!(refusal(&g, &headers(&[("host", "toolhost.example")])), None);
         let g = Guard::new([0, 0, 0, 0].into(), &["toolhost.example".into()], &[]);
-        assert_eq!(
-            g.refusal(&headers(&[("host", "toolhost.example")]), None),
-            None
-        );
-        assert!(
-            g.refusal(&headers(&[("host", "evil.example")]), None)
-                .is_some()
-        );
+        assert_eq!(refusal(&g, &headers(&[("host", "toolhost.example")])), None);
+        assert!(refusal(&g, &headers(&[("host", "evil.example")])).is_some());
     }
 
     #[test]
     fn only_the_own_or_a_listed_origin_is_served() {
         let g = loopback(&[], &["https://app.example"]);
         let host = ("host", "127.0.0.1:8001");
-        assert_eq!(g.refusal(&headers(&[host]), None), None, "no Origin");
+        assert_eq!(refusal(&g, &headers(&[host])), None, "no Origin");
         for own in ["http://127.0.0.1:8001", "HTTP://127.0.0.1:8001"] {
             assert_eq!(
-                g.refusal(&headers(&[host, ("origin", own)]), None),
+                refusal(&g, &headers(&[host, ("origin", own)])),
                 None,
                 "{own}"
             );
         }
         assert_eq!(
-            g.refusal(&headers(&[host, ("origin", "https://app.example/")]), None),
+            refusal(&g, &headers(&[host, ("origin", "https://app.example/")])),
             None
         );
         for foreign in [
@@ -316,14 +329,13 @@ mod tests {
             "https://app.example.evil",
         ] {
             assert!(
-                g.refusal(&headers(&[host, ("origin", foreign)]), None)
-                    .is_some(),
+                refusal(&g, &headers(&[host, ("origin", foreign)])).is_some(),
                 "{foreign}"
             );
         }
         // Default ports: a page on http://localhost talks to Host localhost.
         let h = headers(&[("host", "localhost"), ("origin", "http://localhost:80")]);
-        assert_eq!(g.refusal(&h, None), None);
+        assert_eq!(refusal(&g, &h), None);
         assert!(loopback(&[], &["*"]).origin_listed("http://anything.example"));
     }
 }

@@ -14,16 +14,12 @@ pub mod openapi;
 pub mod toolkit;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::backend::{
-    Backend, BackendFuture, EntryFile, Loaded, content_hash, folder_entry, folder_files,
-    folder_manifest,
-};
+use crate::backend::{Backend, BackendFuture, EntryFile, Loaded, content_hash, folder_manifest};
 use crate::tool::{self, Content, Limits, ToolDescriptor};
 use client::Outbound;
 use manifest::{Manifest, Secrets};
@@ -178,15 +174,6 @@ impl Backend for ApiBackend {
 
     fn folder_kind(&self) -> Option<&'static str> {
         Some("api")
-    }
-
-    fn claim(&self, child: &Path) -> Option<String> {
-        folder_entry(child)
-    }
-
-    /// Folders whose manifest has an `[api]` table.
-    fn files(&self, dir: &Path, name: &str) -> Vec<PathBuf> {
-        folder_files(dir, name)
     }
 
     fn load<'a>(

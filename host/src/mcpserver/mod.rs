@@ -14,7 +14,7 @@ pub mod manifest;
 mod toolkit;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -23,8 +23,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
 use crate::backend::{
-    Backend, BackendFuture, EntryFile, Loaded, Refresh, content_hash, folder_entry, folder_files,
-    folder_manifest,
+    Backend, BackendFuture, EntryFile, Loaded, Refresh, content_hash, folder_manifest,
 };
 use crate::credentials::Secrets;
 use crate::outbound::HttpPolicy;
@@ -455,15 +454,6 @@ impl Backend for McpBackend {
 
     fn folder_kind(&self) -> Option<&'static str> {
         Some("mcp")
-    }
-
-    fn claim(&self, child: &Path) -> Option<String> {
-        folder_entry(child)
-    }
-
-    /// Folders whose manifest has an `[mcp]` table.
-    fn files(&self, dir: &Path, name: &str) -> Vec<PathBuf> {
-        folder_files(dir, name)
     }
 
     fn load<'a>(

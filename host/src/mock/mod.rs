@@ -21,15 +21,13 @@
 //!
 //! This backend is the worked example of `docs/adding-a-backend.md`.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::backend::{
-    Backend, BackendFuture, EntryFile, Invocation, Loaded, Toolkit, content_hash, folder_entry,
-    folder_files, folder_manifest,
+    Backend, BackendFuture, EntryFile, Invocation, Loaded, Toolkit, content_hash, folder_manifest,
 };
 use crate::tool::{BoxFuture, CallError, Content, Limits, ToolDescriptor};
 
@@ -91,14 +89,6 @@ impl Backend for MockBackend {
 
     fn folder_kind(&self) -> Option<&'static str> {
         Some("mock")
-    }
-
-    fn claim(&self, child: &Path) -> Option<String> {
-        folder_entry(child)
-    }
-
-    fn files(&self, dir: &Path, name: &str) -> Vec<PathBuf> {
-        folder_files(dir, name)
     }
 
     fn load<'a>(
@@ -232,7 +222,7 @@ mod tests {
 
     fn files(text: &str) -> Vec<EntryFile> {
         vec![EntryFile {
-            path: PathBuf::from("/p/weather/weather.toml"),
+            path: std::path::PathBuf::from("/p/weather/weather.toml"),
             bytes: text.as_bytes().to_vec(),
         }]
     }

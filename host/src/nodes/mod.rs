@@ -102,7 +102,6 @@ pub struct NodeBackend {
     /// The same provider when it is Docker's: MCP stdio servers and build
     /// environments run in its containers; `/engines` shows its engines.
     docker: Option<Arc<DockerProvider>>,
-    scope: String,
     pool_root: PathBuf,
     sessions: Arc<Sessions>,
     specs: Mutex<HashMap<String, Arc<LoadedManifest>>>,
@@ -185,7 +184,6 @@ impl NodeBackend {
             me: me.clone(),
             provider,
             docker,
-            scope: scope_of(data),
             pool_root: data.join("node-pool"),
             sessions,
             specs: Mutex::default(),
@@ -201,11 +199,6 @@ impl NodeBackend {
     /// The Docker provider, when nodes come from Docker engines.
     pub fn docker(&self) -> Option<&Arc<DockerProvider>> {
         self.docker.as_ref()
-    }
-
-    /// The label value naming this server's nodes.
-    pub fn scope(&self) -> &str {
-        &self.scope
     }
 
     /// Whether each registered toolkit can make nodes now, sorted by name.

@@ -5,15 +5,13 @@
 //! version finish their calls and are then replaced (the monitor drains
 //! them); a removed toolkit's nodes and hot pool go the same way.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::health::Cause;
 use super::manifest::{self, LoadedManifest};
 use super::{DockerToolkit, NodeBackend, lock};
 use crate::backend::{
-    Backend, BackendFuture, EntryFile, Loaded, Problem, content_hash, folder_entry, folder_files,
-    folder_manifest,
+    Backend, BackendFuture, EntryFile, Loaded, Problem, content_hash, folder_manifest,
 };
 use crate::tool::Limits;
 
@@ -37,15 +35,6 @@ impl Backend for NodeBackend {
 
     fn resources(&self) -> Option<serde_json::Value> {
         Some(self.provider.resources())
-    }
-
-    fn claim(&self, child: &Path) -> Option<String> {
-        folder_entry(child)
-    }
-
-    /// Folders whose manifest has a `[docker]` table.
-    fn files(&self, dir: &Path, name: &str) -> Vec<PathBuf> {
-        folder_files(dir, name)
     }
 
     fn load<'a>(

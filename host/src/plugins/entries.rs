@@ -65,7 +65,7 @@ impl PluginManager {
             if same.len() < 2 {
                 continue;
             }
-            same.sort_by_key(|k| (newest(k), order(k)));
+            same.sort_by_cached_key(|k| (newest(k), order(k)));
             later.extend(same.into_iter().skip(1).cloned());
         }
         later

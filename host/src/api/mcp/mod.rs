@@ -68,7 +68,7 @@ pub fn router(
     allowed_hosts: Option<Vec<String>>,
     shutdown: CancellationToken,
 ) -> Router<AppState> {
-    let direct = direct::Direct::new(state.clone(), max_body_bytes, allowed_hosts.as_deref());
+    let direct = direct::Direct::new(state.clone(), max_body_bytes);
     // `json_response`: a stateless (2026-07-28) request whose handler sends
     // nothing before its result is answered with plain JSON, not an SSE
     // stream; one with progress notifications still gets a stream.

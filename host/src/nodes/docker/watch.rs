@@ -61,8 +61,7 @@ impl DockerProvider {
             if present {
                 health.engine_and_image_ok(&name);
             } else if !clients.is_empty() {
-                self.health
-                    .found(&name, Cause::Image, &missing_image(&image).to_string());
+                health.found(&name, Cause::Image, &missing_image(&image).to_string());
             }
         }
     }

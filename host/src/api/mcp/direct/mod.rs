@@ -16,7 +16,8 @@
 //!
 //! Everything else goes on to rmcp untouched, and so does any request the
 //! checks here are not sure of: they are stricter than rmcp's own (a
-//! disallowed or odd `Host`, an `Origin`, `Accept` with parameters, any
+//! foreign `Host` never gets here: `api::guard` refuses it on every route;
+//! an `Origin`, `Accept` with parameters, any
 //! `Mcp-Param-*` header, a version or `_meta` that is not exactly as expected,
 //! a progress token, an unknown tool, an unknown MCP session...), so rmcp
 //! gives every error answer, and a request is never accepted here that rmcp
@@ -82,8 +83,6 @@ pub struct Direct {
     state: AppState,
     enabled: bool,
     max_body_bytes: usize,
-    /// Normalized (lower case, no brackets); `None` accepts any `Host`.
-    allowed_hosts: Option<Vec<String>>,
     /// MCP sessions past their handshake, by `Mcp-Session-Id`.
     sessions: Mutex<HashMap<String, Arc<Link>>>,
     epoch: Instant,
@@ -142,18 +141,12 @@ fn pinned_session(
 }
 
 impl Direct {
-    pub fn new(
-        state: AppState,
-        max_body_bytes: usize,
-        allowed_hosts: Option<&[String]>,
-    ) -> Arc<Self> {
+    pub fn new(state: AppState, max_body_bytes: usize) -> Arc<Self> {
         let enabled = std::env::var("TOOLHOST_MCP_DIRECT").map_or(true, |v| v != "0");
         Arc::new(Direct {
             state,
             enabled,
             max_body_bytes,
-            allowed_hosts: allowed_hosts
-                .map(|hosts| hosts.iter().map(|h| normalize_host(h)).collect()),
             sessions: Mutex::new(HashMap::new()),
             epoch: Instant::now(),
         })
@@ -194,26 +187,10 @@ impl Direct {
         self.lock().get(id).cloned()
     }
 
-    /// Whether the request's `Host` is one rmcp accepts for sure.
-    fn host_allowed(&self, headers: &HeaderMap) -> bool {
-        let Some(allowed) = &self.allowed_hosts else {
-            return true;
-        };
-        let Some(host) = single(headers, header::HOST) else {
-            return false;
-        };
-        let Ok(authority) = axum::http::uri::Authority::try_from(host) else {
-            return false;
-        };
-        let host = authority.host().trim_matches(['[', ']']);
-        allowed.iter().any(|a| a.eq_ignore_ascii_case(host))
-    }
-
     /// How a POST would be answered here, judging by its headers alone;
     /// `link`: its MCP session's, if known.
     fn mode(&self, headers: &HeaderMap, link: Option<Arc<Link>>) -> Option<Mode> {
         if headers.contains_key(header::ORIGIN)
-            || !self.host_allowed(headers)
             || !is_json(headers)
             || !accepts_json_and_sse(headers)
             || headers.keys().any(|k| k.as_str().starts_with("mcp-param-"))
@@ -473,10 +450,6 @@ fn single(headers: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> 
         return None;
     }
     value.to_str().ok()
-}
-
-fn normalize_host(host: &str) -> String {
-    host.trim_matches(['[', ']']).to_ascii_lowercase()
 }
 
 fn is_json(headers: &HeaderMap) -> bool {
