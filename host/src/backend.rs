@@ -18,10 +18,13 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::sessions::Session;
-use crate::tool::{BoxFuture, CallError, Content, Limits, ProgressSink, ToolDescriptor};
+use crate::tool::{
+    BoxFuture, CallError, Content, LimitOverrides, Limits, ProgressSink, ToolDescriptor,
+};
 
 /// A boxed future borrowing from its backend.
 pub type BackendFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -32,14 +35,41 @@ pub struct Invocation {
     pub tool: String,
     /// The input object, checked against the tool's schema.
     pub input: serde_json::Value,
+    /// The tool's id in the catalog (labels of a backend's own metrics).
+    pub id: String,
     pub session: Arc<Session>,
+    /// The toolkit's common limits, lowered as the caller asked.
     pub limits: Limits,
+    /// What the caller asked to lower; a backend applies the parts that are
+    /// its own (a wasm sandbox's fuel and memory).
+    pub lower: LimitOverrides,
     /// Where progress reports go, when the caller streams.
     pub progress: Option<ProgressSink>,
     /// Who answers the tool's questions (`crate::input`); none: nobody.
     pub ask: Option<Arc<dyn crate::input::Asker>>,
     /// What the call used, filled in by the backend as far as it can tell.
-    pub usage: Arc<crate::metrics::Usage>,
+    pub usage: Arc<Usage>,
+}
+
+/// What one call used, as far as its backend can tell (zero: unknown): the
+/// call's answer and the tool's statistics (seed 004's ResourceUsage) show
+/// it.
+#[derive(Debug, Default)]
+pub struct Usage {
+    /// Fuel units consumed (a wasm sandbox's measure of work).
+    pub fuel: AtomicU64,
+    /// Largest memory of the call's sandbox, in bytes.
+    pub peak_memory: AtomicU64,
+}
+
+impl Usage {
+    pub fn set(field: &AtomicU64, value: u64) {
+        field.store(value, Ordering::Relaxed);
+    }
+
+    pub fn get(field: &AtomicU64) -> u64 {
+        field.load(Ordering::Relaxed)
+    }
 }
 
 /// A loaded toolkit's call path, as a backend implements it. Backends are
@@ -52,6 +82,13 @@ pub trait Toolkit: Send + Sync + 'static {
     /// Prompts and resources it declares (wasm plugins, in their manifest).
     fn declared(&self) -> Option<&crate::declared::Declared> {
         None
+    }
+
+    /// The limits its backend enforces itself beyond the common [`Limits`]
+    /// (a wasm sandbox's `fuel` and `memory_mb`, a node's `memory_mb` and
+    /// `cpus`), by name, for admin views.
+    fn own_limits(&self) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
     }
 }
 

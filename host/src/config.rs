@@ -19,7 +19,6 @@ use crate::plugins::config::PluginsConfig;
 use crate::registry::RegistryConfig;
 use crate::sessions::SessionsConfig;
 use crate::tasks::config::TasksConfig;
-use crate::tool::Limits;
 use crate::wasm::config::EngineConfig;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -32,8 +31,8 @@ pub struct Config {
     pub tasks: TasksConfig,
     /// Seed 004's budget for tool requests.
     pub budget: crate::tasks::budget::BudgetConfig,
-    /// Limits of plugins whose manifest does not set them.
-    pub limits: Limits,
+    /// Limits of wasm plugins whose manifest does not set them.
+    pub limits: crate::wasm::limits::PluginLimits,
     pub engine: EngineConfig,
     pub plugins: PluginsConfig,
     pub auth: AuthConfig,
@@ -103,7 +102,8 @@ impl Config {
         }
         self.engine.check().map_err(anyhow::Error::msg)?;
         let e = &self.engine;
-        crate::wasm::manifest::check_limits(&self.limits, e.max_memory_mb)
+        self.limits
+            .check(e.max_memory_mb)
             .map_err(|m| anyhow::anyhow!("[limits]: {m}"))?;
         anyhow::ensure!(
             self.server.body_timeout_ms >= 100,

@@ -339,7 +339,7 @@ async fn inspect(component: &Path) -> anyhow::Result<()> {
         "version": plugin.version,
         "description": plugin.description,
         "compile_ms": plugin.compile_time.as_millis() as u64,
-        "limits": plugin.limits,
+        "limits": plugin.limits.view(plugin.toolkit.sandbox().view()),
         "tools": plugin.tools.iter().map(|t| {
             let mut input = t.input_schema.clone();
             toolhost::schema::normalize_input(&mut input);

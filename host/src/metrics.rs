@@ -3,12 +3,12 @@
 //!
 //! One [`Metrics`] per server (its own registry, no global state, so servers
 //! in one process, as in tests and benchmarks, do not mix figures). Dispatch
-//! records every call; the wasm backend fills the call's [`Usage`] (fuel,
-//! peak memory, instantiation time) that dispatch then records; Docker node
-//! counts are read when the metrics are rendered.
+//! records every call, whatever its backend; a backend registers its own
+//! series in [`Metrics::registry`] (the wasm backend its per-call fuel,
+//! memory and instantiation, the node backend its nodes, read at each
+//! scrape).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -17,28 +17,6 @@ use prometheus::{
     TextEncoder,
 };
 
-/// What one call used, as far as its backend can tell (zero: unknown). Shared
-/// between dispatch and the backend through the [`crate::backend::Invocation`].
-#[derive(Debug, Default)]
-pub struct Usage {
-    /// Fuel units consumed (wasm).
-    pub fuel: AtomicU64,
-    /// Largest linear memory of the instance, in bytes (wasm).
-    pub peak_memory: AtomicU64,
-    /// Time to instantiate the sandbox, in nanoseconds (wasm).
-    pub instantiate_ns: AtomicU64,
-}
-
-impl Usage {
-    pub fn set(field: &AtomicU64, value: u64) {
-        field.store(value, Ordering::Relaxed);
-    }
-
-    fn get(field: &AtomicU64) -> u64 {
-        field.load(Ordering::Relaxed)
-    }
-}
-
 /// The series of one tool, resolved once: a call then records without
 /// hashing label values (the per-call cost stays well under a microsecond).
 struct ToolSeries {
@@ -46,9 +24,6 @@ struct ToolSeries {
     calls: RwLock<HashMap<&'static str, IntCounter>>,
     duration: Histogram,
     queue_wait: OnceLock<Histogram>,
-    fuel: OnceLock<(IntCounter, Histogram)>,
-    peak_memory: OnceLock<Histogram>,
-    instantiate: OnceLock<Histogram>,
 }
 
 pub struct Metrics {
@@ -60,20 +35,16 @@ pub struct Metrics {
     calls: IntCounterVec,
     duration: HistogramVec,
     queue_wait: HistogramVec,
-    fuel: IntCounterVec,
-    fuel_per_call: HistogramVec,
-    peak_memory: HistogramVec,
-    instantiate: HistogramVec,
 }
 
 /// Seconds: 100 us .. 60 s.
-const TIME_BUCKETS: &[f64] = &[
+pub const TIME_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
     5.0, 10.0, 30.0, 60.0,
 ];
 
 /// A counter family, registered in `registry`.
-fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+pub fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     let family = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
     registry
         .register(Box::new(family.clone()))
@@ -82,7 +53,7 @@ fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntC
 }
 
 /// A histogram family with `buckets`, registered in `registry`.
-fn histogram(
+pub fn histogram(
     registry: &Registry,
     name: &str,
     help: &str,
@@ -109,9 +80,6 @@ impl Metrics {
             Registry::new_custom(Some("toolhost".into()), None).expect("a valid metrics prefix");
         let r = &registry;
         let time = || TIME_BUCKETS.to_vec();
-        let exponential = |start, factor, count| {
-            prometheus::exponential_buckets(start, factor, count).expect("valid buckets")
-        };
         let calls = counter(
             r,
             "tool_calls_total",
@@ -132,33 +100,6 @@ impl Metrics {
             time(),
             &["tool"],
         );
-        let fuel = counter(
-            r,
-            "wasm_fuel_consumed_total",
-            "Fuel units consumed by wasm calls (about one per instruction).",
-            &["tool"],
-        );
-        let fuel_per_call = histogram(
-            r,
-            "wasm_fuel_per_call",
-            "Fuel units consumed per wasm call.",
-            exponential(1e3, 10.0, 9),
-            &["tool"],
-        );
-        let peak_memory = histogram(
-            r,
-            "wasm_peak_memory_bytes",
-            "Largest linear memory of a wasm call's instance.",
-            exponential(65536.0, 4.0, 9),
-            &["tool"],
-        );
-        let instantiate = histogram(
-            r,
-            "wasm_instantiate_seconds",
-            "Time to create a call's sandbox (Store + instance).",
-            time(),
-            &["tool"],
-        );
         Metrics {
             enabled: true,
             series: RwLock::default(),
@@ -166,10 +107,6 @@ impl Metrics {
             calls,
             duration,
             queue_wait,
-            fuel,
-            fuel_per_call,
-            peak_memory,
-            instantiate,
         }
     }
 
@@ -208,23 +145,13 @@ impl Metrics {
                     calls: RwLock::default(),
                     duration: self.duration.with_label_values(&[tool, backend]),
                     queue_wait: OnceLock::new(),
-                    fuel: OnceLock::new(),
-                    peak_memory: OnceLock::new(),
-                    instantiate: OnceLock::new(),
                 })
             })
             .clone()
     }
 
     /// Record one finished call. `outcome` is `ok` or an error kind.
-    pub fn record_call(
-        &self,
-        tool: &str,
-        backend: &str,
-        outcome: &'static str,
-        elapsed: Duration,
-        usage: &Usage,
-    ) {
+    pub fn record_call(&self, tool: &str, backend: &str, outcome: &'static str, elapsed: Duration) {
         if !self.enabled {
             return;
         }
@@ -246,31 +173,6 @@ impl Metrics {
         });
         counter.inc();
         series.duration.observe(elapsed.as_secs_f64());
-        let fuel = Usage::get(&usage.fuel);
-        if fuel > 0 {
-            let (total, per_call) = series.fuel.get_or_init(|| {
-                (
-                    self.fuel.with_label_values(&[tool]),
-                    self.fuel_per_call.with_label_values(&[tool]),
-                )
-            });
-            total.inc_by(fuel);
-            per_call.observe(fuel as f64);
-        }
-        let peak = Usage::get(&usage.peak_memory);
-        if peak > 0 {
-            series
-                .peak_memory
-                .get_or_init(|| self.peak_memory.with_label_values(&[tool]))
-                .observe(peak as f64);
-        }
-        let inst = Usage::get(&usage.instantiate_ns);
-        if inst > 0 {
-            series
-                .instantiate
-                .get_or_init(|| self.instantiate.with_label_values(&[tool]))
-                .observe(inst as f64 / 1e9);
-        }
     }
 
     /// A call of `tool` (run by `backend`) that had to wait for a slot
@@ -301,25 +203,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn calls_and_usage_show_up_in_the_text_format() {
+    fn calls_show_up_in_the_text_format() {
         let m = Metrics::new();
-        let usage = Usage::default();
-        Usage::set(&usage.fuel, 1234);
-        Usage::set(&usage.peak_memory, 1 << 20);
-        Usage::set(&usage.instantiate_ns, 20_000);
-        m.record_call(
-            "calc_evaluate",
-            "wasm",
-            "ok",
-            Duration::from_millis(2),
-            &usage,
-        );
+        m.record_call("calc_evaluate", "wasm", "ok", Duration::from_millis(2));
         m.record_call(
             "calc_evaluate",
             "wasm",
             "out_of_fuel",
             Duration::from_millis(3),
-            &Usage::default(),
         );
         m.record_queue_wait("calc_evaluate", "wasm", Duration::from_millis(1));
         let text = m.render();
@@ -327,12 +218,16 @@ mod tests {
             r#"toolhost_tool_calls_total{backend="wasm",outcome="ok",tool="calc_evaluate"} 1"#,
             r#"toolhost_tool_calls_total{backend="wasm",outcome="out_of_fuel",tool="calc_evaluate"} 1"#,
             r#"toolhost_tool_call_duration_seconds_count{backend="wasm",tool="calc_evaluate"} 2"#,
-            r#"toolhost_wasm_fuel_consumed_total{tool="calc_evaluate"} 1234"#,
-            r#"toolhost_wasm_peak_memory_bytes_count{tool="calc_evaluate"} 1"#,
-            r#"toolhost_wasm_instantiate_seconds_count{tool="calc_evaluate"} 1"#,
             r#"toolhost_tool_queue_wait_seconds_count{tool="calc_evaluate"} 1"#,
         ] {
             assert!(text.contains(line), "missing {line}\n{text}");
         }
+    }
+
+    #[test]
+    fn nothing_is_recorded_when_off() {
+        let m = Metrics::off();
+        m.record_call("calc_evaluate", "wasm", "ok", Duration::from_millis(2));
+        assert!(!m.render().contains("calc_evaluate"));
     }
 }

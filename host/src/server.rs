@@ -120,6 +120,11 @@ impl Server {
             false => None,
         };
         let wasm = WasmBackend::new(&config.engine, config.limits, cache)?;
+        let metrics = Arc::new(match config.server.metrics {
+            true => Metrics::new(),
+            false => Metrics::off(),
+        });
+        wasm.set_metrics(&metrics);
         // Components the build precompiled (`toolhost precompile`), read
         // when the data directory's cache has no entry: a fresh data
         // directory starts warm.
@@ -216,13 +221,7 @@ impl Server {
         } else {
             None
         };
-        let dispatcher = Arc::new(Dispatcher::new(catalog, sessions).with_metrics(
-            if config.server.metrics {
-                Metrics::new()
-            } else {
-                Metrics::off()
-            },
-        ));
+        let dispatcher = Arc::new(Dispatcher::new(catalog, sessions).with_metrics(metrics));
         let tool_calls: Arc<dyn crate::backend::ToolCalls> = dispatcher.clone();
         let _ = dispatcher_slot.set(Arc::downgrade(&tool_calls));
         let callbacks = Arc::new(

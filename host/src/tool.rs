@@ -215,17 +215,17 @@ fn estimate_json_size(v: &Value) -> usize {
     }
 }
 
-/// Limits of one call. Manifests set them per plugin; a call may lower them.
+/// The limits every toolkit has, whatever its backend, and that dispatch
+/// enforces: the wall clock, calls at once, the queue behind them, the size
+/// of a result. What a backend enforces itself (a wasm sandbox's fuel and
+/// memory, a node's memory and CPUs) lives with that backend and shows in
+/// admin views through [`crate::backend::Toolkit::own_limits`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
-    /// Fuel per call (about one unit per wasm instruction).
-    pub fuel: u64,
-    /// Linear memory ceiling per instance, MiB.
-    pub memory_mb: u32,
     /// Wall-clock limit per call, milliseconds.
     pub timeout_ms: u64,
-    /// Calls of this plugin running at once; further calls wait in a queue.
+    /// Calls of this toolkit running at once; further calls wait in a queue.
     pub max_concurrency: u32,
     /// Calls waiting for a slot beyond which new calls are refused (`overloaded`).
     pub max_queue: u32,
@@ -236,8 +236,6 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            fuel: 1_000_000_000,
-            memory_mb: 64,
             timeout_ms: 10_000,
             max_concurrency: 16,
             max_queue: 64,
@@ -246,7 +244,9 @@ impl Default for Limits {
     }
 }
 
-/// Per-call lowering of a plugin's limits (a call can never raise them).
+/// What a caller may ask to lower for one call (a call can never raise a
+/// limit): the common ones, which dispatch applies, and the sandbox's
+/// (`fuel`, `memory_mb`), which the backend that has them applies.
 #[derive(Debug, Clone, Copy, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitOverrides {
@@ -259,12 +259,6 @@ pub struct LimitOverrides {
 impl Limits {
     /// These limits lowered by `o` where it asks for less.
     pub fn lowered_by(mut self, o: &LimitOverrides) -> Limits {
-        if let Some(f) = o.fuel {
-            self.fuel = self.fuel.min(f);
-        }
-        if let Some(m) = o.memory_mb {
-            self.memory_mb = self.memory_mb.min(m);
-        }
         if let Some(t) = o.timeout_ms {
             self.timeout_ms = self.timeout_ms.min(t);
         }
@@ -276,6 +270,16 @@ impl Limits {
 
     pub fn max_output_bytes(&self) -> usize {
         self.max_output_kb as usize * 1024
+    }
+
+    /// The limits as admin views show them: these and the backend's own
+    /// (`own`, by name) in one object.
+    pub fn view(&self, own: serde_json::Map<String, Value>) -> Value {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        if let Value::Object(m) = &mut v {
+            m.extend(own);
+        }
+        v
     }
 }
 
@@ -531,13 +535,13 @@ mod tests {
     fn overrides_only_lower_limits() {
         let base = Limits::default();
         let o = LimitOverrides {
-            fuel: Some(10),
+            max_output_kb: Some(10),
             timeout_ms: Some(u64::MAX),
             ..Default::default()
         };
         let l = base.lowered_by(&o);
-        assert_eq!(l.fuel, 10);
+        assert_eq!(l.max_output_kb, 10);
         assert_eq!(l.timeout_ms, base.timeout_ms);
-        assert_eq!(l.memory_mb, base.memory_mb);
+        assert_eq!(l.max_queue, base.max_queue);
     }
 }

@@ -215,7 +215,7 @@ async fn describe_tool(
     body["version"] = json!(t.toolkit.version);
     body["input_schema"] = t.descriptor.input_schema.clone();
     body["output_schema"] = json!(t.descriptor.output_schema);
-    body["limits"] = json!(t.toolkit.limits);
+    body["limits"] = t.toolkit.limits.view(t.toolkit.toolkit.own_limits());
     body["stats"] = json!(t.record.stats.view());
     Ok(Json(body))
 }

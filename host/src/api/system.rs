@@ -31,7 +31,12 @@ async fn system(State(state): State<AppState>) -> Result<Json<Value>, ApiError> 
             let mut usage = t.record.stats.usage();
             usage["tool_id"] = json!(t.id);
             usage["runtime"] = json!(t.toolkit.backend.name());
-            usage["memory_limit_mb"] = json!(t.toolkit.limits.memory_mb);
+            usage["memory_limit_mb"] = t
+                .toolkit
+                .toolkit
+                .own_limits()
+                .remove("memory_mb")
+                .unwrap_or(Value::Null);
             usage
         })
         .collect();

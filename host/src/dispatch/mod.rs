@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::backend::Invocation;
+use crate::backend::{Invocation, Usage};
 use crate::catalog::{Catalog, ToolEntry};
-use crate::metrics::{Metrics, Usage};
+use crate::metrics::Metrics;
 use crate::registry::ToolStatus;
 use crate::sessions::{Session, Sessions, WorkspaceFile};
 use crate::tool::{CallError, Content, LimitOverrides, Limits, ProgressSink};
@@ -77,8 +77,8 @@ impl Dispatcher {
     }
 
     /// Use `metrics` (e.g. [`Metrics::off`]) instead of a fresh registry.
-    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
-        self.metrics = Arc::new(metrics);
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
         self
     }
 
@@ -135,13 +135,8 @@ impl Dispatcher {
             Ok(_) => "ok",
             Err(e) => e.kind().as_str(),
         };
-        self.metrics.record_call(
-            tool_id,
-            tool.toolkit.backend.name(),
-            outcome,
-            elapsed,
-            &usage,
-        );
+        self.metrics
+            .record_call(tool_id, tool.toolkit.backend.name(), outcome, elapsed);
         match &result {
             Ok(_) => tracing::debug!(tool = tool_id, session = session.id(), ?elapsed, "call ok"),
             Err(_) if asked => {
@@ -292,9 +287,11 @@ async fn run(
         .clone()
         .invoke(Invocation {
             tool: tool.descriptor.name.clone(),
+            id: tool.id.clone(),
             input,
             session: session.clone(),
             limits,
+            lower: options.limits,
             progress: options.progress,
             ask: options.ask,
             usage: usage.clone(),

@@ -140,8 +140,6 @@ impl ApiBackend {
             .collect();
         let description = description(&manifest, doc.as_ref(), name);
         let limits = Limits {
-            fuel: 0,
-            memory_mb: 0,
             timeout_ms: api.timeout_ms,
             max_concurrency: api.max_concurrency,
             max_queue: 256,

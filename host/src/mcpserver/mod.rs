@@ -389,8 +389,6 @@ impl McpBackend {
             description,
             version,
             limits: Limits {
-                fuel: 0,
-                memory_mb: 0,
                 timeout_ms: m.timeout_ms,
                 max_concurrency: m.max_concurrency,
                 max_queue: 256,

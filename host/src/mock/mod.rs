@@ -147,8 +147,6 @@ fn load(name: &str, files: &[EntryFile]) -> Result<Loaded, String> {
             .unwrap_or_else(|| format!("Mock tools of {name}.")),
         version: content_hash(text.as_bytes()),
         limits: Limits {
-            fuel: 0,
-            memory_mb: 0,
             timeout_ms: 1_000,
             max_concurrency: 256,
             max_queue: 256,

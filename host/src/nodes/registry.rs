@@ -51,8 +51,6 @@ impl Backend for NodeBackend {
                 .upgrade()
                 .ok_or("the Docker backend is shutting down")?;
             let limits = Limits {
-                fuel: 0,
-                memory_mb: spec.manifest.docker.memory_mb,
                 timeout_ms: spec.manifest.docker.call_timeout_s * 1000,
                 max_concurrency: 64,
                 max_queue: 256,

@@ -30,6 +30,14 @@ impl DockerToolkit {
 }
 
 impl Toolkit for DockerToolkit {
+    fn own_limits(&self) -> serde_json::Map<String, Value> {
+        let d = &self.spec.manifest.docker;
+        let mut m = serde_json::Map::new();
+        m.insert("memory_mb".into(), d.memory_mb.into());
+        m.insert("cpus".into(), d.cpus.into());
+        m
+    }
+
     fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
         Box::pin(async move {
             // A command the manifest marks is confirmed before it goes on.

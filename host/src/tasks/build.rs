@@ -376,9 +376,11 @@ async fn example(
     let limits = loaded.limits;
     let call = loaded.toolkit.clone().invoke(Invocation {
         tool: tool.name.clone(),
+        id: ex.tool.clone(),
         input: ex.input.clone(),
         session: session.clone(),
         limits,
+        lower: Default::default(),
         progress: None,
         ask: None,
         usage: Default::default(),

@@ -36,8 +36,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::limits::ManifestLimits;
 use crate::credentials::{Auth, AuthKind};
-use crate::tool::Limits;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -174,18 +174,6 @@ pub struct EnvGrant {
     pub pass: Vec<String>,
 }
 
-/// Limits a manifest may set; unset ones come from the server's defaults.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ManifestLimits {
-    pub fuel: Option<u64>,
-    pub memory_mb: Option<u32>,
-    pub timeout_ms: Option<u64>,
-    pub max_concurrency: Option<u32>,
-    pub max_queue: Option<u32>,
-    pub max_output_kb: Option<u32>,
-}
-
 /// Access to the session workspace, preopened in the guest at [`GUEST_WORKSPACE`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -235,21 +223,6 @@ impl Manifest {
             tools: self.tools.clone(),
         }
     }
-
-    /// The effective limits: these over `defaults`, checked against the engine.
-    pub fn limits(&self, defaults: &Limits, max_memory_mb: u32) -> Result<Limits, String> {
-        let m = &self.limits;
-        let limits = Limits {
-            fuel: m.fuel.unwrap_or(defaults.fuel),
-            memory_mb: m.memory_mb.unwrap_or(defaults.memory_mb),
-            timeout_ms: m.timeout_ms.unwrap_or(defaults.timeout_ms),
-            max_concurrency: m.max_concurrency.unwrap_or(defaults.max_concurrency),
-            max_queue: m.max_queue.unwrap_or(defaults.max_queue),
-            max_output_kb: m.max_output_kb.unwrap_or(defaults.max_output_kb),
-        };
-        check_limits(&limits, max_memory_mb)?;
-        Ok(limits)
-    }
 }
 
 fn span_hint(text: &str, span: Option<std::ops::Range<usize>>) -> String {
@@ -262,28 +235,10 @@ fn span_hint(text: &str, span: Option<std::ops::Range<usize>>) -> String {
     }
 }
 
-/// Reject limits no call could run under.
-pub fn check_limits(l: &Limits, max_memory_mb: u32) -> Result<(), String> {
-    let range = |name: &str, v: u64, lo: u64, hi: u64| {
-        if (lo..=hi).contains(&v) {
-            Ok(())
-        } else {
-            Err(format!("{name} = {v} is out of range {lo}..={hi}"))
-        }
-    };
-    range("fuel", l.fuel, 1_000, u64::MAX / 2)?;
-    range("memory_mb", l.memory_mb.into(), 1, max_memory_mb.into())
-        .map_err(|e| format!("{e} (the server's engine.max_memory_mb)"))?;
-    range("timeout_ms", l.timeout_ms, 1, 3_600_000)?;
-    range("max_concurrency", l.max_concurrency.into(), 1, 4096)?;
-    range("max_queue", l.max_queue.into(), 0, 100_000)?;
-    range("max_output_kb", l.max_output_kb.into(), 1, 1 << 20)?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wasm::limits::PluginLimits;
 
     #[test]
     fn full_manifest() {
@@ -302,9 +257,9 @@ mod tests {
         .unwrap();
         assert_eq!(m.workspace.access, Access::ReadOnly);
         assert_eq!(m.config["key"], "v");
-        let l = m.limits(&Limits::default(), 512).unwrap();
+        let l = m.limits.over(&PluginLimits::default(), 512).unwrap();
         assert_eq!((l.fuel, l.memory_mb), (5000, 16));
-        assert_eq!(l.timeout_ms, Limits::default().timeout_ms);
+        assert_eq!(l.timeout_ms, PluginLimits::default().timeout_ms);
     }
 
     #[test]
@@ -339,12 +294,12 @@ mod tests {
         assert!(Manifest::parse("[network]\nallow = [\"*\"]").is_err());
         assert!(Manifest::parse("[workspace]\naccess = \"everything\"").is_err());
         let m = Manifest::parse("[limits]\nmemory_mb = 100000").unwrap();
-        let err = m.limits(&Limits::default(), 512).unwrap_err();
+        let err = m.limits.over(&PluginLimits::default(), 512).unwrap_err();
         assert!(err.contains("memory_mb = 100000"), "{err}");
         let m = Manifest::parse("[limits]\ntimeout_ms = 0").unwrap();
-        assert!(m.limits(&Limits::default(), 512).is_err());
+        assert!(m.limits.over(&PluginLimits::default(), 512).is_err());
         let m = Manifest::parse("[limits]\nmax_concurrency = 0").unwrap();
-        assert!(m.limits(&Limits::default(), 512).is_err());
+        assert!(m.limits.over(&PluginLimits::default(), 512).is_err());
     }
 
     #[test]

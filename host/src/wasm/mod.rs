@@ -7,8 +7,10 @@ pub mod cache;
 pub mod config;
 mod engine;
 pub mod http;
+pub mod limits;
 pub mod loader;
 pub mod manifest;
+mod metrics;
 mod state;
 mod toolkit;
 
@@ -32,6 +34,7 @@ use toolkit::{Op, OpResult};
 use crate::catalog::ToolkitEntry;
 use crate::tool::{self, Limits, ToolDescriptor};
 use config::EngineConfig;
+use limits::PluginLimits;
 
 /// Why a component could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -104,7 +107,7 @@ impl LoadedPlugin {
 pub struct WasmBackend {
     engine: Engine,
     linker: Linker<CallState>,
-    defaults: Limits,
+    defaults: PluginLimits,
     max_memory_mb: u32,
     reservation: u64,
     /// The compiled-component cache, when the server has a data directory.
@@ -113,6 +116,8 @@ pub struct WasmBackend {
     compile_slots: Semaphore,
     /// Named secrets for `[[http.auth]]` (else only the environment's).
     secrets: std::sync::OnceLock<crate::credentials::Secrets>,
+    /// Its own series in the server's metrics (none: off, or no server).
+    series: std::sync::OnceLock<Arc<metrics::WasmSeries>>,
     _ticker: engine::EpochTicker,
 }
 
@@ -122,7 +127,7 @@ impl WasmBackend {
     /// its entries) if given.
     pub fn new(
         cfg: &EngineConfig,
-        defaults: Limits,
+        defaults: PluginLimits,
         cache: Option<(&Path, CacheKey)>,
     ) -> anyhow::Result<Arc<Self>> {
         engine::configure_compile_pool();
@@ -155,6 +160,7 @@ impl WasmBackend {
             cache,
             compile_slots: Semaphore::new(parallel),
             secrets: std::sync::OnceLock::new(),
+            series: std::sync::OnceLock::new(),
             _ticker: ticker,
         }))
     }
@@ -163,6 +169,14 @@ impl WasmBackend {
     /// before plugins load; unset: `TOOLHOST_SECRET_<NAME>` only).
     pub fn set_secrets(&self, secrets: crate::credentials::Secrets) {
         let _ = self.secrets.set(secrets);
+    }
+
+    /// Record what each call spends in `metrics` (set once, before plugins
+    /// load; toolkits loaded before are not recorded).
+    pub fn set_metrics(&self, metrics: &crate::metrics::Metrics) {
+        if let Some(series) = metrics::WasmSeries::register(metrics) {
+            let _ = self.series.set(Arc::new(series));
+        }
     }
 
     /// The compile cache, if any.
@@ -208,7 +222,8 @@ impl WasmBackend {
             None => Manifest::default(),
         };
         let limits = manifest
-            .limits(&self.defaults, self.max_memory_mb)
+            .limits
+            .over(&self.defaults, self.max_memory_mb)
             .map_err(LoadError::Manifest)?;
         check_header(&bytes)?;
         let version = loader::content_hash(&bytes);
@@ -250,7 +265,10 @@ impl WasmBackend {
             pre,
             ctx,
             manifest.workspace.access,
+            limits.sandbox(),
+            self.series.get().cloned(),
         ));
+        let limits = limits.common();
         let tools = describe(&toolkit, &limits).await?;
         Ok(LoadedPlugin {
             name: name.to_owned(),
@@ -446,7 +464,14 @@ async fn describe(
     limits: &Limits,
 ) -> Result<Vec<ToolDescriptor>, LoadError> {
     let result = toolkit
-        .run(Op::List, None, None, limits, None, None)
+        .run(
+            Op::List,
+            None,
+            None,
+            (limits, &toolkit.sandbox()),
+            None,
+            &mut Default::default(),
+        )
         .await
         .map_err(|e| LoadError::Describe(format!("{} ({})", e, e.kind())))?;
     let OpResult::Tools(infos) = result else {

@@ -11,10 +11,11 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use super::bindings::{PluginPre, exports::toolhost::plugin::toolkit as wit};
+use super::limits::Sandbox;
 use super::manifest::{Access, GUEST_ASSETS, GUEST_WORKSPACE};
+use super::metrics::{Spent, WasmSeries};
 use super::state::{CallState, PluginContext, truncate};
-use crate::backend::{Invocation, Toolkit};
-use crate::metrics::Usage;
+use crate::backend::{Invocation, Toolkit, Usage};
 use crate::tool::BoxFuture;
 use crate::tool::{CallError, Content, Limits};
 
@@ -30,6 +31,10 @@ pub struct WasmToolkit {
     pre: PluginPre<CallState>,
     ctx: Arc<PluginContext>,
     access: Access,
+    /// What the sandbox enforces on each call (a call may lower it).
+    sandbox: Sandbox,
+    /// Where what a call spent is recorded (none: metrics are off).
+    series: Option<Arc<WasmSeries>>,
 }
 
 /// What to run in the fresh instance.
@@ -54,24 +59,34 @@ impl WasmToolkit {
         pre: PluginPre<CallState>,
         ctx: Arc<PluginContext>,
         access: Access,
+        sandbox: Sandbox,
+        series: Option<Arc<WasmSeries>>,
     ) -> Self {
         WasmToolkit {
             engine,
             pre,
             ctx,
             access,
+            sandbox,
+            series,
         }
     }
 
-    /// Run `op` in a fresh sandbox under `limits`.
+    /// What the sandbox enforces on each call, before a caller lowers it.
+    pub fn sandbox(&self) -> Sandbox {
+        self.sandbox
+    }
+
+    /// Run `op` in a fresh sandbox under `limits` and `sandbox`; what it
+    /// spent goes to `spent`.
     pub async fn run(
         &self,
         op: Op<'_>,
         workspace: Option<&Path>,
         session: Option<&crate::sessions::Session>,
-        limits: &Limits,
+        (limits, sandbox): (&Limits, &Sandbox),
         progress: Option<crate::tool::ProgressSink>,
-        usage: Option<&Usage>,
+        spent: &mut Spent,
     ) -> Result<OpResult, CallError> {
         let output = MemoryOutputPipe::new(OUTPUT_CAPTURE);
         let mut wasi = WasiCtxBuilder::new();
@@ -111,7 +126,7 @@ impl WasmToolkit {
         };
         let mut state = CallState::new(
             wasi.build(),
-            (limits.memory_mb as usize) << 20,
+            (sandbox.memory_mb as usize) << 20,
             self.ctx.clone(),
             tool.to_owned(),
             session.map_or("-", |s| s.id()).to_owned(),
@@ -122,7 +137,7 @@ impl WasmToolkit {
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         store
-            .set_fuel(limits.fuel)
+            .set_fuel(sandbox.fuel)
             .map_err(|e| CallError::Internal(e.to_string()))?;
         let timeout = Duration::from_millis(limits.timeout_ms);
         let deadline = Instant::now() + timeout;
@@ -152,17 +167,14 @@ impl WasmToolkit {
         };
         // The epoch deadline stops wasm code; this also bounds time spent in host calls.
         let result = tokio::time::timeout(timeout + BACKSTOP_GRACE, work).await;
-        if let Some(usage) = usage {
-            let left = store.get_fuel().unwrap_or(0);
-            Usage::set(&usage.fuel, limits.fuel.saturating_sub(left));
-            Usage::set(&usage.peak_memory, store.data().limiter.peak as u64);
-            if let Some(t) = instantiated {
-                Usage::set(&usage.instantiate_ns, t.as_nanos() as u64);
-            }
-        }
+        *spent = Spent {
+            fuel: sandbox.fuel.saturating_sub(store.get_fuel().unwrap_or(0)),
+            peak_memory: store.data().limiter.peak as u64,
+            instantiate: instantiated,
+        };
         match result {
             Ok(Ok(r)) => Ok(r),
-            Ok(Err(e)) => Err(classify(e, store.data(), limits, &output)),
+            Ok(Err(e)) => Err(classify(e, store.data(), limits, sandbox, &output)),
             Err(_) => Err(CallError::Timeout {
                 limit_ms: limits.timeout_ms,
             }),
@@ -173,6 +185,10 @@ impl WasmToolkit {
 impl Toolkit for WasmToolkit {
     fn declared(&self) -> Option<&crate::declared::Declared> {
         Some(&self.ctx.declared)
+    }
+
+    fn own_limits(&self) -> serde_json::Map<String, serde_json::Value> {
+        self.sandbox.view()
     }
 
     fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
@@ -196,17 +212,24 @@ impl Toolkit for WasmToolkit {
                 input: &input,
                 ask: call.ask.clone(),
             };
+            let sandbox = this.sandbox.lowered_by(&call.lower);
+            let mut spent = Spent::default();
             let result = this
                 .run(
                     op,
                     workspace.as_deref(),
                     Some(&call.session),
-                    &call.limits,
+                    (&call.limits, &sandbox),
                     call.progress,
-                    Some(&call.usage),
+                    &mut spent,
                 )
-                .await?;
-            match result {
+                .await;
+            Usage::set(&call.usage.fuel, spent.fuel);
+            Usage::set(&call.usage.peak_memory, spent.peak_memory);
+            if let Some(series) = &this.series {
+                series.record(&call.id, &spent);
+            }
+            match result? {
                 OpResult::Call(Ok(items)) => convert(items, call.limits.max_output_bytes()),
                 OpResult::Call(Err(wit::ToolError::InvalidInput(m))) => {
                     Err(CallError::invalid_input(m))
@@ -223,16 +246,19 @@ fn classify(
     err: wasmtime::Error,
     state: &CallState,
     limits: &Limits,
+    sandbox: &Sandbox,
     output: &MemoryOutputPipe,
 ) -> CallError {
     if state.limiter.denied {
         return CallError::OutOfMemory {
-            limit_mb: limits.memory_mb,
+            limit_mb: sandbox.memory_mb,
         };
     }
     if let Some(trap) = err.downcast_ref::<Trap>() {
         return match trap {
-            Trap::OutOfFuel => CallError::OutOfFuel { limit: limits.fuel },
+            Trap::OutOfFuel => CallError::OutOfFuel {
+                limit: sandbox.fuel,
+            },
             Trap::Interrupt => CallError::Timeout {
                 limit_ms: limits.timeout_ms,
             },

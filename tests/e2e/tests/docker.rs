@@ -42,6 +42,14 @@ fn shell_nodes_are_lazy_keep_state_and_share_the_workspace() {
     }
     let (_, tool) = s.get("/tools/shell_run");
     assert_eq!(tool["backend"], "docker");
+    // Its limits: the common ones and the node's own, no wasm fields.
+    let limits = &tool["limits"];
+    assert!(limits["timeout_ms"].is_u64(), "{limits}");
+    assert!(
+        limits["memory_mb"].is_u64() && limits["cpus"].is_f64(),
+        "{limits}"
+    );
+    assert!(limits.get("fuel").is_none(), "{limits}");
 
     // A session that only uses wasm tools costs no container.
     let (status, _) = s.invoke_in(
