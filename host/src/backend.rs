@@ -79,6 +79,13 @@ pub trait Toolkit: Send + Sync + 'static {
     /// Run one tool of this toolkit.
     fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>>;
 
+    /// Whether its answers are another server's, relayed as they came (an
+    /// MCP server's): then nothing is added to them (no links to the files
+    /// a call wrote).
+    fn relays(&self) -> bool {
+        false
+    }
+
     /// Prompts and resources it declares (wasm plugins, in their manifest).
     fn declared(&self) -> Option<&crate::declared::Declared> {
         None

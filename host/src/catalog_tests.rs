@@ -30,6 +30,7 @@ fn tool(name: &str) -> ToolDescriptor {
         input_schema: json!({"type": "object"}),
         output_schema: None,
         continue_with: None,
+        hints: Default::default(),
     }
 }
 

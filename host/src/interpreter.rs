@@ -113,6 +113,7 @@ impl InterpreterBackend {
             }),
             output_schema: None,
             continue_with: None,
+            hints: Default::default(),
         };
         Ok(Loaded {
             description: manifest

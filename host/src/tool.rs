@@ -55,6 +55,25 @@ pub struct ToolDescriptor {
     /// (XAgent's 450 `next_calling`) use it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub continue_with: Option<String>,
+    /// What its source says about it for clients beside the schema.
+    #[serde(default)]
+    pub hints: ToolHints,
+}
+
+/// What a tool's source says about it for clients, beside its schema (an
+/// MCP server's `title`, `annotations` and `_meta` for each tool), passed on
+/// as it came.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolHints {
+    /// A display name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// MCP tool annotations (`readOnlyHint`, `destructiveHint`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+    /// The source's `_meta` of the tool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
 }
 
 /// One item of a tool's result: every kind a backend can answer, so that no
@@ -354,6 +373,11 @@ pub enum CallError {
     /// The tool ran and failed.
     #[error("{0}")]
     ToolError(String),
+    /// The tool ran and answered with an error result of its own (an MCP
+    /// server's `isError`): its items, which an MCP caller gets unchanged;
+    /// other callers read their text. Its kind is `tool_error`.
+    #[error("{}", reported_message(.0))]
+    Reported(Vec<Content>),
     #[error("the call ran out of fuel (limit {limit} units)")]
     OutOfFuel { limit: u64 },
     #[error("the call exceeded its memory limit of {limit_mb} MiB")]
@@ -384,6 +408,22 @@ pub enum CallError {
     Internal(String),
 }
 
+/// The text of a [`CallError::Reported`] result: its text items, a line each.
+fn reported_message(items: &[Content]) -> String {
+    let texts: Vec<&str> = items
+        .iter()
+        .filter_map(|c| match c.plain() {
+            Content::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    if texts.is_empty() {
+        "the tool reported an error without a message".to_owned()
+    } else {
+        texts.join("\n")
+    }
+}
+
 fn not_active_message(tool: &str, status: &str) -> String {
     match status {
         "inactive" => format!(
@@ -409,7 +449,7 @@ impl CallError {
         match self {
             CallError::NotFound(_) => ErrorKind::NotFound,
             CallError::InvalidInput { .. } => ErrorKind::InvalidInput,
-            CallError::ToolError(_) => ErrorKind::ToolError,
+            CallError::ToolError(_) | CallError::Reported(_) => ErrorKind::ToolError,
             CallError::OutOfFuel { .. } => ErrorKind::OutOfFuel,
             CallError::OutOfMemory { .. } => ErrorKind::OutOfMemory,
             CallError::Timeout { .. } => ErrorKind::Timeout,

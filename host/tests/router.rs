@@ -431,6 +431,7 @@ mod echo_backend {
                     input_schema: json!({"type": "object", "properties": {"who": {"type": "string"}}}),
                     output_schema: None,
                     continue_with: None,
+                    hints: Default::default(),
                 };
                 let mut tools = vec![tool("say")];
                 if louder {

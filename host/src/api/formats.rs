@@ -34,6 +34,16 @@ pub fn mcp(t: &ToolEntry) -> Value {
     if let Some(out) = &t.descriptor.output_schema {
         tool["outputSchema"] = out.clone();
     }
+    let hints = &t.descriptor.hints;
+    if let Some(title) = &hints.title {
+        tool["title"] = json!(title);
+    }
+    if let Some(a) = &hints.annotations {
+        tool["annotations"] = a.clone();
+    }
+    if let Some(m) = &hints.meta {
+        tool["_meta"] = m.clone();
+    }
     tool
 }
 

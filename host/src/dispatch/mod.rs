@@ -37,7 +37,8 @@ pub struct CallOptions {
     /// Who answers the tool's questions ([`crate::input`]); none: nobody.
     pub ask: Option<Arc<dyn crate::input::Asker>>,
     /// Note the workspace files the call wrote ([`CallOutput::written`]):
-    /// the workspace is looked at before and after the call.
+    /// the workspace is looked at before and after the call (not for a
+    /// toolkit that relays another server's answers: [`crate::backend::Toolkit::relays`]).
     pub note_written: bool,
 }
 
@@ -113,7 +114,7 @@ impl Dispatcher {
                 status: status.as_str(),
             });
         }
-        let before = if options.note_written {
+        let before = if options.note_written && !tool.toolkit.toolkit.relays() {
             Some(workspace_files(session).await)
         } else {
             None
@@ -435,6 +436,7 @@ mod tests {
             }),
             output_schema: None,
             continue_with: None,
+            hints: Default::default(),
         };
         catalog
             .register(

@@ -136,6 +136,7 @@ impl ApiBackend {
                 input_schema: r.op.input_schema.clone(),
                 output_schema: r.op.output_schema.clone(),
                 continue_with: None,
+                hints: Default::default(),
             })
             .collect();
         let description = description(&manifest, doc.as_ref(), name);

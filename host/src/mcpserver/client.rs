@@ -178,20 +178,16 @@ impl Drop for TokenGuard {
 /// audio, resource links, embedded resources, each with its annotations and
 /// `_meta`, and `structuredContent` beside them ([`Content::Structured`]), so
 /// an MCP caller gets the server's result unchanged. `isError` is a tool
-/// error with its text.
+/// error carrying those items ([`CallError::Reported`]).
 pub fn into_content(result: CallToolResult) -> Result<Vec<Content>, CallError> {
     let mut content = Vec::new();
-    let mut texts = Vec::new();
     for item in result.content {
         let wire = serde_json::to_value(&item).map_err(|e| CallError::Internal(e.to_string()))?;
         let field = |v: &serde_json::Value, k: &str| v.get(k).filter(|x| !x.is_null()).cloned();
         let text_of =
             |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
         let plain = match item {
-            ContentBlock::Text(t) => {
-                texts.push(t.text.clone());
-                Content::Text(t.text)
-            }
+            ContentBlock::Text(t) => Content::Text(t.text),
             ContentBlock::Image(image) => binary(&image.mime_type, &image.data)?,
             ContentBlock::Audio(audio) => binary(&audio.mime_type, &audio.data)?,
             ContentBlock::ResourceLink(_) => Content::Link(ResourceLink {
@@ -230,16 +226,11 @@ pub fn into_content(result: CallToolResult) -> Result<Vec<Content>, CallError> {
             plain
         });
     }
-    if result.is_error == Some(true) {
-        let message = if texts.is_empty() {
-            "the MCP server reported an error without a message".to_owned()
-        } else {
-            texts.join("\n")
-        };
-        return Err(CallError::ToolError(message));
-    }
     if let Some(structured) = result.structured_content {
         content.push(Content::Structured(structured));
+    }
+    if result.is_error == Some(true) {
+        return Err(CallError::Reported(content));
     }
     Ok(content)
 }

@@ -363,6 +363,7 @@ impl McpBackend {
                     .as_ref()
                     .map(|s| serde_json::Value::Object((**s).clone())),
                 continue_with: None,
+                hints: hints(&t),
             });
         }
         if tools.is_empty() {
@@ -411,6 +412,18 @@ impl McpBackend {
             tools,
             compile: None,
         })
+    }
+}
+
+/// What the server says of tool `t` for clients beside its schema: title,
+/// annotations, `_meta`, passed on as they came.
+fn hints(t: &rmcp::model::Tool) -> tool::ToolHints {
+    let wire = serde_json::to_value(t).unwrap_or_default();
+    let field = |k: &str| wire.get(k).filter(|v| !v.is_null()).cloned();
+    tool::ToolHints {
+        title: field("title").and_then(|v| v.as_str().map(str::to_owned)),
+        annotations: field("annotations"),
+        meta: field("_meta"),
     }
 }
 

@@ -37,6 +37,10 @@ pub(super) struct McpToolkit {
 }
 
 impl Toolkit for McpToolkit {
+    fn relays(&self) -> bool {
+        true
+    }
+
     fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
         Box::pin(async move {
             let server_name = self

@@ -139,6 +139,7 @@ fn load(name: &str, files: &[EntryFile]) -> Result<Loaded, String> {
             input_schema: t.input_schema.clone(),
             output_schema: None,
             continue_with: None,
+            hints: Default::default(),
         })
         .collect();
     Ok(Loaded {

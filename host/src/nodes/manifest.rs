@@ -251,6 +251,7 @@ impl LoadedManifest {
                 input_schema: t.input_schema.clone(),
                 output_schema: t.output_schema.clone(),
                 continue_with: t.continue_with.clone(),
+                hints: Default::default(),
             })
             .collect()
     }

@@ -502,6 +502,7 @@ async fn describe(
                 description: info.description.clone(),
                 name: info.name,
                 continue_with: None,
+                hints: Default::default(),
             })
         })
         .collect()

@@ -66,7 +66,18 @@ pub(crate) fn success(out: CallOutput) -> CallToolResult {
 /// client-error renderer ([`ApiError`]): `[kind] message`.
 pub(crate) fn failure(e: &CallError) -> CallToolResult {
     let rendered = ApiError::from(e.clone());
-    let mut result = CallToolResult::error(vec![ContentBlock::text(rendered.text())]);
+    // A tool's own error result goes on as it came.
+    let mut result = match e {
+        CallError::Reported(items) => {
+            let mut r = CallToolResult::error(items.iter().filter_map(block).collect());
+            r.structured_content = items.iter().find_map(|c| match c.plain() {
+                Content::Structured(v) => Some(v.clone()),
+                _ => None,
+            });
+            r
+        }
+        _ => CallToolResult::error(vec![ContentBlock::text(rendered.text())]),
+    };
     result.meta = Some(meta(json!({ "toolhost/error_kind": rendered.kind })));
     result
 }
