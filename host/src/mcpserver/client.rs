@@ -106,6 +106,9 @@ pub struct Connection {
     /// A call found the transport gone (the server exited, the connection
     /// broke): the next load makes a new connection.
     pub broken: std::sync::atomic::AtomicBool,
+    /// Changes when the calls in flight will get no answer (a remote
+    /// server's cut streams could not be resumed: `http::SessionAware`).
+    lost: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 impl Connection {
@@ -120,6 +123,32 @@ impl Connection {
             process: process.map(|(guard, stderr)| (tokio::sync::Mutex::new(guard), stderr)),
             started: std::time::Instant::now(),
             broken: Default::default(),
+            lost: None,
+        }
+    }
+
+    /// End the calls in flight when `lost` changes.
+    pub fn losing_calls_on(mut self, lost: tokio::sync::watch::Receiver<u64>) -> Self {
+        self.lost = Some(lost);
+        self
+    }
+
+    /// Resolves when the calls in flight now will get no answer (never, for
+    /// a connection that cannot tell); losses before this call do not count.
+    pub fn call_lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut lost = self.lost.clone();
+        if let Some(lost) = &mut lost {
+            lost.borrow_and_update();
+        }
+        async move {
+            match lost {
+                Some(mut lost) => {
+                    if lost.changed().await.is_err() {
+                        std::future::pending::<()>().await
+                    }
+                }
+                None => std::future::pending().await,
+            }
         }
     }
 

@@ -10,6 +10,7 @@
 //! server.
 
 pub mod client;
+mod http;
 pub mod manifest;
 mod toolkit;
 
@@ -156,12 +157,14 @@ impl McpBackend {
         let conn = match (&m.url, &m.command) {
             (Some(url), _) => {
                 let (client, config) = self.remote(url, m)?;
+                let client = http::SessionAware::new(client);
+                let lost = client.lost();
                 let transport = StreamableHttpClientTransport::with_client(client, config);
                 let service = tokio::time::timeout(within, handler.serve(transport))
                     .await
                     .map_err(|_| late())?
                     .map_err(|e| format!("the MCP server's initialize failed: {e}"))?;
-                Connection::new(service, waiting, None)
+                Connection::new(service, waiting, None).losing_calls_on(lost)
             }
             (None, Some(command)) => {
                 let spec = stdio_spec(name, folder, command, m)?;

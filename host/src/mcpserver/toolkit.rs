@@ -65,6 +65,8 @@ impl Toolkit for McpToolkit {
                 }
             };
             let peer = conn.service.peer();
+            // Armed before the request goes: a loss after it is this call's.
+            let lost = conn.call_lost();
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
             let sent = tokio::time::timeout(
                 limit,
@@ -85,11 +87,21 @@ impl Toolkit for McpToolkit {
                     // However this call ends early (its caller went away, its
                     // time limit), the server is told to cancel it.
                     let mut cancel = CancelOnDrop(Some((peer.clone(), handle.id.clone())));
-                    let answer = tokio::time::timeout(limit, handle.await_response())
-                        .await
-                        .map_err(|_| CallError::Timeout {
-                            limit_ms: call.limits.timeout_ms,
-                        })?;
+                    let answer = tokio::select! {
+                        answer = tokio::time::timeout(limit, handle.await_response()) => {
+                            answer.map_err(|_| CallError::Timeout {
+                                limit_ms: call.limits.timeout_ms,
+                            })?
+                        }
+                        () = lost => {
+                            return Err(CallError::BackendUnavailable(format!(
+                                "the MCP server {} went away while the call ran (its answer \
+                                 stream was cut and cannot be resumed); retry: the next call \
+                                 opens a new session",
+                                self.toolkit
+                            )));
+                        }
+                    };
                     cancel.0 = None;
                     // rmcp hands notifications to the handler on tasks of
                     // their own: the last progress of a server that reports

@@ -40,15 +40,26 @@ impl Service {
     /// The MCP reference server (`@modelcontextprotocol/server-everything`)
     /// in its streamable HTTP mode, at `/mcp`.
     pub fn everything() -> Service {
+        Self::everything_at(free_port().expect("a free port"))
+    }
+
+    /// [`Service::everything`] on `port` (again, after it was stopped: a
+    /// restarted server).
+    pub fn everything_at(port: u16) -> Service {
         let mut cmd = Command::new(mcp_servers_bin().join("mcp-server-everything"));
         cmd.arg("streamableHttp");
-        Self::listening(cmd)
+        Self::listening(cmd, port)
     }
 
     /// A server of the MCP Python SDK installed beside the npm servers
     /// (`tests/mcpservers/requirements.txt`): `script` run by the host's
     /// Python with that install on its path.
     pub fn python_mcp(script: &std::path::Path) -> Service {
+        Self::python_mcp_at(script, free_port().expect("a free port"))
+    }
+
+    /// [`Service::python_mcp`] on `port`.
+    pub fn python_mcp_at(script: &std::path::Path, port: u16) -> Service {
         let install = mcp_servers_bin()
             .parent()
             .unwrap()
@@ -57,12 +68,11 @@ impl Service {
             .join("python");
         let mut cmd = Command::new("python3");
         cmd.arg(script).env("PYTHONPATH", install);
-        Self::listening(cmd)
+        Self::listening(cmd, port)
     }
 
-    /// `cmd` with `PORT` set to a free port, once it listens there.
-    fn listening(mut cmd: Command) -> Service {
-        let port = free_port().expect("a free port");
+    /// `cmd` with `PORT` set to `port`, once it listens there.
+    fn listening(mut cmd: Command, port: u16) -> Service {
         let child = cmd
             .env("PORT", port.to_string())
             .stdout(Stdio::null())

@@ -186,3 +186,82 @@ fn the_filesystem_server_looks_the_same_in_a_node() {
         );
     }
 }
+
+/// The kind of an error answer.
+fn kind(body: &serde_json::Value) -> &str {
+    body["error"]["kind"].as_str().unwrap_or("")
+}
+
+#[test]
+fn a_restarted_remote_server_is_reconnected_idle_and_busy() {
+    use serde_json::json;
+    use std::time::{Duration, Instant};
+
+    let (p, q) = (free_port().unwrap(), free_port().unwrap());
+    let script = repo_root().join("tests/fixtures/mcp/kinds.py");
+    let everything = Service::everything_at(p);
+    let kinds = Service::python_mcp_at(&script, q);
+    let limit = "timeout_ms = 30000\n";
+    let s = Server::start(
+        PluginsDir::new()
+            .folder("every", &[("every.toml", &(remote(&everything) + limit))])
+            .folder("kinds", &[("kinds.toml", &(remote(&kinds) + limit))]),
+    );
+    let echo = || s.invoke("every_echo", json!({"message": "hi"}));
+    let count = || s.invoke("kinds_count", json!({"word": "aab"}));
+    assert_eq!(echo().0, 200);
+    assert_eq!(count().0, 200);
+
+    // Restarted while toolhost is idle: the next call makes a new session,
+    // transparently (server-everything answers the old session with 400 and
+    // an error without an id, the Python SDK server with 404).
+    drop(everything);
+    drop(kinds);
+    let everything = Service::everything_at(p);
+    let kinds = Service::python_mcp_at(&script, q);
+    let started = Instant::now();
+    let (status, body) = echo();
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = count();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let log = s.log();
+    assert!(log.contains("it does not know our session"), "{log}");
+    assert!(log.contains("our session expired (404)"), "{log}");
+
+    // Restarted while a call runs: that call ends at once with a clear 503,
+    // not at its 30 s limit; the next one goes through.
+    let ((status, body, took), everything) = std::thread::scope(|scope| {
+        let busy = scope.spawn(|| {
+            let started = Instant::now();
+            let (status, body) = s.invoke(
+                "every_trigger-long-running-operation",
+                json!({"duration": 20, "steps": 20}),
+            );
+            (status, body, started.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(1500));
+        drop(everything);
+        let restarted = Service::everything_at(p);
+        (busy.join().unwrap(), restarted)
+    });
+    assert_eq!(
+        (status, kind(&body)),
+        (503, "backend_unavailable"),
+        "{body}"
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("went away while the call ran")
+    );
+    let (status, body) = echo();
+    assert_eq!(status, 200, "{body}");
+    drop((everything, kinds));
+}
