@@ -117,6 +117,8 @@ pub struct Loaded {
     /// Compile (or compile-cache) time and where the code came from
     /// (`compiled` / `cache`), for backends that compile.
     pub compile: Option<(Duration, &'static str)>,
+    /// What loaded but should be looked at (shown by `GET /plugins`).
+    pub warnings: Vec<String>,
 }
 
 /// Why a loaded entry cannot serve now ([`Backend::problem`]).

@@ -132,6 +132,7 @@ impl InterpreterBackend {
             }),
             tools: vec![tool],
             compile: None,
+            warnings: Vec::new(),
         })
     }
 }

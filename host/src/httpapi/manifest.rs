@@ -10,6 +10,7 @@
 //! operations = ["get_uuid"]          # select by operationId (or the generated name) ...
 //! tags = ["Images"]                  # ... by tag ...
 //! paths = ["/status/*"]              # ... or by path (`*` at the end: a prefix); none: all
+//! lenient = false                    # an entry the spec lacks: an error (true: a warning)
 //! timeout_ms = 30000                 # a call's whole request, redirects included
 //! connect_timeout_ms = 5000
 //! max_response_kb = 4096             # a larger body fails the call
@@ -67,6 +68,10 @@ pub struct ApiSection {
     pub tags: Vec<String>,
     #[serde(default)]
     pub paths: Vec<String>,
+    /// An entry of `operations` / `tags` / `paths` the spec does not have is
+    /// a warning in `GET /plugins` rather than an error.
+    #[serde(default)]
+    pub lenient: bool,
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
     #[serde(default = "default_connect_timeout_ms")]

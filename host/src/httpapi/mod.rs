@@ -95,6 +95,7 @@ impl ApiBackend {
         }
         let room = tool::MAX_TOOL_ID_LEN.saturating_sub(name.len() + 1);
         let mut routes: Vec<Route> = Vec::new();
+        let mut warnings = Vec::new();
         if let Some(doc) = &doc {
             if base_url.is_none() {
                 return Err("the spec names no server: set [api] base_url".into());
@@ -104,15 +105,16 @@ impl ApiBackend {
                 tags: &api.tags,
                 paths: &api.paths,
             };
-            routes.extend(
-                openapi::operations(doc, &select, room)?
-                    .into_iter()
-                    .map(|op| Route {
-                        op,
-                        absolute: false,
-                        rest: Rest::Ignored,
-                    }),
-            );
+            let (ops, missing) = openapi::operations(doc, &select, room, api.lenient)?;
+            for w in &missing {
+                tracing::warn!(toolkit = name, "{w}");
+            }
+            warnings.extend(missing);
+            routes.extend(ops.into_iter().map(|op| Route {
+                op,
+                absolute: false,
+                rest: Rest::Ignored,
+            }));
         }
         for endpoint in &manifest.tools {
             routes.push(endpoint_route(
@@ -162,6 +164,7 @@ impl ApiBackend {
             toolkit: Arc::new(toolkit),
             tools,
             compile: None,
+            warnings,
         })
     }
 }

@@ -55,6 +55,54 @@ impl Selection<'_> {
         self.operations.is_empty() && self.tags.is_empty() && self.paths.is_empty()
     }
 
+    /// The entries of the lists that no operation of the spec matched
+    /// (`matched` holds those that did), as `[api] <list>: ...` lines.
+    fn unmatched(&self, matched: &HashSet<String>) -> Vec<String> {
+        [
+            ("operations", self.operations),
+            ("tags", self.tags),
+            ("paths", self.paths),
+        ]
+        .iter()
+        .flat_map(|(list, entries)| {
+            entries
+                .iter()
+                .filter(move |e| !matched.contains(&format!("{list}:{e}")))
+                .map(move |e| format!("[api] {list} names `{e}`, which the spec does not have"))
+        })
+        .collect()
+    }
+
+    /// Note in `matched` every entry of the lists that this operation matches.
+    fn note(
+        &self,
+        matched: &mut HashSet<String>,
+        (op_id, name, tags, path): (Option<&str>, &str, &[&str], &str),
+    ) {
+        for o in self.operations {
+            if Some(o.as_str()) == op_id || o == name {
+                matched.insert(format!("operations:{o}"));
+            }
+        }
+        for t in self.tags {
+            if tags.contains(&t.as_str()) {
+                matched.insert(format!("tags:{t}"));
+            }
+        }
+        for p in self.paths {
+            if Self::path_matches(p, path) {
+                matched.insert(format!("paths:{p}"));
+            }
+        }
+    }
+
+    fn path_matches(pattern: &str, path: &str) -> bool {
+        match pattern.strip_suffix('*') {
+            Some(prefix) => path.starts_with(prefix),
+            None => pattern == path,
+        }
+    }
+
     fn takes(&self, op_id: Option<&str>, name: &str, tags: &[&str], path: &str) -> bool {
         self.is_all()
             || self
@@ -62,10 +110,7 @@ impl Selection<'_> {
                 .iter()
                 .any(|o| Some(o.as_str()) == op_id || o == name)
             || self.tags.iter().any(|t| tags.contains(&t.as_str()))
-            || self.paths.iter().any(|p| match p.strip_suffix('*') {
-                Some(prefix) => path.starts_with(prefix),
-                None => p == path,
-            })
+            || self.paths.iter().any(|p| Self::path_matches(p, path))
     }
 }
 
@@ -123,12 +168,14 @@ pub fn base_url(doc: &Value, spec_url: Option<&str>) -> Option<String> {
 }
 
 /// The operations of `doc` that `select` takes, as tools of a toolkit whose
-/// ids may be `id_room` characters long.
+/// ids may be `id_room` characters long, and a warning for each entry of
+/// `select` the spec does not have (an error unless `lenient`).
 pub fn operations(
     doc: &Value,
     select: &Selection,
     id_room: usize,
-) -> Result<Vec<Operation>, String> {
+    lenient: bool,
+) -> Result<(Vec<Operation>, Vec<String>), String> {
     let swagger = is_swagger(doc)?;
     let paths = doc
         .get("paths")
@@ -136,6 +183,7 @@ pub fn operations(
         .ok_or("the spec has no `paths` object")?;
     let mut out = Vec::new();
     let mut names = HashSet::new();
+    let mut matched = HashSet::new();
     for (path, item) in paths {
         // A path item may itself be a reference; its operations' parts are
         // resolved as each is built (only the selected ones).
@@ -159,6 +207,7 @@ pub fn operations(
                 .and_then(Value::as_array)
                 .map(|t| t.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
+            select.note(&mut matched, (op_id, &generated, &tags, path));
             if !select.takes(op_id, &generated, &tags, path) {
                 continue;
             }
@@ -169,6 +218,13 @@ pub fn operations(
             out.push(operation);
         }
     }
+    let missing = select.unmatched(&matched);
+    if !missing.is_empty() && !lenient {
+        return Err(format!(
+            "{} (or set `lenient = true` in [api] to load without it)",
+            missing.join("; ")
+        ));
+    }
     if out.is_empty() {
         return Err(if select.is_all() {
             "the spec has no operations".into()
@@ -176,7 +232,7 @@ pub fn operations(
             "no operation of the spec matches [api] operations / tags / paths".into()
         });
     }
-    Ok(out)
+    Ok((out, missing))
 }
 
 fn build(
@@ -386,14 +442,17 @@ pub fn tool_name(raw: &str) -> String {
     if out.is_empty() { "call".into() } else { out }
 }
 
-/// `name` cut to `room` characters and made unique among `taken`.
+/// `name` fitted into `room` characters ([`shorten`]) and made unique
+/// among `taken` (a second operation with the same name gets `_2`, ...).
 fn unique(name: &str, room: usize, taken: &mut HashSet<String>) -> String {
-    let room = room.max(8);
-    let mut candidate: String = name.chars().take(room).collect();
+    let room = room.max(16);
+    let name = shorten(name, room);
+    let mut candidate = name.clone();
     let mut n = 2;
     while taken.contains(&candidate) {
         let suffix = format!("_{n}");
         let base: String = name.chars().take(room - suffix.len()).collect();
+        let base = base.trim_end_matches('_');
         candidate = format!("{base}{suffix}");
         n += 1;
     }
@@ -403,6 +462,42 @@ fn unique(name: &str, room: usize, taken: &mut HashSet<String>) -> String {
 
 /// A Swagger 2.0 non-body parameter's schema: its schema keywords, with the
 /// type names some generators write (`int`, `float`, `file`) mapped.
+/// `name` (ASCII words joined by `_`) in at most `room` characters: as it
+/// is when it fits; else its first word, as many of its last words as fit,
+/// and 6 hex digits of its SHA-256. Operation ids tell operations apart at
+/// their ends (`..._for_repo` / `..._for_org`) and in their middles: the
+/// ends are kept and the hash tells the middles apart, the same way on every
+/// load.
+pub fn shorten(name: &str, room: usize) -> String {
+    if name.len() <= room {
+        return name.to_owned();
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(name.as_bytes());
+    let hash: String = digest[..3].iter().map(|b| format!("{b:02x}")).collect();
+    let budget = room.saturating_sub(hash.len() + 1);
+    let words: Vec<&str> = name.split('_').filter(|w| !w.is_empty()).collect();
+    let head: String = words[0].chars().take(budget).collect();
+    let mut tail: Vec<&str> = Vec::new();
+    let mut used = head.len();
+    for w in words[1..].iter().rev() {
+        if used + 1 + w.len() > budget {
+            break;
+        }
+        used += 1 + w.len();
+        tail.push(w);
+    }
+    tail.reverse();
+    let mut out = head;
+    for w in tail {
+        out.push('_');
+        out.push_str(w);
+    }
+    out.push('_');
+    out.push_str(&hash);
+    out
+}
+
 fn swagger_param_schema(p: &Value) -> Value {
     let mut schema = Map::new();
     for key in [

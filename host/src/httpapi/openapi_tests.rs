@@ -45,7 +45,7 @@ components:
 "##,
     )
     .unwrap();
-    let ops = operations(&doc, &all(), 40).unwrap();
+    let (ops, _) = operations(&doc, &all(), 40, false).unwrap();
     assert_eq!(ops.len(), 1);
     let op = &ops[0];
     assert_eq!((op.name.as_str(), op.method.as_str()), ("updatepet", "PUT"));
@@ -95,7 +95,7 @@ fn swagger_2_quirks_and_names() {
                                "responses": {"200": {"description": "x", "schema": {"type": "object"}}}}}
         }
     });
-    let ops = operations(&doc, &all(), 40).unwrap();
+    let (ops, _) = operations(&doc, &all(), 40, false).unwrap();
     let names: Vec<&str> = ops.iter().map(|o| o.name.as_str()).collect();
     assert_eq!(
         names,
@@ -131,30 +131,74 @@ fn selection_by_id_tag_and_path() {
         tags: &tags,
         paths: &paths,
     };
-    let names: Vec<String> = operations(&doc, &select, 40)
+    let names: Vec<String> = operations(&doc, &select, 40, false)
         .unwrap()
+        .0
         .into_iter()
         .map(|o| o.name)
         .collect();
     assert_eq!(names, ["geta", "get_b_x", "get_c_1"]);
-    let none = ["nope".to_string()];
+    // An entry the spec does not have is an error naming it, or with
+    // `lenient` a warning beside what the others select.
+    let none = ["nope".to_string(), "getA".to_string()];
+    let nope = Selection {
+        operations: &none,
+        tags: &["bees".to_string()],
+        ..all()
+    };
+    let err = operations(&doc, &nope, 40, false).unwrap_err();
+    assert!(
+        err.contains("[api] operations names `nope`, which the spec does not have")
+            && err.contains("[api] tags names `bees`")
+            && !err.contains("`getA`"),
+        "{err}"
+    );
+    let (ops, warnings) = operations(&doc, &nope, 40, true).unwrap();
+    assert_eq!(ops.len(), 1);
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    let only_nope = ["nope".to_string()];
     let err = operations(
         &doc,
         &Selection {
-            operations: &none,
+            operations: &only_nope,
             ..all()
         },
         40,
+        true,
     )
     .unwrap_err();
     assert!(err.contains("no operation"), "{err}");
 }
 
 #[test]
+fn long_names_keep_their_ends_and_a_stable_hash() {
+    // GitHub's: the words that tell these apart are at the end.
+    let a = "actions_list_self_hosted_runners_in_group_for_org_enterprise_runner_groups";
+    let b = "actions_list_self_hosted_runners_in_group_for_org_enterprise_runner_labels";
+    let (sa, sb) = (shorten(a, 40), shorten(b, 40));
+    assert!(sa.len() <= 40 && sb.len() <= 40, "{sa} {sb}");
+    assert_ne!(sa, sb);
+    assert!(
+        sa.starts_with("actions_") && sa.contains("runner_groups_"),
+        "{sa}"
+    );
+    assert!(sb.contains("runner_labels_"), "{sb}");
+    // The same on every load, and names that fit are kept.
+    assert_eq!(shorten(a, 40), sa);
+    assert_eq!(shorten("get_user", 40), "get_user");
+    // Differing only in the middle: the hash tells them apart.
+    let c = "repos_get_branch_protection_required_status_checks_contexts_x";
+    let d = "repos_set_branch_protection_required_status_checks_contexts_x";
+    assert_ne!(shorten(c, 30), shorten(d, 30));
+    // One long word.
+    assert_eq!(shorten(&"w".repeat(80), 20).len(), 20);
+}
+
+#[test]
 fn bad_documents_say_why() {
     let dangling = json!({"openapi": "3.0.0", "paths": {"/a": {"get": {
             "parameters": [{"$ref": "#/components/parameters/Missing"}], "responses": {}}}}});
-    let err = operations(&dangling, &all(), 40).unwrap_err();
+    let err = operations(&dangling, &all(), 40, false).unwrap_err();
     assert!(
         err.contains("unresolvable $ref `#/components/parameters/Missing`"),
         "{err}"
@@ -163,17 +207,17 @@ fn bad_documents_say_why() {
     let external = json!({"openapi": "3.0.0", "paths": {"/a": {"get": {"responses": {"200": {
             "description": "x", "content": {"application/json": {"schema": {"$ref": "other.yaml#/X"}}}}}}}}});
     assert!(
-        operations(&external, &all(), 40)
+        operations(&external, &all(), 40, false)
             .unwrap_err()
             .contains("another document")
     );
     assert!(
-        operations(&json!({"openapi": "4.0"}), &all(), 40)
+        operations(&json!({"openapi": "4.0"}), &all(), 40, false)
             .unwrap_err()
             .contains("4.0")
     );
     assert!(
-        operations(&json!({"info": {}}), &all(), 40)
+        operations(&json!({"info": {}}), &all(), 40, false)
             .unwrap_err()
             .contains("not an OpenAPI")
     );
@@ -188,6 +232,9 @@ fn bad_documents_say_why() {
     );
     assert_eq!(tool_name("__"), "call");
     let mut taken = HashSet::new();
-    assert_eq!(unique("abcdefghijk", 8, &mut taken), "abcdefgh");
-    assert_eq!(unique("abcdefghijk", 8, &mut taken), "abcdef_2");
+    let long = "abcdefghijklmnopqrstu";
+    let first = unique(long, 16, &mut taken);
+    assert_eq!(first.len(), 16, "{first}");
+    let second = unique(long, 16, &mut taken);
+    assert!(second.ends_with("_2") && second.len() <= 16, "{second}");
 }

@@ -414,6 +414,7 @@ impl McpBackend {
             }),
             tools,
             compile: None,
+            warnings: Vec::new(),
         })
     }
 }

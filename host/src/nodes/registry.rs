@@ -74,6 +74,7 @@ impl Backend for NodeBackend {
                 toolkit: Arc::new(DockerToolkit::new(me, spec.clone())),
                 tools: spec.descriptors(),
                 compile: None,
+                warnings: Vec::new(),
             };
             self.serve(spec);
             Ok(loaded)

@@ -458,6 +458,7 @@ impl PluginManager {
             .collect();
         let version = loaded.version.clone();
         let compile = loaded.compile;
+        let warnings = loaded.warnings;
         let replaced = self.get_key(key).is_some_and(|s| s.version.is_some());
         let mut entry = ToolkitEntry::new(
             backend.clone(),
@@ -484,6 +485,7 @@ impl PluginManager {
             s.loaded_at = Some(now_ms());
             s.tools = ids;
             s.error = None;
+            s.warnings = warnings;
             s.compile_ms = compile.map(|(t, _)| (t.as_secs_f64() * 100_000.0).round() / 100.0);
             s.source = compile.map(|(_, source)| source);
             done = Some(s.clone());

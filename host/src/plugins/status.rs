@@ -52,6 +52,9 @@ pub struct PluginStatus {
     pub tools: Vec<String>,
     /// Why the last load failed, or why the plugin cannot serve now.
     pub error: Option<String>,
+    /// What the serving version's load warns of.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Compile (or cache load) time of the serving version, ms.
     pub compile_ms: Option<f64>,
     /// `compiled` or `cache`.
@@ -83,6 +86,7 @@ impl PluginStatus {
             loaded_at: None,
             tools: Vec::new(),
             error: None,
+            warnings: Vec::new(),
             compile_ms: None,
             source: None,
             progress: None,

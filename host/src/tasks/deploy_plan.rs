@@ -29,7 +29,8 @@ pub fn tool_entries(spec: &TaskSpec) -> Result<(Vec<Value>, Vec<String>), String
         .as_ref()
         .ok_or("a service deploy needs `tools` or an OpenAPI `api_spec`")?;
     let select = crate::httpapi::openapi::Selection::default();
-    let ops = crate::httpapi::openapi::operations(doc, &select, 64 - spec.name.len() - 1)?;
+    let (ops, _) =
+        crate::httpapi::openapi::operations(doc, &select, 64 - spec.name.len() - 1, false)?;
     let (mut tools, mut skipped) = (Vec::new(), Vec::new());
     for op in ops {
         let input = match (&op.body, op.params.is_empty()) {

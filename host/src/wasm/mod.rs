@@ -409,6 +409,7 @@ impl crate::backend::Backend for WasmBackend {
                 toolkit: plugin.toolkit,
                 tools: plugin.tools,
                 compile: Some((plugin.compile_time, plugin.origin.as_str())),
+                warnings: Vec::new(),
             })
         })
     }

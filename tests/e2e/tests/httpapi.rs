@@ -318,6 +318,20 @@ fn bad_api_toolkits_fail_alone_in_time_and_never_show_the_secret() {
                 ),
             )],
         )
+        .folder(
+            "typo",
+            &[(
+                "typo.toml",
+                &api_manifest(&hb.url("/spec.json"), &hb.url(""), &[hb.host()], "paths = [\"/get\"]\ntags = [\"Nope\"]"),
+            )],
+        )
+        .folder(
+            "lenient",
+            &[(
+                "lenient.toml",
+                &api_manifest(&hb.url("/spec.json"), &hb.url(""), &[hb.host()], "paths = [\"/get\"]\ntags = [\"Nope\"]\nlenient = true"),
+            )],
+        )
         .folder("keyh", &[("keyh.toml", &keyed("header"))])
         .folder("keyq", &[("keyq.toml", &keyed("query"))])
         .folder("keyb", &[("keyb.toml", &keyed("bearer"))]);
@@ -337,11 +351,20 @@ fn bad_api_toolkits_fail_alone_in_time_and_never_show_the_secret() {
             "unresolvable $ref `#/components/parameters/Nope`",
         ),
         ("offlist", "not in the manifest's [api] allow list"),
+        (
+            "typo",
+            "[api] tags names `Nope`, which the spec does not have",
+        ),
     ] {
         let p = s.plugin(name).unwrap();
         assert_eq!(p["state"], "failed", "{p}");
         assert!(p["error"].as_str().unwrap().contains(says), "{name}: {p}");
     }
+    // With `lenient`, what the spec lacks is a warning beside the tools.
+    let p = s.plugin("lenient").unwrap();
+    assert_eq!(p["state"], "ready", "{p}");
+    assert!(p["warnings"][0].as_str().unwrap().contains("`Nope`"), "{p}");
+    assert_eq!(p["tools"], json!(["lenient_get_get"]), "{p}");
     assert_eq!(
         s.invoke("calc_evaluate", json!({"expression": "2*3"})).0,
         200
