@@ -322,9 +322,13 @@ fn stdio_servers_run_in_nodes_and_are_restarted_when_they_exit() {
             .then_some(())
     });
     assert!(said.is_some(), "{}", s.plugin("evs").unwrap());
-    let now = containers_of(&s, "evs");
-    assert_eq!(now.len(), 1, "the dead container went: {now:?}");
-    assert_ne!(now[0], evs[0]);
+    // The dead container goes once the old connection is dropped (the
+    // reload swaps it out).
+    let gone = wait_for(Duration::from_secs(10), || {
+        let now = containers_of(&s, "evs");
+        (now.len() == 1 && now[0] != evs[0]).then_some(())
+    });
+    assert!(gone.is_some(), "the dead container went: {:?}", containers_of(&s, "evs"));
     assert_eq!(s.invoke("calc_evaluate", json!({"expression": "1"})).0, 200);
 }
 
