@@ -1,5 +1,6 @@
 //! What the host has (seed 004's SystemInfo): CPUs and their use, memory,
-//! the data directory's disk. Read from /proc and statvfs(2).
+//! the data directory's disk. Read from /proc and statvfs(2). And giving
+//! memory back once a large part of it was freed ([`give_back_memory`]).
 
 use std::path::Path;
 use std::time::Duration;
@@ -91,6 +92,38 @@ fn disk(path: &Path) -> Option<(u64, u64)> {
     }
     let block = s.f_frsize as u64;
     Some((s.f_blocks as u64 * block, s.f_bavail as u64 * block))
+}
+
+/// Whether a give-back is already waiting to run.
+static GIVE_BACK_PENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// After a toolkit was removed or replaced: in a moment (calls and catalog
+/// snapshots that still hold the old version let go first), hand the heap's
+/// free memory back to the system. glibc's allocator keeps freed memory for
+/// reuse; a removed 1,200-tool OpenAPI toolkit otherwise stays in the RSS
+/// for good (tests/bench/spec_churn.py measures it). Several calls in a row
+/// give back once.
+pub fn give_back_memory() {
+    use std::sync::atomic::Ordering;
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    if GIVE_BACK_PENDING.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    runtime.spawn(async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        GIVE_BACK_PENDING.store(false, Ordering::Release);
+        let _ = tokio::task::spawn_blocking(|| {
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            // SAFETY: malloc_trim only returns free heap pages to the
+            // kernel; it touches no memory in use.
+            unsafe {
+                libc::malloc_trim(0);
+            }
+        })
+        .await;
+    });
 }
 
 #[cfg(test)]

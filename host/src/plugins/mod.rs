@@ -477,6 +477,7 @@ impl PluginManager {
             })?;
         if replaced {
             backend.unloaded(name, true);
+            crate::system::give_back_memory();
         }
         let mut done = None;
         self.update(key, |s| {
@@ -500,6 +501,9 @@ impl PluginManager {
         let old = self.lock_status().remove(key);
         if removed && let Some(backend) = self.backend(key.1) {
             backend.unloaded(&key.0, false);
+        }
+        if removed {
+            crate::system::give_back_memory();
         }
         if removed || old.is_some() {
             let version = old.and_then(|s| s.version);

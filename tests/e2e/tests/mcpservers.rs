@@ -328,7 +328,11 @@ fn stdio_servers_run_in_nodes_and_are_restarted_when_they_exit() {
         let now = containers_of(&s, "evs");
         (now.len() == 1 && now[0] != evs[0]).then_some(())
     });
-    assert!(gone.is_some(), "the dead container went: {:?}", containers_of(&s, "evs"));
+    assert!(
+        gone.is_some(),
+        "the dead container went: {:?}",
+        containers_of(&s, "evs")
+    );
     assert_eq!(s.invoke("calc_evaluate", json!({"expression": "1"})).0, 200);
 }
 
