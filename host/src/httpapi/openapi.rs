@@ -184,6 +184,7 @@ pub fn operations(
     let mut out = Vec::new();
     let mut names = HashSet::new();
     let mut matched = HashSet::new();
+    let mut total = 0;
     for (path, item) in paths {
         // A path item may itself be a reference; its operations' parts are
         // resolved as each is built (only the selected ones).
@@ -214,6 +215,14 @@ pub fn operations(
             let context = |e: String| format!("{} {path}: {e}", method.to_uppercase());
             let name = unique(&generated, id_room, &mut names);
             let mut operation = build(doc, swagger, &shared, op, method, path).map_err(context)?;
+            total +=
+                nodes(&operation.input_schema) + operation.output_schema.as_ref().map_or(0, nodes);
+            if total > MAX_SPEC_NODES {
+                return Err(context(format!(
+                    "the selected operations' schemas grow past {MAX_SPEC_NODES} nodes once \
+                     their $refs are resolved: select fewer ([api] operations / tags / paths)"
+                )));
+            }
             operation.name = name;
             out.push(operation);
         }
@@ -592,13 +601,48 @@ fn json_type(t: &str) -> Option<&'static str> {
     })
 }
 
+/// The most JSON nodes one schema (a parameter, a body, a response) may
+/// have once its `$ref`s are resolved. A cycle stops at its first repeat,
+/// but references can also fan out (each schema naming the next twice): a
+/// 3 KB spec would otherwise expand into gigabytes.
+const MAX_RESOLVED_NODES: usize = 100_000;
+
+/// The most JSON nodes all of a toolkit's schemas may have together.
+const MAX_SPEC_NODES: usize = 4_000_000;
+
 /// `value` with every local `$ref` replaced by what it points to (a
-/// reference back into itself becomes an open schema, described).
+/// reference back into itself becomes an open schema, described); an error
+/// past [`MAX_RESOLVED_NODES`].
 pub fn resolve(doc: &Value, value: &Value) -> Result<Value, String> {
-    resolve_in(doc, value, &mut Vec::new())
+    resolve_in(doc, value, &mut Vec::new(), &mut 0)
 }
 
-fn resolve_in(doc: &Value, value: &Value, stack: &mut Vec<String>) -> Result<Value, String> {
+/// JSON nodes in `v`.
+fn nodes(v: &Value) -> usize {
+    match v {
+        Value::Object(o) => 1 + o.values().map(nodes).sum::<usize>(),
+        Value::Array(a) => 1 + a.iter().map(nodes).sum::<usize>(),
+        _ => 1,
+    }
+}
+
+fn resolve_in(
+    doc: &Value,
+    value: &Value,
+    stack: &mut Vec<String>,
+    spent: &mut usize,
+) -> Result<Value, String> {
+    *spent += 1;
+    if *spent > MAX_RESOLVED_NODES {
+        return Err(format!(
+            "a schema grows past {MAX_RESOLVED_NODES} nodes once its $refs are resolved \
+             (references that fan out{}): refused",
+            stack
+                .last()
+                .map(|r| format!(", at `{r}`"))
+                .unwrap_or_default()
+        ));
+    }
     match value {
         Value::Object(obj) => {
             if let Some(Value::String(reference)) = obj.get("$ref") {
@@ -607,12 +651,12 @@ fn resolve_in(doc: &Value, value: &Value, stack: &mut Vec<String>) -> Result<Val
                 }
                 let target = lookup(doc, reference)?;
                 stack.push(reference.clone());
-                let mut resolved = resolve_in(doc, target, stack)?;
+                let mut resolved = resolve_in(doc, target, stack, spent)?;
                 stack.pop();
                 // 3.1 allows keywords beside `$ref`: they refine it.
                 if let Value::Object(out) = &mut resolved {
                     for (k, v) in obj.iter().filter(|(k, _)| *k != "$ref") {
-                        out.insert(k.clone(), resolve_in(doc, v, stack)?);
+                        out.insert(k.clone(), resolve_in(doc, v, stack, spent)?);
                     }
                 }
                 return Ok(resolved);
@@ -623,7 +667,7 @@ fn resolve_in(doc: &Value, value: &Value, stack: &mut Vec<String>) -> Result<Val
                 let v = if k == "example" || k == "examples" {
                     v.clone()
                 } else {
-                    resolve_in(doc, v, stack)?
+                    resolve_in(doc, v, stack, spent)?
                 };
                 out.insert(k.clone(), v);
             }
@@ -631,7 +675,7 @@ fn resolve_in(doc: &Value, value: &Value, stack: &mut Vec<String>) -> Result<Val
         }
         Value::Array(items) => items
             .iter()
-            .map(|v| resolve_in(doc, v, stack))
+            .map(|v| resolve_in(doc, v, stack, spent))
             .collect::<Result<Vec<_>, _>>()
             .map(Value::Array),
         other => Ok(other.clone()),

@@ -238,3 +238,31 @@ fn bad_documents_say_why() {
     let second = unique(long, 16, &mut taken);
     assert!(second.ends_with("_2") && second.len() <= 16, "{second}");
 }
+
+#[test]
+fn references_that_fan_out_are_refused_not_expanded() {
+    // Each schema names the next twice: 2^24 nodes once resolved, from a
+    // spec of a few kilobytes.
+    let mut schemas = serde_json::Map::new();
+    for i in 0..24 {
+        let next = json!({"$ref": format!("#/components/schemas/S{}", i + 1)});
+        schemas.insert(
+            format!("S{i}"),
+            json!({"type": "object", "properties": {"a": next, "b": next}}),
+        );
+    }
+    schemas.insert("S24".into(), json!({"type": "string"}));
+    let doc = json!({"openapi": "3.0.0", "components": {"schemas": schemas}, "paths": {"/a": {"post": {
+        "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/S0"}}}},
+        "responses": {}}}}});
+    assert!(doc.to_string().len() < 4096);
+    let started = std::time::Instant::now();
+    let err = operations(&doc, &all(), 40, false).unwrap_err();
+    assert!(err.contains("fan out"), "{err}");
+    assert!(err.starts_with("POST /a"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // Eight levels (512 leaves) are fine.
+    let mut small = doc.clone();
+    small["components"]["schemas"]["S8"] = json!({"type": "string"});
+    assert!(operations(&small, &all(), 40, false).is_ok());
+}
