@@ -344,6 +344,7 @@ impl Server {
             max_body_bytes: config.server.max_body_kb as usize * 1024,
             body_timeout: std::time::Duration::from_millis(config.server.body_timeout_ms),
             max_upload_bytes: config.plugins.max_upload_mb as usize * 1024 * 1024,
+            max_mcp_sessions: config.sessions.max_mcp_sessions,
         };
         api::router(
             AppState {

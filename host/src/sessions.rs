@@ -471,6 +471,11 @@ pub struct SessionsConfig {
     /// call without a session header makes a new session) gets 503 with
     /// `Retry-After` until some close or idle out.
     pub max_sessions: usize,
+    /// Most MCP sessions (`initialize` on `/mcp`) open at once, each some
+    /// memory until it is closed or idles out. An `initialize` beyond them
+    /// gets 503 with `Retry-After` (a stateless 2026-07-28 request opens
+    /// none).
+    pub max_mcp_sessions: usize,
 }
 
 impl Default for SessionsConfig {
@@ -479,6 +484,7 @@ impl Default for SessionsConfig {
             idle_timeout_s: 3600,
             reap_interval_s: 60,
             max_sessions: 10_000,
+            max_mcp_sessions: 1024,
         }
     }
 }

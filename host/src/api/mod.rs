@@ -63,6 +63,8 @@ pub struct ApiLimits {
     pub max_upload_bytes: usize,
     /// Time for a whole request body to arrive.
     pub body_timeout: std::time::Duration,
+    /// MCP sessions open at once (`[sessions] max_mcp_sessions`).
+    pub max_mcp_sessions: usize,
 }
 
 /// The whole HTTP API. `guard`: the `Host` names and `Origin`s every route

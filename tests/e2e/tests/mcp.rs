@@ -724,6 +724,54 @@ fn idle_mcp_sessions_are_closed_and_busy_ones_are_not() {
     }
 }
 
+#[test]
+fn mcp_sessions_are_capped_and_a_closed_one_makes_room() {
+    let config = "[sessions]\nmax_mcp_sessions = 3\n";
+    let s = Server::start_with(PluginsDir::new().add("calc", "calc"), Some(config)).unwrap();
+    let mut open: Vec<McpClient> = (0..3)
+        .map(|_| {
+            let mut c = McpClient::new(&s);
+            c.initialize("2025-11-25");
+            c
+        })
+        .collect();
+    let initialize = json!({"jsonrpc": "2.0", "id": 7, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "toolhost-e2e", "version": "0"}}});
+    // A fourth is refused with a JSON-RPC error naming the setting, and a
+    // Retry-After; the open ones go on serving.
+    let refused = McpClient::new(&s)
+        .post()
+        .body(initialize.to_string())
+        .send()
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers()["retry-after"], "30");
+    let body: Value = refused.json().unwrap();
+    assert_eq!(body["id"], 7, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_mcp_sessions"),
+        "{body}"
+    );
+    let answer = open[0].call(1, "calc_evaluate", json!({"expression": "2+2"}));
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    // Stateless requests open no session: still answered.
+    let (status, _) = s.get("/tools");
+    assert_eq!(status, 200);
+    // One closed: room for one more.
+    let closed = open.pop().unwrap();
+    assert!(closed.close() < 300);
+    let mut again = McpClient::new(&s);
+    again.initialize("2025-11-25");
+    assert!(
+        s.log()
+            .contains("initialize refused: the most sessions are open")
+    );
+}
+
 /// A client that goes away mid-call stops it, stateless or in a session
 /// (whose slow answers are streams): the sandbox is torn down, so the call
 /// is never counted.

@@ -43,7 +43,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{Method, header};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use bytes::BytesMut;
 use futures::StreamExt as _;
 use http_body_util::BodyExt as _;
@@ -85,6 +85,11 @@ pub fn router(
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = None;
     let manager = Arc::new(manager);
+    let cap = SessionCap {
+        manager: manager.clone(),
+        max: state.limits.max_mcp_sessions,
+        max_body_bytes,
+    };
     direct::spawn_sweeper(
         direct.clone(),
         manager.clone(),
@@ -114,6 +119,7 @@ pub fn router(
         Mcp {
             direct,
             rmcp: Arc::new(service),
+            cap: Arc::new(cap),
         },
     )
 }
@@ -128,6 +134,54 @@ type Rmcp = Arc<StreamableHttpService<McpHandler, LocalSessionManager>>;
 struct Mcp {
     direct: Arc<direct::Direct>,
     rmcp: Rmcp,
+    cap: Arc<SessionCap>,
+}
+
+/// At most `max` MCP sessions (`[sessions] max_mcp_sessions`): each holds
+/// memory until it is closed or idles out, so a flood of `initialize`
+/// calls is refused rather than kept.
+struct SessionCap {
+    manager: Arc<LocalSessionManager>,
+    max: usize,
+    max_body_bytes: usize,
+}
+
+impl SessionCap {
+    /// `request` as it came, or the 503 that refuses it: an `initialize`
+    /// while `max` sessions are open.
+    async fn admit(&self, request: Request) -> Result<Request, Response> {
+        let opens =
+            request.method() == Method::POST && !request.headers().contains_key("mcp-session-id");
+        if !opens || self.manager.sessions.read().await.len() < self.max {
+            return Ok(request);
+        }
+        let (parts, body) = request.into_parts();
+        let bytes = super::body::read_bytes(body, self.max_body_bytes)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let message: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        if message.get("method").and_then(|m| m.as_str()) != Some("initialize") {
+            return Ok(Request::from_parts(parts, Body::from(bytes)));
+        }
+        tracing::warn!(
+            max = self.max,
+            "MCP: initialize refused: the most sessions are open"
+        );
+        let error = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": message.get("id").cloned().unwrap_or_default(),
+            "error": {"code": -32000, "message": format!(
+                "too many MCP sessions are open ({}, [sessions] max_mcp_sessions): \
+                 close unused ones (DELETE /mcp) or retry later", self.max)},
+        });
+        let mut response = axum::Json(error).into_response();
+        *response.status_mut() = axum::http::StatusCode::SERVICE_UNAVAILABLE;
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static("30"),
+        );
+        Err(response)
+    }
 }
 
 /// rmcp's answer to a request, coalesced.
@@ -149,8 +203,13 @@ impl tower::Service<Request> for Mcp {
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        let (direct, rmcp) = (self.direct.clone(), self.rmcp.clone());
-        Box::pin(async move { Ok(direct::answer(direct, rmcp, request).await) })
+        let (direct, rmcp, cap) = (self.direct.clone(), self.rmcp.clone(), self.cap.clone());
+        Box::pin(async move {
+            Ok(match cap.admit(request).await {
+                Ok(request) => direct::answer(direct, rmcp, request).await,
+                Err(refused) => refused,
+            })
+        })
     }
 }
 
