@@ -95,6 +95,31 @@ impl ClientHandler for Handler {
     }
 }
 
+/// `reload` run for a burst of changes once, `every` after its first one
+/// (with how many more it absorbed); changes while a reload waits join it,
+/// so reloads happen at most once per `every` however often changes come.
+pub fn coalescing(
+    every: std::time::Duration,
+    reload: impl Fn(u64) + Send + Sync + 'static,
+) -> impl Fn() + Send + Sync + 'static {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let reload = Arc::new(reload);
+    let pending = Arc::new(AtomicBool::new(false));
+    let absorbed = Arc::new(AtomicU64::new(0));
+    move || {
+        if pending.swap(true, Ordering::AcqRel) {
+            absorbed.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let (reload, pending, absorbed) = (reload.clone(), pending.clone(), absorbed.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(every).await;
+            pending.store(false, Ordering::Release);
+            reload(absorbed.swap(0, Ordering::Relaxed));
+        });
+    }
+}
+
 /// One live connection to a server.
 pub struct Connection {
     pub service: RunningService<RoleClient, Handler>,
@@ -276,4 +301,32 @@ fn binary(media_type: &str, data: &str) -> Result<Content, CallError> {
         data: decode(data)?,
         name: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_burst_of_changes_reloads_once() {
+        let reloads = Arc::new(Mutex::new(Vec::new()));
+        let seen = reloads.clone();
+        let changed = coalescing(Duration::from_millis(200), move |absorbed| {
+            seen.lock().unwrap().push(absorbed);
+        });
+        // 100 notifications at once: one reload, after the window.
+        for _ in 0..100 {
+            changed();
+        }
+        assert!(reloads.lock().unwrap().is_empty());
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(*reloads.lock().unwrap(), vec![99]);
+        // A later change is followed again.
+        changed();
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_eq!(*reloads.lock().unwrap(), vec![99, 0]);
+    }
 }

@@ -141,12 +141,17 @@ impl McpBackend {
         }
         let refresh = self.refresh.get().cloned();
         let toolkit = name.to_owned();
-        let (handler, waiting) = Handler::new(move || {
-            tracing::info!(toolkit, "MCP server: its tool list changed; reloading");
-            if let Some(r) = &refresh {
-                r.entry(&toolkit);
-            }
-        });
+        let (handler, waiting) =
+            Handler::new(client::coalescing(LIST_CHANGED_EVERY, move |absorbed| {
+                tracing::info!(
+                    toolkit,
+                    absorbed,
+                    "MCP server: its tool list changed; reloading"
+                );
+                if let Some(r) = &refresh {
+                    r.entry(&toolkit);
+                }
+            }));
         let within = Duration::from_millis(m.init_timeout_ms);
         let late = || {
             format!(
@@ -430,6 +435,11 @@ fn hints(t: &rmcp::model::Tool) -> tool::ToolHints {
         meta: field("_meta"),
     }
 }
+
+/// A server's `tools/list_changed` notifications are followed at most once
+/// per this long: a server that notifies every 10 ms costs one reload (and
+/// one notice to toolhost's own clients) a half-second, not a hundred.
+const LIST_CHANGED_EVERY: Duration = Duration::from_millis(500);
 
 /// How a server given as a command runs in a node.
 fn stdio_spec(

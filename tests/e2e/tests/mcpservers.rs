@@ -556,7 +556,7 @@ fn a_remote_servers_new_tools_are_followed() {
     let growing = Service::python_mcp(&repo_root().join("tests/fixtures/mcp/growing.py"));
     let s =
         Server::start(PluginsDir::new().folder("grow", &[("grow.toml", &manifest(&growing, ""))]));
-    assert_eq!(s.tool_ids(), ["grow_grow"]);
+    assert_eq!(s.tool_ids(), ["grow_flood", "grow_grow"]);
     for n in 1..=2 {
         let (status, body) = s.invoke("grow_grow", json!({}));
         assert_eq!(status, 200, "{body}");
@@ -567,7 +567,21 @@ fn a_remote_servers_new_tools_are_followed() {
         });
         assert!(served.is_some(), "{tool} is served: {:?}", s.tool_ids());
     }
-    assert_eq!(s.tool_ids().len(), 3);
+    assert_eq!(s.tool_ids().len(), 4);
+
+    // 300 notifications in 3 s are followed with a reload per half-second,
+    // not one each.
+    let reloads = |log: &str| log.matches("its tool list changed; reloading").count();
+    let before = reloads(&s.log());
+    let (status, body) = s.invoke("grow_flood", json!({"seconds": 3}));
+    assert_eq!(status, 200, "{body}");
+    std::thread::sleep(Duration::from_millis(1200));
+    let during = reloads(&s.log()) - before;
+    assert!(
+        (2..=10).contains(&during),
+        "{during} reloads for 300 notifications"
+    );
+    assert_eq!(s.invoke("grow_grown_1", json!({})).0, 200);
 }
 
 /// The continuation toolhost's XAgent surface names for a call still
