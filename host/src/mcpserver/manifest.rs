@@ -79,6 +79,9 @@ pub struct McpSection {
     pub timeout_ms: u64,
     #[serde(default = "default_max_concurrency")]
     pub max_concurrency: u32,
+    /// Tools served at most (the server's first ones); beyond, a warning.
+    #[serde(default = "default_max_tools")]
+    pub max_tools: usize,
     #[serde(default)]
     pub auth: Option<Auth>,
 }
@@ -103,6 +106,9 @@ fn default_timeout_ms() -> u64 {
 }
 fn default_max_concurrency() -> u32 {
     16
+}
+fn default_max_tools() -> usize {
+    1000
 }
 
 /// Parse a manifest's text; errors say which field is wrong.

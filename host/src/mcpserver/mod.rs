@@ -11,6 +11,7 @@
 
 pub mod client;
 mod http;
+mod listing;
 pub mod manifest;
 mod toolkit;
 
@@ -28,7 +29,7 @@ use crate::backend::{
 };
 use crate::credentials::Secrets;
 use crate::outbound::HttpPolicy;
-use crate::tool::{self, CallError, Limits, ToolDescriptor};
+use crate::tool::{self, CallError, Limits};
 use client::{Connection, Handler};
 use toolkit::McpToolkit;
 
@@ -324,55 +325,25 @@ impl McpBackend {
         let identity: String = files.iter().map(|f| content_hash(&f.bytes)).collect();
         let conn = self.connection(name, &identity, &folder, m).await?;
         let within = Duration::from_millis(m.init_timeout_ms);
-        let listed = tokio::time::timeout(within, conn.service.peer().list_all_tools())
-            .await
-            .map_err(|_| {
-                format!(
-                    "the MCP server did not list its tools within {} ms",
-                    m.init_timeout_ms
-                )
-            })?
-            .map_err(|e| format!("the MCP server's tools/list failed: {e}"))?;
+        let (listed, more) =
+            tokio::time::timeout(within, listing::list(conn.service.peer(), m.max_tools))
+                .await
+                .map_err(|_| {
+                    format!(
+                        "the MCP server did not list its tools within {} ms",
+                        m.init_timeout_ms
+                    )
+                })??;
         let room = tool::MAX_TOOL_ID_LEN.saturating_sub(name.len() + 1);
-        let mut tools = Vec::new();
-        let mut names = HashMap::new();
-        for t in listed {
-            let ours: String = t
-                .name
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            let ours: String = ours.chars().take(room).collect();
-            if ours.is_empty() {
-                continue;
-            }
-            let input = serde_json::Value::Object((*t.input_schema).clone());
-            if let Err(e) = jsonschema::validator_for(&input) {
-                tracing::warn!(toolkit = name, tool = %t.name, error = %e, "MCP server tool skipped: its input schema is not valid");
-                continue;
-            }
-            if names.contains_key(&ours) {
-                tracing::warn!(toolkit = name, tool = %t.name, "MCP server tool skipped: its name clashes with another once made an id");
-                continue;
-            }
-            names.insert(ours.clone(), t.name.to_string());
-            tools.push(ToolDescriptor {
-                name: ours,
-                description: t.description.as_deref().unwrap_or_default().to_owned(),
-                input_schema: input,
-                output_schema: t
-                    .output_schema
-                    .as_ref()
-                    .map(|s| serde_json::Value::Object((**s).clone())),
-                continue_with: None,
-                hints: hints(&t),
-            });
+        let (tools, names, mut warnings) = listing::descriptors(name, listed, room);
+        if more {
+            warnings.insert(
+                0,
+                format!(
+                    "the server lists more than {} tools: the first {} are served ([mcp] max_tools)",
+                    m.max_tools, m.max_tools
+                ),
+            );
         }
         if tools.is_empty() {
             return Err("the MCP server lists no usable tool".into());
@@ -419,20 +390,8 @@ impl McpBackend {
             }),
             tools,
             compile: None,
-            warnings: Vec::new(),
+            warnings,
         })
-    }
-}
-
-/// What the server says of tool `t` for clients beside its schema: title,
-/// annotations, `_meta`, passed on as they came.
-fn hints(t: &rmcp::model::Tool) -> tool::ToolHints {
-    let wire = serde_json::to_value(t).unwrap_or_default();
-    let field = |k: &str| wire.get(k).filter(|v| !v.is_null()).cloned();
-    tool::ToolHints {
-        title: field("title").and_then(|v| v.as_str().map(str::to_owned)),
-        annotations: field("annotations"),
-        meta: field("_meta"),
     }
 }
 

@@ -265,3 +265,22 @@ fn a_restarted_remote_server_is_reconnected_idle_and_busy() {
     assert_eq!(status, 200, "{body}");
     drop((everything, kinds));
 }
+
+#[test]
+fn a_mounted_servers_tool_count_is_capped_with_a_warning() {
+    let everything = Service::everything();
+    let s = Server::start(PluginsDir::new().folder(
+        "every",
+        &[("every.toml", &(remote(&everything) + "max_tools = 5\n"))],
+    ));
+    let p = s.plugin("every").unwrap();
+    assert_eq!(p["state"], "ready", "{p}");
+    assert_eq!(p["tools"].as_array().unwrap().len(), 5, "{p}");
+    assert!(
+        p["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("more than 5 tools: the first 5 are served ([mcp] max_tools)"),
+        "{p}"
+    );
+}
