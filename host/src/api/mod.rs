@@ -90,7 +90,7 @@ pub fn router(
         .merge(builder)
         .merge(native::routes())
         .merge(tasks::routes(state.clone()))
-        .merge(system::routes())
+        .merge(system::routes(state.clone()))
         .merge(console::routes())
         .merge(plugins::routes(limits.max_upload_bytes))
         .merge(engines::routes())
@@ -119,5 +119,7 @@ pub fn router(
     ));
     // Outside the shared layers, so their errors get XAgent's shape too.
     let router = router.layer(axum::middleware::from_fn(xagent::detail_errors));
+    // Every refusal, whichever layer made it, in the audit log.
+    let router = router.layer(axum::middleware::from_fn(observe::refusals));
     observe::layer(router)
 }

@@ -1,9 +1,17 @@
 //! Request ids and request spans: every request gets an `x-request-id` (the
 //! client's, or a new UUID), returned in the response and carried by the
-//! tracing span that every log line of the request is written in.
+//! tracing span that every log line of the request is written in. And the
+//! audit of refusals: every 401, 403 and 429 is a line of the
+//! `toolhost::audit` log target, in the request's span (so with its id),
+//! at most [`AUDIT_PER_SECOND`] a second (the rest counted).
+
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::Router;
-use axum::http::{HeaderName, Request};
+use axum::extract::Request as AxumRequest;
+use axum::http::{HeaderName, Request, StatusCode};
+use axum::middleware::Next;
+use axum::response::Response;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
@@ -35,4 +43,45 @@ pub fn layer(router: Router) -> Router {
                 .on_failure(()),
         )
         .layer(SetRequestIdLayer::new(REQUEST_ID_HEADER, MakeRequestUuid))
+}
+
+/// Refusals written to the audit log a second at most; beyond, counted and
+/// said with the next line.
+pub const AUDIT_PER_SECOND: u64 = 50;
+
+/// The second the audit count is for, and the count in it.
+static AUDIT_SECOND: AtomicU64 = AtomicU64::new(0);
+static AUDIT_COUNT: AtomicU64 = AtomicU64::new(0);
+static AUDIT_DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Middleware: a refusal (401, 403, 429) is written to the audit log.
+pub async fn refusals(request: AxumRequest, next: Next) -> Response {
+    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    let response = next.run(request).await;
+    let status = response.status();
+    if matches!(
+        status,
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
+    ) && within_rate()
+    {
+        let dropped = AUDIT_DROPPED.swap(0, Ordering::Relaxed);
+        tracing::warn!(target: "toolhost::audit", status = status.as_u16(), %method, path, dropped, "request refused");
+    }
+    response
+}
+
+/// Whether this refusal fits in this second's share of audit lines.
+fn within_rate() -> bool {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    if AUDIT_SECOND.swap(now, Ordering::AcqRel) != now {
+        AUDIT_COUNT.store(0, Ordering::Release);
+    }
+    if AUDIT_COUNT.fetch_add(1, Ordering::AcqRel) < AUDIT_PER_SECOND {
+        true
+    } else {
+        AUDIT_DROPPED.fetch_add(1, Ordering::Relaxed);
+        false
+    }
 }

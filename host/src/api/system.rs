@@ -1,5 +1,6 @@
 //! `GET /system`: seed 004's SystemInfo (the host's CPUs, memory, disk),
 //! what the backends have allocated of it, and each tool's ResourceUsage.
+//! Admin only: what the host has is not every caller's business.
 
 use axum::extract::State;
 use axum::{Json, Router, routing};
@@ -8,8 +9,13 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::error::ApiError;
 
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/system", routing::get(system))
+pub fn routes(state: AppState) -> Router<AppState> {
+    Router::new()
+        .route("/system", routing::get(system))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state,
+            super::auth::required,
+        ))
 }
 
 /// The CPU share is sampled over this long.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::blocking::multipart;
 use serde_json::{Value, json};
-use toolhost_e2e::{PluginsDir, Server, component, kind, sha256_hex};
+use toolhost_e2e::{PluginsDir, Server, component, kind, sha256_hex, wait_for};
 
 const TOKEN: &str = "test-admin-token-0123456789";
 
@@ -62,6 +62,38 @@ fn admin_routes_need_a_configured_token() {
     assert_eq!(body["plugins"][0]["state"], "ready");
     assert_eq!(body["plugins"][0]["tools"], json!(["calc_evaluate"]));
     assert!(body["plugins"][0]["loaded_at"].as_u64().unwrap() > 1_700_000_000_000);
+    // What the host has is admin-only too.
+    assert_eq!(s.get("/system").0, 403);
+}
+
+#[test]
+fn refusals_are_audited_with_their_request_id() {
+    let s = server();
+    let r = client()
+        .get(s.url("/system"))
+        .header("x-request-id", "audit-me-1")
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = client()
+        .get(s.url("/system"))
+        .bearer_auth(TOKEN)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let body: Value = r.json().unwrap();
+    assert!(body["cpu_count"].as_u64().unwrap() >= 1, "{body}");
+    let seen = wait_for(Duration::from_secs(5), || {
+        s.log()
+            .lines()
+            .find(|l| l.contains("request refused") && l.contains("audit-me-1"))
+            .map(str::to_owned)
+    });
+    let line = seen.unwrap_or_else(|| panic!("no audit line:\n{}", s.log()));
+    assert!(
+        line.contains("toolhost::audit") && line.contains("401"),
+        "{line}"
+    );
 }
 
 #[test]

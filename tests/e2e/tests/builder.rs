@@ -166,7 +166,14 @@ fn a_coding_agent_builds_and_registers_a_tool_over_mcp() {
     );
     let (code, first) = builder("create_env", json!({"cpus": 0.5, "memory_mb": 256}));
     assert_eq!(code, 200, "{first}");
-    let (_, system) = s.get("/system");
+    let system: Value = s
+        .client()
+        .get(s.url("/system"))
+        .bearer_auth(TOKEN)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
     assert_eq!(
         system["allocations"]["docker"]["by_toolkit"]["builder"]["cpus"], 0.5,
         "{system}"
