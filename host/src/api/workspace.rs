@@ -86,6 +86,15 @@ pub fn write(root: &Path, path: &str, bytes: &[u8]) -> Result<String, WorkspaceE
     Ok(rel.to_string_lossy().into_owned())
 }
 
+/// The modification time and size of file `path` under `root`, found as
+/// [`read`] finds it (a symlink or `..` that leads out of `root` is not
+/// followed): none when there is no such file.
+pub fn stat(root: &Path, path: &str) -> Option<(std::time::SystemTime, u64)> {
+    let rel = relative(path).ok()?;
+    let meta = open(root).ok()?.metadata(&rel).ok()?;
+    Some((meta.modified().ok()?.into_std(), meta.len()))
+}
+
 /// Read `path` under `root`: (file name, bytes), at most `max` bytes.
 pub fn read(root: &Path, path: &str, max: usize) -> Result<(String, Vec<u8>), WorkspaceError> {
     let rel = relative(path)?;
@@ -323,5 +332,20 @@ mod tests {
             zip(root.path(), 2),
             Err(WorkspaceError::TooLarge(_))
         ));
+    }
+
+    #[test]
+    fn stat_finds_what_read_finds_and_nothing_outside() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "s").unwrap();
+        std::fs::write(root.path().join("a.txt"), "abc").unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.path().join("out")).unwrap();
+        std::os::unix::fs::symlink("a.txt", root.path().join("alias")).unwrap();
+        assert_eq!(stat(root.path(), "a.txt").map(|s| s.1), Some(3));
+        assert_eq!(stat(root.path(), "alias").map(|s| s.1), Some(3));
+        assert!(stat(root.path(), "out/secret").is_none());
+        assert!(stat(root.path(), "../x").is_none());
+        assert!(read(root.path(), "out/secret", 100).is_err());
     }
 }

@@ -219,13 +219,12 @@ pub fn watch(session: &Session, uris: &[String]) -> Watched {
     Arc::new(Mutex::new(seen))
 }
 
-/// A workspace file's modification time and size (none when it is missing,
-/// or the URI is not a workspace file's).
+/// A workspace file's modification time and size, found as a read finds it
+/// (nothing outside the workspace, through a symlink or not, is looked
+/// at): none when it is missing, or the URI is not a workspace file's.
 fn stat(session: &Session, uri: &str) -> Option<(SystemTime, u64)> {
     let path = features::workspace_path(uri)?;
-    let rel = crate::api::workspace::relative(path).ok()?;
-    let meta = std::fs::symlink_metadata(session.workspace_path().join(rel)).ok()?;
-    Some((meta.modified().ok()?, meta.len()))
+    crate::api::workspace::stat(session.workspace_path(), path)
 }
 
 #[cfg(test)]
