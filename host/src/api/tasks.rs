@@ -95,14 +95,22 @@ pub fn admit(state: &AppState, spec: &TaskSpec) -> Result<(), ApiError> {
 
 async fn request_tool(
     State(state): State<AppState>,
-    JsonBody(spec): JsonBody<TaskSpec>,
+    JsonBody(mut spec): JsonBody<TaskSpec>,
 ) -> Result<Response, ApiError> {
+    let notes = spec.read_seed_fields();
     admit(&state, &spec)?;
     let task = state.tasks.submit(spec).map_err(refused)?;
     tracing::info!(task = %task.task_id, kind = %task.kind, name = %task.spec.name, "tool requested");
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({"task_id": task.task_id, "status": task.status, "message": task.events.last().map(|e| e.message.clone())})),
+        Json(json!({
+            "task_id": task.task_id,
+            "status": task.status,
+            "name": task.spec.name,
+            "type": task.kind,
+            "message": task.events.last().map(|e| e.message.clone()),
+            "notes": notes,
+        })),
     )
         .into_response())
 }

@@ -13,6 +13,7 @@ pub mod build;
 pub mod config;
 pub mod deploy;
 pub mod deploy_plan;
+pub mod seed;
 pub mod spec;
 
 use std::collections::HashMap;

@@ -13,8 +13,9 @@ pub struct TaskSpec {
     /// named and refused for now. Guessed from the fields when absent.
     #[serde(rename = "type", default)]
     pub kind: Option<String>,
-    /// The toolkit the tool lands in: its tools are `<name>_<tool>`.
-    #[serde(alias = "tool_id", alias = "tool_name")]
+    /// The toolkit the tool lands in: its tools are `<name>_<tool>`. Made
+    /// from the description when a request gives none (`tasks::seed`).
+    #[serde(alias = "tool_id", alias = "tool_name", default)]
     pub name: String,
     #[serde(default)]
     pub description: String,
@@ -65,9 +66,18 @@ pub struct TaskSpec {
     /// endpoint_path, http_method, description, input_schema) ...
     #[serde(default)]
     pub tools: Option<Vec<Value>>,
-    /// ... or an OpenAPI document (JSON) they are derived from.
+    /// ... or an OpenAPI document (JSON) they are derived from (or seed
+    /// 004's `{endpoint_path, http_method, input_schema}`: `tasks::seed`).
     #[serde(default)]
     pub api_spec: Option<Value>,
+    /// Seed 004's `runtime` (`docker`, `uv`, ...), `ports` and
+    /// `requirements`, read by `tasks::seed`.
+    #[serde(default)]
+    pub runtime: Option<String>,
+    #[serde(default)]
+    pub ports: Option<Vec<u16>>,
+    #[serde(default)]
+    pub requirements: Option<super::seed::Requirements>,
 }
 
 /// One call of a built tool and, optionally, what it must answer.
@@ -113,6 +123,12 @@ impl TaskSpec {
 
     /// What is wrong with this spec on its own (422), if anything.
     pub fn problem(&self) -> Option<String> {
+        if let Some(problem) = self.seed_problem() {
+            return Some(problem);
+        }
+        if self.name.is_empty() {
+            return Some("the task needs `name` (or `tool_name`)".into());
+        }
         if !crate::tool::is_valid_plugin_name(&self.name) {
             return Some(format!(
                 "invalid name `{}`: use lowercase letters, digits and `-`, starting with a letter (its tools are `<name>_<tool>`)",

@@ -517,3 +517,46 @@ fn services_deploy_from_files_and_from_a_git_repository() {
     );
     assert_eq!(code, 422);
 }
+
+/// Seed 004's own request bodies (§4.1, §4.2, §6), sent verbatim from the
+/// seed's file: accepted, with what each field became said in `notes`.
+#[test]
+fn the_seeds_own_examples_are_accepted_as_written() {
+    let examples: Vec<Value> = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("tests/fixtures/seed004/examples.json")).unwrap(),
+    )
+    .unwrap();
+    let s = Server::start_with(
+        PluginsDir::new(),
+        Some(&config(
+            "[tasks]\ncallback_allow = [\"caller\"]\ngit_allow = [\"github.com\"]\n",
+        )),
+    )
+    .unwrap();
+    let answers: Vec<(u16, Value)> = examples.iter().map(|e| request(&s, e.clone())).collect();
+    for (status, body) in &answers {
+        assert_eq!(*status, 202, "{body}");
+    }
+    let (deploy, build, described) = (&answers[0].1, &answers[1].1, &answers[2].1);
+    assert_eq!(deploy["type"], "github_deploy", "{deploy}");
+    assert_eq!(deploy["name"], "project-api", "{deploy}");
+    assert!(deploy["notes"].to_string().contains("/api/run"), "{deploy}");
+    assert_eq!(build["type"], "request", "{build}");
+    assert_eq!(build["name"], "text-summarizer-api", "{build}");
+    assert!(
+        build["notes"].to_string().contains("transformers, torch"),
+        "{build}"
+    );
+    assert_eq!(described["type"], "request", "{described}");
+    assert!(
+        described["name"].as_str().unwrap().starts_with("tool-"),
+        "{described}"
+    );
+    // What cannot be honoured is refused by name, not by shape.
+    let mut gpu = examples[0].clone();
+    gpu["tool_name"] = json!("gpu_api");
+    gpu["requirements"]["gpu"] = json!(true);
+    let (status, body) = request(&s, gpu);
+    assert_eq!(status, 422, "{body}");
+    assert!(body.to_string().contains("requirements.gpu"), "{body}");
+}
