@@ -27,6 +27,38 @@ const load = (path) => import(pathToFileURL(`${sdk}/${path}`).href);
 const { Client } = await load("client/index.js");
 const { StreamableHTTPClientTransport } = await load("client/streamableHttp.js");
 const { StdioClientTransport } = await load("client/stdio.js");
+const { ElicitRequestSchema, CreateMessageRequestSchema } = await load("types.js");
+
+// The server's questions are answered the same way on both sides (as
+// side_by_side.py answers them): through toolhost they reach this client
+// as toolhost's caller.
+function answerForm(schema) {
+  const out = {};
+  for (const [name, prop] of Object.entries(schema?.properties ?? {})) {
+    if (prop.enum) out[name] = prop.enum[0];
+    else if (prop.type === "boolean") out[name] = true;
+    else if (prop.type === "number" || prop.type === "integer") out[name] = prop.minimum ?? 3;
+    else if (prop.type === "array") out[name] = (prop.items?.enum ?? ["a"]).slice(0, 1);
+    else out[name] = prop.format === undefined ? (prop.default ?? "answer") : "someone@example.org";
+  }
+  return out;
+}
+
+function answering(client) {
+  client.setRequestHandler(ElicitRequestSchema, async (req) => ({
+    action: "accept",
+    ...(req.params.mode === "url" ? {} : { content: answerForm(req.params.requestedSchema) }),
+  }));
+  client.setRequestHandler(CreateMessageRequestSchema, async (req) => ({
+    role: "assistant",
+    content: {
+      type: "text",
+      text: "sampled: " + req.params.messages.filter((m) => m.content.type === "text").map((m) => m.content.text).join(" "),
+    },
+    model: "side-by-side",
+    stopReason: "endTurn",
+  }));
+}
 
 function stripOurs(value) {
   if (Array.isArray(value)) return value.map(stripOurs);
@@ -47,7 +79,11 @@ function stripOurs(value) {
 }
 
 async function observe(transport, calls, nameOf) {
-  const client = new Client({ name: "side-by-side", version: "1.0.0" });
+  const client = new Client(
+    { name: "side-by-side", version: "1.0.0" },
+    { capabilities: { elicitation: { form: {}, url: {} }, sampling: {} } },
+  );
+  answering(client);
   await client.connect(transport);
   try {
     const listed = await client.listTools();

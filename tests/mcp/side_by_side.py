@@ -50,6 +50,7 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -142,6 +143,51 @@ def differences(report: dict, masks: list[str], skip: list[str]) -> list[str]:
     return found
 
 
+def answer_form(schema: dict) -> dict:
+    """A filled form for `schema` (MCP's flat elicitation schemas): the
+    same answer on both sides."""
+    out = {}
+    for name, prop in (schema.get("properties") or {}).items():
+        kind = prop.get("type")
+        if "enum" in prop:
+            out[name] = prop["enum"][0]
+        elif kind == "boolean":
+            out[name] = True
+        elif kind in ("number", "integer"):
+            out[name] = prop.get("minimum", 3)
+        elif kind == "array":
+            items = (prop.get("items") or {}).get("enum") or ["a"]
+            out[name] = items[:1]
+        else:
+            out[name] = prop.get("default", "answer") if prop.get("format") is None else "someone@example.org"
+    return out
+
+
+async def on_elicit(_context, params: types.ElicitRequestParams) -> types.ElicitResult:
+    schema = params.model_dump(by_alias=True).get("requestedSchema") or {}
+    return types.ElicitResult(action="accept", content=answer_form(schema))
+
+
+async def on_sample(_context, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    asked = " ".join(
+        m.content.text for m in params.messages if isinstance(m.content, types.TextContent)
+    )
+    return types.CreateMessageResult(
+        role="assistant",
+        content=types.TextContent(type="text", text=f"sampled: {asked}"),
+        model="side-by-side",
+        stop_reason="endTurn",
+    )
+
+
+# The client answers the server's questions (elicitation, sampling) the
+# same way on both sides: through toolhost they reach it as the caller.
+CALLBACKS = {
+    "elicitation_callback": on_elicit,
+    "sampling_callback": on_sample,
+}
+
+
 def dump(model: Any) -> Any:
     return strip_ours(model.model_dump(mode="json", by_alias=True, exclude_none=True))
 
@@ -188,13 +234,13 @@ async def main() -> int:
         direct_server = StdioServerParameters(command=cmd[0], args=cmd[1:])
     # The direct side's calls name its own paths.
     direct_calls = [{**c, "arguments": rewrite(c.get("arguments", {}), [(n, o) for o, n in replace])} for c in calls]
-    async with Client(direct_server) as client:
+    async with Client(direct_server, **CALLBACKS) as client:
         direct = await observe(client, direct_calls, lambda n: n)
     direct = rewrite(direct, replace)
 
     headers = {"X-Toolhost-Session": args.session} if args.session else {}
     http = httpx2.AsyncClient(headers=headers, timeout=60)
-    async with Client(streamable_http_client(args.through, http_client=http)) as client:
+    async with Client(streamable_http_client(args.through, http_client=http), **CALLBACKS) as client:
         through = await observe(client, calls, lambda n: args.prefix + n)
     # Only this server's tools, under the server's own names.
     through["tools"] = [

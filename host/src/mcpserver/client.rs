@@ -7,11 +7,19 @@ use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
 use rmcp::ClientHandler;
+use rmcp::ErrorData;
+// Sampling and roots are deprecated by the 2026-07-28 protocol (SEP-2577);
+// servers of 2025-11-25 still ask them.
+#[allow(deprecated)]
 use rmcp::model::{
-    CallToolResult, ClientCapabilities, ClientConfig, ContentBlock, Implementation, NumberOrString,
+    CallToolResult, ClientConfig, ContentBlock, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, Implementation, ListRootsResult, NumberOrString,
     ProgressNotificationParam, ProgressToken,
 };
-use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::service::{NotificationContext, RequestContext, RoleClient, RunningService};
+
+pub use super::asks::Asking;
+use crate::input::Kind;
 
 use crate::tool::{
     Annotated, CallError, Content, EmbeddedResource, Progress, ProgressSink, ResourceLink,
@@ -25,22 +33,38 @@ type Stderr = Arc<Mutex<std::collections::VecDeque<u8>>>;
 /// Calls waiting for progress, by token.
 pub type Waiting = Arc<Mutex<HashMap<String, ProgressSink>>>;
 
-/// What the server's notifications reach.
+/// What the server's notifications and requests reach.
 pub struct Handler {
     waiting: Waiting,
+    /// The callers of the calls in flight, for the server's questions.
+    asking: Asking,
     /// Called when the server's tool list changed.
     changed: Box<dyn Fn() + Send + Sync>,
+    /// Whether the server is told roots: the session's workspace, for a
+    /// server run per session in a node (where it is `/workspace`). Other
+    /// servers have no workspace to be told of, and keep their own idea of
+    /// their folders (a filesystem server would take roots for them).
+    workspace_roots: bool,
 }
 
 impl Handler {
-    pub fn new(changed: impl Fn() + Send + Sync + 'static) -> (Handler, Waiting) {
+    /// A handler calling `changed` on `tools/list_changed`, telling the
+    /// server the session's workspace as its roots when `workspace_roots`.
+    pub fn new(
+        changed: impl Fn() + Send + Sync + 'static,
+        workspace_roots: bool,
+    ) -> (Handler, Waiting, Asking) {
         let waiting = Waiting::default();
+        let asking = Asking::default();
         (
             Handler {
                 waiting: waiting.clone(),
+                asking: asking.clone(),
                 changed: Box::new(changed),
+                workspace_roots,
             },
             waiting,
+            asking,
         )
     }
 }
@@ -87,9 +111,52 @@ impl ClientHandler for Handler {
         std::future::ready(())
     }
 
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        super::asks::forward(&self.asking, &context, Kind::Form, &request).await
+    }
+
+    #[allow(deprecated)]
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        super::asks::forward(&self.asking, &context, Kind::Sampling, &params).await
+    }
+
+    #[allow(deprecated)]
+    fn list_roots(
+        &self,
+        _: RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<ListRootsResult, ErrorData>> + Send + '_ {
+        let roots = match self.workspace_roots {
+            true => {
+                serde_json::json!({"roots": [{"uri": "file:///workspace", "name": "workspace"}]})
+            }
+            false => serde_json::json!({"roots": []}),
+        };
+        std::future::ready(
+            serde_json::from_value(roots)
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None)),
+        )
+    }
+
     fn get_info(&self) -> ClientConfig {
         let mut info = ClientConfig::default();
-        info.capabilities = ClientCapabilities::default();
+        // What toolhost's callers may answer: the server lists the tools
+        // that ask (a caller that cannot answer gets the server's error).
+        let mut capabilities = serde_json::json!({
+            "elicitation": {"form": {}, "url": {}},
+            "sampling": {},
+        });
+        if self.workspace_roots {
+            capabilities["roots"] = serde_json::json!({"listChanged": false});
+        }
+        info.capabilities = serde_json::from_value(capabilities).unwrap_or_default();
         info.client_info = Implementation::new("toolhost", env!("CARGO_PKG_VERSION"));
         info
     }
@@ -124,6 +191,8 @@ pub fn coalescing(
 pub struct Connection {
     pub service: RunningService<RoleClient, Handler>,
     pub waiting: Waiting,
+    /// The callers of the calls in flight, for the server's questions.
+    pub asking: Asking,
     /// A server run in a node: its container (removed with the connection)
     /// and its stderr.
     process: Option<(tokio::sync::Mutex<ContainerGuard>, Stderr)>,
@@ -139,12 +208,13 @@ pub struct Connection {
 impl Connection {
     pub fn new(
         service: RunningService<RoleClient, Handler>,
-        waiting: Waiting,
+        (waiting, asking): (Waiting, Asking),
         process: Option<(ContainerGuard, Stderr)>,
     ) -> Self {
         Connection {
             service,
             waiting,
+            asking,
             process: process.map(|(guard, stderr)| (tokio::sync::Mutex::new(guard), stderr)),
             started: std::time::Instant::now(),
             broken: Default::default(),

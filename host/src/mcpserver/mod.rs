@@ -9,6 +9,7 @@
 //! that ends early (the caller went away, its time limit) is cancelled on the
 //! server.
 
+mod asks;
 pub mod client;
 mod http;
 mod listing;
@@ -142,8 +143,8 @@ impl McpBackend {
         }
         let refresh = self.refresh.get().cloned();
         let toolkit = name.to_owned();
-        let (handler, waiting) =
-            Handler::new(client::coalescing(LIST_CHANGED_EVERY, move |absorbed| {
+        let (handler, waiting, asking) = Handler::new(
+            client::coalescing(LIST_CHANGED_EVERY, move |absorbed| {
                 tracing::info!(
                     toolkit,
                     absorbed,
@@ -152,7 +153,9 @@ impl McpBackend {
                 if let Some(r) = &refresh {
                     r.entry(&toolkit);
                 }
-            }));
+            }),
+            false,
+        );
         let within = Duration::from_millis(m.init_timeout_ms);
         let late = || {
             format!(
@@ -170,12 +173,18 @@ impl McpBackend {
                     .await
                     .map_err(|_| late())?
                     .map_err(|e| format!("the MCP server's initialize failed: {e}"))?;
-                Connection::new(service, waiting, None).losing_calls_on(lost)
+                Connection::new(service, (waiting, asking), None).losing_calls_on(lost)
             }
             (None, Some(command)) => {
                 let spec = stdio_spec(name, folder, command, m)?;
-                self.start_stdio(&spec, "shared", handler, waiting, m.init_timeout_ms)
-                    .await?
+                self.start_stdio(
+                    &spec,
+                    "shared",
+                    handler,
+                    (waiting, asking),
+                    m.init_timeout_ms,
+                )
+                .await?
             }
             (None, None) => return Err("[mcp] names no server".into()),
         };
@@ -191,7 +200,7 @@ impl McpBackend {
         spec: &crate::nodes::stdio::StdioSpec,
         session: &str,
         handler: Handler,
-        waiting: client::Waiting,
+        routes: (client::Waiting, client::Asking),
         init_timeout_ms: u64,
     ) -> Result<Connection, String> {
         let docker = self
@@ -217,7 +226,7 @@ impl McpBackend {
             .map_err(|e| format!("the MCP server's initialize failed: {e} (stderr: {})", tail()))?;
         Ok(Connection::new(
             service,
-            waiting,
+            routes,
             Some((container, stderr.clone())),
         ))
     }
@@ -261,10 +270,16 @@ impl McpBackend {
                 let mut spec = spec.clone();
                 spec.binds
                     .push(format!("{}:/workspace:rw", workspace.display()));
-                let (handler, waiting) = Handler::new(|| {});
-                self.start_stdio(&spec, session.id(), handler, waiting, init_timeout_ms)
-                    .await
-                    .map(Arc::new)
+                let (handler, waiting, asking) = Handler::new(|| {}, true);
+                self.start_stdio(
+                    &spec,
+                    session.id(),
+                    handler,
+                    (waiting, asking),
+                    init_timeout_ms,
+                )
+                .await
+                .map(Arc::new)
             })
             .await
             .map_err(CallError::BackendUnavailable)?;

@@ -84,6 +84,12 @@ impl Toolkit for McpToolkit {
                     let _route = call
                         .progress
                         .map(|sink| conn.route(handle.progress_token.clone(), sink));
+                    // What the server asks of its client during the call
+                    // goes to this call's caller.
+                    let _asker = call
+                        .ask
+                        .clone()
+                        .map(|asker| super::asks::route(&conn.asking, &handle.id, asker));
                     // However this call ends early (its caller went away, its
                     // time limit), the server is told to cancel it.
                     let mut cancel = CancelOnDrop(Some((peer.clone(), handle.id.clone())));
