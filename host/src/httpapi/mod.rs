@@ -10,7 +10,9 @@
 
 pub mod client;
 pub mod manifest;
+mod names;
 pub mod openapi;
+mod refs;
 pub mod toolkit;
 
 use std::collections::HashMap;

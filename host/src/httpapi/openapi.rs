@@ -9,6 +9,9 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
+use super::names::{tool_name, unique};
+use super::refs::{MAX_SPEC_NODES, lookup, nodes, resolve};
+
 /// Where a parameter goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum In {
@@ -435,78 +438,8 @@ fn free_property(properties: &Map<String, Value>, wanted: &str) -> String {
     name
 }
 
-/// A tool name from an operationId or `method_path`: lowercase letters,
-/// digits and single `_`.
-pub fn tool_name(raw: &str) -> String {
-    let mut out = String::new();
-    for c in raw.chars() {
-        let c = c.to_ascii_lowercase();
-        if c.is_ascii_alphanumeric() {
-            out.push(c);
-        } else if !out.ends_with('_') {
-            out.push('_');
-        }
-    }
-    let out = out.trim_matches('_').to_owned();
-    if out.is_empty() { "call".into() } else { out }
-}
-
-/// `name` fitted into `room` characters ([`shorten`]) and made unique
-/// among `taken` (a second operation with the same name gets `_2`, ...).
-fn unique(name: &str, room: usize, taken: &mut HashSet<String>) -> String {
-    let room = room.max(16);
-    let name = shorten(name, room);
-    let mut candidate = name.clone();
-    let mut n = 2;
-    while taken.contains(&candidate) {
-        let suffix = format!("_{n}");
-        let base: String = name.chars().take(room - suffix.len()).collect();
-        let base = base.trim_end_matches('_');
-        candidate = format!("{base}{suffix}");
-        n += 1;
-    }
-    taken.insert(candidate.clone());
-    candidate
-}
-
 /// A Swagger 2.0 non-body parameter's schema: its schema keywords, with the
 /// type names some generators write (`int`, `float`, `file`) mapped.
-/// `name` (ASCII words joined by `_`) in at most `room` characters: as it
-/// is when it fits; else its first word, as many of its last words as fit,
-/// and 6 hex digits of its SHA-256. Operation ids tell operations apart at
-/// their ends (`..._for_repo` / `..._for_org`) and in their middles: the
-/// ends are kept and the hash tells the middles apart, the same way on every
-/// load.
-pub fn shorten(name: &str, room: usize) -> String {
-    if name.len() <= room {
-        return name.to_owned();
-    }
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(name.as_bytes());
-    let hash: String = digest[..3].iter().map(|b| format!("{b:02x}")).collect();
-    let budget = room.saturating_sub(hash.len() + 1);
-    let words: Vec<&str> = name.split('_').filter(|w| !w.is_empty()).collect();
-    let head: String = words[0].chars().take(budget).collect();
-    let mut tail: Vec<&str> = Vec::new();
-    let mut used = head.len();
-    for w in words[1..].iter().rev() {
-        if used + 1 + w.len() > budget {
-            break;
-        }
-        used += 1 + w.len();
-        tail.push(w);
-    }
-    tail.reverse();
-    let mut out = head;
-    for w in tail {
-        out.push('_');
-        out.push_str(w);
-    }
-    out.push('_');
-    out.push_str(&hash);
-    out
-}
-
 fn swagger_param_schema(p: &Value) -> Value {
     let mut schema = Map::new();
     for key in [
@@ -599,98 +532,6 @@ fn json_type(t: &str) -> Option<&'static str> {
         "null" => "null",
         _ => return None,
     })
-}
-
-/// The most JSON nodes one schema (a parameter, a body, a response) may
-/// have once its `$ref`s are resolved. A cycle stops at its first repeat,
-/// but references can also fan out (each schema naming the next twice): a
-/// 3 KB spec would otherwise expand into gigabytes.
-const MAX_RESOLVED_NODES: usize = 100_000;
-
-/// The most JSON nodes all of a toolkit's schemas may have together.
-const MAX_SPEC_NODES: usize = 4_000_000;
-
-/// `value` with every local `$ref` replaced by what it points to (a
-/// reference back into itself becomes an open schema, described); an error
-/// past [`MAX_RESOLVED_NODES`].
-pub fn resolve(doc: &Value, value: &Value) -> Result<Value, String> {
-    resolve_in(doc, value, &mut Vec::new(), &mut 0)
-}
-
-/// JSON nodes in `v`.
-fn nodes(v: &Value) -> usize {
-    match v {
-        Value::Object(o) => 1 + o.values().map(nodes).sum::<usize>(),
-        Value::Array(a) => 1 + a.iter().map(nodes).sum::<usize>(),
-        _ => 1,
-    }
-}
-
-fn resolve_in(
-    doc: &Value,
-    value: &Value,
-    stack: &mut Vec<String>,
-    spent: &mut usize,
-) -> Result<Value, String> {
-    *spent += 1;
-    if *spent > MAX_RESOLVED_NODES {
-        return Err(format!(
-            "a schema grows past {MAX_RESOLVED_NODES} nodes once its $refs are resolved \
-             (references that fan out{}): refused",
-            stack
-                .last()
-                .map(|r| format!(", at `{r}`"))
-                .unwrap_or_default()
-        ));
-    }
-    match value {
-        Value::Object(obj) => {
-            if let Some(Value::String(reference)) = obj.get("$ref") {
-                if stack.contains(reference) || stack.len() > 32 {
-                    return Ok(json!({"description": format!("(recursive: {reference})")}));
-                }
-                let target = lookup(doc, reference)?;
-                stack.push(reference.clone());
-                let mut resolved = resolve_in(doc, target, stack, spent)?;
-                stack.pop();
-                // 3.1 allows keywords beside `$ref`: they refine it.
-                if let Value::Object(out) = &mut resolved {
-                    for (k, v) in obj.iter().filter(|(k, _)| *k != "$ref") {
-                        out.insert(k.clone(), resolve_in(doc, v, stack, spent)?);
-                    }
-                }
-                return Ok(resolved);
-            }
-            let mut out = Map::new();
-            for (k, v) in obj {
-                // Examples are data, not schemas: never resolved.
-                let v = if k == "example" || k == "examples" {
-                    v.clone()
-                } else {
-                    resolve_in(doc, v, stack, spent)?
-                };
-                out.insert(k.clone(), v);
-            }
-            Ok(Value::Object(out))
-        }
-        Value::Array(items) => items
-            .iter()
-            .map(|v| resolve_in(doc, v, stack, spent))
-            .collect::<Result<Vec<_>, _>>()
-            .map(Value::Array),
-        other => Ok(other.clone()),
-    }
-}
-
-fn lookup<'d>(doc: &'d Value, reference: &str) -> Result<&'d Value, String> {
-    let Some(pointer) = reference.strip_prefix('#') else {
-        return Err(format!(
-            "$ref `{reference}` points into another document (only local `#/...` references are read)"
-        ));
-    };
-    let pointer = percent_encoding::percent_decode_str(pointer).decode_utf8_lossy();
-    doc.pointer(&pointer)
-        .ok_or_else(|| format!("unresolvable $ref `{reference}`"))
 }
 
 #[cfg(test)]

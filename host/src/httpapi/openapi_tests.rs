@@ -1,6 +1,7 @@
 //! Tests of [`super`]: specs of each version in, operations out.
 
 use super::*;
+use crate::httpapi::names::shorten;
 
 fn all() -> Selection<'static> {
     Selection::default()

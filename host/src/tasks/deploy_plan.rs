@@ -106,7 +106,11 @@ pub fn manifest(spec: &TaskSpec, tools: &[Value]) -> Result<String, String> {
     docker.insert("network".into(), "none".into());
     // A small share each: several services fit the allocation rule.
     docker.insert("cpus".into(), 0.5.into());
-    let memory = super::seed::memory_mb(spec).unwrap_or(256);
+    let memory = spec
+        .requirements
+        .as_ref()
+        .and_then(|r| r.memory_mb)
+        .unwrap_or(256);
     docker.insert("memory_mb".into(), i64::from(memory).into());
     let mut root = toml::Table::new();
     root.insert("description".into(), spec.description.clone().into());

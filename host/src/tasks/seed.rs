@@ -15,23 +15,9 @@
 //! - A `build_tool` without `source` (§4.2 asks a coding agent to write it):
 //!   a request that waits for a builder to claim it.
 
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::spec::{BUILD_TOOL, REQUEST, TaskSpec};
-
-/// §4's `requirements`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Requirements {
-    #[serde(default)]
-    pub gpu: bool,
-    #[serde(default)]
-    pub memory_mb: Option<u32>,
-    /// Packages the tool needs (PyPI names for `runtime: "uv"`).
-    #[serde(default)]
-    pub dependencies: Vec<String>,
-}
 
 impl TaskSpec {
     /// This spec with seed 004's fields read (module docs); returns what
@@ -94,21 +80,6 @@ impl TaskSpec {
         }
         notes
     }
-
-    /// Why a seed field cannot be honoured here, if one cannot.
-    pub fn seed_problem(&self) -> Option<String> {
-        if self.requirements.as_ref().is_some_and(|r| r.gpu) {
-            return Some(
-                "requirements.gpu: no engine here has a GPU runtime, so no GPU can be given".into(),
-            );
-        }
-        match self.runtime.as_deref() {
-            None | Some("docker" | "uv" | "python" | "node" | "javascript") => None,
-            Some(other) => Some(format!(
-                "runtime `{other}`: docker (a service), uv or python / javascript (a tool's code)"
-            )),
-        }
-    }
 }
 
 /// A toolkit name from a description: its first ASCII words, else a hash of
@@ -128,11 +99,6 @@ fn name_for(description: &str) -> String {
     let digest = sha2::Sha256::digest(description.as_bytes());
     let hex: String = digest[..3].iter().map(|b| format!("{b:02x}")).collect();
     format!("tool-{hex}")
-}
-
-/// What the spec's `requirements.memory_mb` asks of a service, if anything.
-pub fn memory_mb(spec: &TaskSpec) -> Option<u32> {
-    spec.requirements.as_ref().and_then(|r| r.memory_mb)
 }
 
 /// The seed's own examples, for tests: §4.1, §4.2 and §6's request body.
@@ -165,7 +131,7 @@ mod tests {
             deploy.tools.as_ref().unwrap()[0]["endpoint_path"],
             "/api/run"
         );
-        assert_eq!(memory_mb(deploy), Some(512));
+        assert_eq!(deploy.requirements.as_ref().unwrap().memory_mb, Some(512));
         assert!(deploy.seed_problem().is_none());
         // §4.2: no source: a request for a builder, dependencies kept.
         let build = &specs[1];

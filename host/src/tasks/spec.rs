@@ -77,7 +77,20 @@ pub struct TaskSpec {
     #[serde(default)]
     pub ports: Option<Vec<u16>>,
     #[serde(default)]
-    pub requirements: Option<super::seed::Requirements>,
+    pub requirements: Option<Requirements>,
+}
+
+/// §4's `requirements`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Requirements {
+    #[serde(default)]
+    pub gpu: bool,
+    #[serde(default)]
+    pub memory_mb: Option<u32>,
+    /// Packages the tool needs (PyPI names for `runtime: "uv"`).
+    #[serde(default)]
+    pub dependencies: Vec<String>,
 }
 
 /// One call of a built tool and, optionally, what it must answer.
@@ -119,6 +132,21 @@ impl TaskSpec {
     /// a builder's source).
     pub fn buildable(&self) -> bool {
         self.source.is_some() || matches!(self.kind(), SERVICE_DEPLOY | GITHUB_DEPLOY)
+    }
+
+    /// Why a seed field cannot be honoured here, if one cannot.
+    pub fn seed_problem(&self) -> Option<String> {
+        if self.requirements.as_ref().is_some_and(|r| r.gpu) {
+            return Some(
+                "requirements.gpu: no engine here has a GPU runtime, so no GPU can be given".into(),
+            );
+        }
+        match self.runtime.as_deref() {
+            None | Some("docker" | "uv" | "python" | "node" | "javascript") => None,
+            Some(other) => Some(format!(
+                "runtime `{other}`: docker (a service), uv or python / javascript (a tool's code)"
+            )),
+        }
     }
 
     /// What is wrong with this spec on its own (422), if anything.
