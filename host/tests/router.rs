@@ -943,7 +943,7 @@ async fn the_budget_holds_tasks_for_approval_or_refuses_them_and_system_reports_
         "{body}"
     );
 
-    // GET /system: the host, and each tool's usage.
+    // GET /system: the host, and each tool's usage (admin only).
     let (status, _, _) = send(
         &app,
         post(
@@ -953,8 +953,13 @@ async fn the_budget_holds_tasks_for_approval_or_refuses_them_and_system_reports_
     )
     .await;
     assert_eq!(status, StatusCode::OK);
-    let (status, _, system) =
-        send(&app, Request::get("/system").body(Body::empty()).unwrap()).await;
+    let (status, _, _) = send(&app, Request::get("/system").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _, system) = send(
+        &app,
+        admin(Request::get("/system")).body(Body::empty()).unwrap(),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{system}");
     for key in [
         "cpu_count",

@@ -119,30 +119,6 @@ impl StreamableHttpClient for SessionAware {
         forgotten(&uri, within, answer)
     }
 
-    async fn post_message_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> Answer {
-        let within = in_session(&message, &session_id);
-        let answer = self
-            .client
-            .post_message_with_max_sse_event_size(
-                uri.clone(),
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await;
-        forgotten(&uri, within, answer)
-    }
-
     async fn post_message_with_response_limits(
         &self,
         uri: Arc<str>,
