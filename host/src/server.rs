@@ -345,6 +345,9 @@ impl Server {
             body_timeout: std::time::Duration::from_millis(config.server.body_timeout_ms),
             max_upload_bytes: config.plugins.max_upload_mb as usize * 1024 * 1024,
             max_mcp_sessions: config.sessions.max_mcp_sessions,
+            mcp_unfinished_timeout: std::time::Duration::from_secs(
+                config.sessions.mcp_unfinished_timeout_s,
+            ),
         };
         api::router(
             AppState {

@@ -476,6 +476,9 @@ pub struct SessionsConfig {
     /// gets 503 with `Retry-After` (a stateless 2026-07-28 request opens
     /// none).
     pub max_mcp_sessions: usize,
+    /// An MCP session whose client sent `initialize` and never finished the
+    /// handshake (`notifications/initialized`) is closed after this long.
+    pub mcp_unfinished_timeout_s: u64,
 }
 
 impl Default for SessionsConfig {
@@ -485,6 +488,7 @@ impl Default for SessionsConfig {
             reap_interval_s: 60,
             max_sessions: 10_000,
             max_mcp_sessions: 1024,
+            mcp_unfinished_timeout_s: 60,
         }
     }
 }

@@ -65,6 +65,9 @@ pub struct ApiLimits {
     pub body_timeout: std::time::Duration,
     /// MCP sessions open at once (`[sessions] max_mcp_sessions`).
     pub max_mcp_sessions: usize,
+    /// How long an MCP session that never finished its handshake lives
+    /// (`[sessions] mcp_unfinished_timeout_s`).
+    pub mcp_unfinished_timeout: std::time::Duration,
 }
 
 /// The whole HTTP API. `guard`: the `Host` names and `Origin`s every route

@@ -772,6 +772,35 @@ fn mcp_sessions_are_capped_and_a_closed_one_makes_room() {
     );
 }
 
+#[test]
+fn sessions_that_never_finish_their_handshake_expire_fast() {
+    let config = "[sessions]\nmax_mcp_sessions = 3\nmcp_unfinished_timeout_s = 2\n";
+    let s = Server::start_with(PluginsDir::new().add("calc", "calc"), Some(config)).unwrap();
+    let mut real = McpClient::new(&s);
+    real.initialize("2025-11-25");
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "flood", "version": "0"}}});
+    let bare = || {
+        McpClient::new(&s)
+            .post()
+            .body(initialize.to_string())
+            .send()
+            .unwrap()
+            .status()
+    };
+    // Two `initialize` calls that go no further fill the cap ...
+    assert_eq!(bare(), 200);
+    assert_eq!(bare(), 200);
+    assert_eq!(bare(), 503);
+    // ... for two seconds: then they are closed, and the finished session
+    // serves on.
+    let room = wait_for(Duration::from_secs(10), || (bare() == 200).then_some(()));
+    assert!(room.is_some(), "unfinished sessions were never closed");
+    let answer = real.call(1, "calc_evaluate", json!({"expression": "1+1"}));
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+}
+
 /// A client that goes away mid-call stops it, stateless or in a session
 /// (whose slow answers are streams): the sandbox is torn down, so the call
 /// is never counted.

@@ -93,7 +93,10 @@ pub fn router(
     direct::spawn_sweeper(
         direct.clone(),
         manager.clone(),
-        state.dispatcher.sessions().idle_timeout(),
+        (
+            state.dispatcher.sessions().idle_timeout(),
+            state.limits.mcp_unfinished_timeout,
+        ),
         shutdown,
     );
     // One for the server: a stateless request's handler ends with it.

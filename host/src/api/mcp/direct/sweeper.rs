@@ -13,15 +13,16 @@ use super::Direct;
 
 /// Close MCP sessions unused for `idle` (rmcp's own idle timeout is off, as
 /// directly answered requests do not reach its session worker). A session
-/// that never finished its handshake is closed `idle` after it was first
-/// seen here.
+/// that never finished its handshake (`initialize` and nothing after: what
+/// a flood of them leaves) is closed `unfinished` after it was first seen
+/// here.
 pub fn spawn_sweeper(
     direct: Arc<Direct>,
     manager: Arc<LocalSessionManager>,
-    idle: Duration,
+    (idle, unfinished): (Duration, Duration),
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    let every = (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    let every = (idle.min(unfinished) / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
     tokio::spawn(async move {
         let mut first_seen: HashMap<rmcp::transport::streamable_http_server::SessionId, u64> =
             HashMap::new();
@@ -34,13 +35,12 @@ pub fn spawn_sweeper(
             let ids: Vec<_> = manager.sessions.read().await.keys().cloned().collect();
             first_seen.retain(|id, _| ids.contains(id));
             let now = direct.now_ms();
-            let idle_ms = idle.as_millis() as u64;
             for id in ids {
-                let last = match direct.link(&id) {
-                    Some(link) => link.last_used_ms.load(Ordering::Relaxed),
-                    None => *first_seen.entry(id.clone()).or_insert(now),
+                let (last, limit) = match direct.link(&id) {
+                    Some(link) => (link.last_used_ms.load(Ordering::Relaxed), idle),
+                    None => (*first_seen.entry(id.clone()).or_insert(now), unfinished),
                 };
-                if now.saturating_sub(last) > idle_ms {
+                if now.saturating_sub(last) > limit.as_millis() as u64 {
                     tracing::info!(session = %id, "MCP: closing an idle session");
                     direct.unregister(&id);
                     if let Err(e) = manager.close_session(&id).await {
