@@ -10,7 +10,7 @@ use axum::body::Body;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
@@ -145,6 +145,39 @@ fn caused_by<E: std::error::Error + 'static>(error: &(dyn std::error::Error + 's
         next = e.source();
     }
     false
+}
+
+/// Middleware: a request whose `Content-Length` is over `max` bytes is
+/// refused at once (413, and the connection closed), before a byte of its
+/// body is waited for: otherwise a client declaring a gigabyte and sending
+/// nothing holds the request until `body_timeout_ms`. The upload routes
+/// (`PUT /plugins/{name}`, XAgent's `/upload_file`) have larger limits of
+/// their own and check them themselves.
+pub async fn declared_size(
+    axum::extract::State(max): axum::extract::State<usize>,
+    request: Request,
+    next: Next,
+) -> Response {
+    use axum::http::header;
+    let path = request.uri().path();
+    let upload = path.starts_with("/plugins/") || path == "/upload_file";
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    match declared {
+        Some(n) if !upload && n > max as u64 => close_unread(
+            request.headers(),
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_input",
+                format!("the request body is {n} bytes, over the limit of {max} (`[server] max_body_kb`)"),
+            )
+            .into_response(),
+        ),
+        _ => next.run(request).await,
+    }
 }
 
 /// Middleware: a request body must arrive whole within `total` of the

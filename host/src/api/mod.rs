@@ -103,6 +103,10 @@ pub fn router(
         )
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(
+            max_body_bytes,
+            body::declared_size,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
             limits.body_timeout,
             body::body_deadline,
         ))

@@ -202,6 +202,34 @@ fn upload_replace_and_delete() {
     assert_eq!(s.tool_ids(), ["calc_evaluate"]);
 }
 
+/// On every surface, a body declared over `[server] max_body_kb` is refused
+/// at once (413, the connection closed) without waiting for a byte of it.
+#[test]
+fn a_declared_body_over_the_limit_is_refused_at_once_on_every_surface() {
+    let s = server();
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    for path in ["/tools/calc_evaluate/invoke", "/mcp", "/execute_tool"] {
+        let mut conn = TcpStream::connect(&addr).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            conn,
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n",
+            1u64 << 30
+        )
+        .unwrap();
+        let started = Instant::now();
+        let mut answer = vec![0u8; 4096];
+        let n = conn.read(&mut answer).unwrap();
+        let head = String::from_utf8_lossy(&answer[..n]).to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 413"), "{path}: {head}");
+        assert!(head.contains("connection: close"), "{path}: {head}");
+        assert!(started.elapsed() < Duration::from_secs(2), "{path}");
+    }
+    assert_eq!(s.invoke("calc_evaluate", json!({"expression": "1"})).0, 200);
+}
+
 #[test]
 fn a_one_gigabyte_upload_is_refused_without_reading_it() {
     let mut s = server();
