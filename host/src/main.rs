@@ -263,7 +263,16 @@ async fn serve(
         "toolhost listening"
     );
     server.load_plugins();
-    let served = server::serve(listener, server.router(&config), server.shutdown.clone()).await;
+    let served = server::serve(
+        listener,
+        server.router(&config),
+        (
+            config.server.max_connections,
+            config.server.max_connections_per_peer,
+        ),
+        server.shutdown.clone(),
+    )
+    .await;
     server.shutdown().await;
     served
 }

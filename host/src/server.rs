@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use axum::serve::ListenerExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, AdminToken, ApiLimits, AppState};
@@ -400,16 +399,13 @@ fn resolve_dirs(plugins: &Path, data: &Path) -> anyhow::Result<(PathBuf, PathBuf
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: axum::Router,
+    (max_connections, max_per_peer): (usize, usize),
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    // No Nagle: SSE responses (MCP, native streaming) are written as several
-    // small frames, and Nagle with the client's delayed ACK held each
-    // following frame ~40 ms.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
-    });
+    // Bounded open connections; no Nagle on each (SSE responses, MCP and
+    // native streaming, are written as several small frames, and Nagle with
+    // the client's delayed ACK held each following frame ~40 ms).
+    let listener = crate::api::conns::Limited::new(listener, max_connections, max_per_peer);
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;

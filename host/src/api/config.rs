@@ -26,6 +26,10 @@ pub struct ServerConfig {
     /// `"*"` for any), and given CORS answers. A request from any other page
     /// (it carries an `Origin`) is refused; the console's own are served.
     pub allowed_origins: Vec<String>,
+    /// Connections open at once, in all and from one address; one more is
+    /// answered 503 with `Retry-After` and closed.
+    pub max_connections: usize,
+    pub max_connections_per_peer: usize,
 }
 
 impl Default for ServerConfig {
@@ -37,6 +41,8 @@ impl Default for ServerConfig {
             metrics: true,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
+            max_connections: 4096,
+            max_connections_per_peer: 1024,
         }
     }
 }

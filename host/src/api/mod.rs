@@ -5,6 +5,7 @@ pub mod auth;
 pub mod body;
 pub mod builder;
 pub mod config;
+pub mod conns;
 pub mod console;
 pub mod engines;
 pub mod error;

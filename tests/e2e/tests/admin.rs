@@ -202,6 +202,44 @@ fn upload_replace_and_delete() {
     assert_eq!(s.tool_ids(), ["calc_evaluate"]);
 }
 
+/// Connections beyond `[server] max_connections_per_peer` are answered 503
+/// and closed; once some close, requests are served again.
+#[test]
+fn connections_beyond_the_limit_are_refused_and_room_comes_back() {
+    let s = Server::start_with(
+        PluginsDir::new().add("calc", "calc"),
+        Some("[server]\nmax_connections_per_peer = 8\n"),
+    )
+    .unwrap();
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let mut held = Vec::new();
+    let mut refused = None;
+    for _ in 0..20 {
+        let mut conn = TcpStream::connect(&addr).unwrap();
+        conn.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let mut answer = vec![0u8; 1024];
+        match conn.read(&mut answer) {
+            // An admitted connection says nothing until asked.
+            Err(_) => held.push(conn),
+            Ok(n) => {
+                refused = Some(String::from_utf8_lossy(&answer[..n]).into_owned());
+                break;
+            }
+        }
+    }
+    let refused = refused.expect("a connection beyond the limit is refused");
+    assert!(held.len() <= 8, "{} admitted", held.len());
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    assert!(refused.contains("Retry-After: 1") && refused.contains("too many open connections"));
+    drop(held);
+    let back = wait_for(Duration::from_secs(5), || {
+        (s.invoke("calc_evaluate", json!({"expression": "1"})).0 == 200).then_some(())
+    });
+    assert!(back.is_some(), "served again once connections closed");
+    assert!(s.log().contains("connection refused: too many open"));
+}
+
 /// On every surface, a body declared over `[server] max_body_kb` is refused
 /// at once (413, the connection closed) without waiting for a byte of it.
 #[test]
