@@ -290,3 +290,64 @@ fn a_mounted_servers_tool_count_is_capped_with_a_warning() {
         "{p}"
     );
 }
+
+/// A form a mounted server asks for reaches a native caller as
+/// `input_required`; its answer, sent with the call again, reaches the
+/// server, whose result then comes back.
+#[test]
+fn a_native_caller_answers_the_servers_form() {
+    use serde_json::{Value, json};
+    let everything = Service::everything();
+    let s =
+        Server::start(PluginsDir::new().folder("every", &[("every.toml", &remote(&everything))]));
+    let call = |body: Value| {
+        let r = s
+            .client()
+            .post(s.url("/tools/every_trigger-elicitation-request/invoke"))
+            .header("x-toolhost-session", "native-form")
+            .json(&body)
+            .send()
+            .unwrap();
+        (
+            r.status().as_u16(),
+            r.json::<Value>().unwrap_or(Value::Null),
+        )
+    };
+    let (status, asked) = call(json!({"params": {}}));
+    assert_eq!(status, 200, "{asked}");
+    assert_eq!(asked["status"], "input_required", "{asked}");
+    let question = &asked["input_required"]["questions"][0];
+    assert_eq!(question["kind"], "form", "{asked}");
+    // A filled form, as a user would give it.
+    let mut content = serde_json::Map::new();
+    let schema = &question["params"]["requestedSchema"]["properties"];
+    // The first option of a choice: an `enum`, or a titled `oneOf` /
+    // `anyOf` of `const`s.
+    let first = |p: &Value| -> Option<Value> {
+        p.get("enum")
+            .map(|e| e[0].clone())
+            .or_else(|| p.get("oneOf").map(|o| o[0]["const"].clone()))
+            .or_else(|| p.get("anyOf").map(|o| o[0]["const"].clone()))
+    };
+    for (name, prop) in schema.as_object().expect("a form schema") {
+        let value = match (first(prop), prop["type"].as_str()) {
+            (Some(option), _) => option,
+            (_, Some("boolean")) => json!(true),
+            (_, Some("number" | "integer")) => prop.get("minimum").cloned().unwrap_or(json!(3)),
+            (_, Some("array")) => json!([first(&prop["items"]).unwrap_or(json!("a"))]),
+            _ => json!("native answer"),
+        };
+        content.insert(name.clone(), value);
+    }
+    let key = question["key"].as_str().unwrap().to_owned();
+    let (status, done) = call(json!({"params": {}, "input": {
+        "state": asked["input_required"]["state"],
+        "answers": {key: {"action": "accept", "content": content}},
+    }}));
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["status"], "success", "{done}");
+    assert!(
+        done.to_string().contains("native answer"),
+        "the server saw the answer: {done}"
+    );
+}
