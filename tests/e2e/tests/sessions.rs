@@ -109,7 +109,11 @@ fn a_session_closed_through_any_surface_leaves_no_container() {
             .then_some(())
     });
     assert!(gone.is_some(), "{}", s.log());
-    assert!(!workspaces.join(&mcp_session).exists());
+    // Its workspace goes with it (deleted once the node is removed).
+    let deleted = wait_for(Duration::from_secs(10), || {
+        (!workspaces.join(&mcp_session).exists()).then_some(())
+    });
+    assert!(deleted.is_some(), "{}", s.log());
     assert!(s.containers().is_empty(), "{:?}", s.containers());
 }
 
