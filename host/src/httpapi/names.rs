@@ -48,9 +48,8 @@ pub fn shorten(name: &str, room: usize) -> String {
     if name.len() <= room {
         return name.to_owned();
     }
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(name.as_bytes());
-    let hash: String = digest[..3].iter().map(|b| format!("{b:02x}")).collect();
+    let digest = crate::backend::content_hash(name.as_bytes());
+    let hash = &digest[..6];
     let budget = room.saturating_sub(hash.len() + 1);
     let words: Vec<&str> = name.split('_').filter(|w| !w.is_empty()).collect();
     let head: String = words[0].chars().take(budget).collect();
@@ -70,6 +69,6 @@ pub fn shorten(name: &str, room: usize) -> String {
         out.push_str(w);
     }
     out.push('_');
-    out.push_str(&hash);
+    out.push_str(hash);
     out
 }

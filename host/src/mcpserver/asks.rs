@@ -9,56 +9,24 @@
 //! caller's answer goes back to the server. Which call a question belongs to:
 //! the call whose answer stream carried it (rmcp tells), else the only call in
 //! flight on the connection; otherwise, and when the caller cannot answer,
-//! the server gets an error that says why. Roots are answered here: the
-//! session's workspace, for a server run in a node (where it is
-//! `/workspace`), none for a remote server.
+//! the server gets an error that says why. (Roots are answered by the
+//! connection's handler: the workspace, to a per-session server only.)
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use rmcp::ErrorData;
-use rmcp::model::{ErrorCode, NumberOrString, RequestId};
+use rmcp::model::ErrorCode;
 use rmcp::service::{InboundStreamOrigin, RequestContext, RoleClient};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use sha2::Digest as _;
 
+use super::routes::{Routes, key};
 use crate::input::{AskError, Asker, Kind, Question};
 
 /// The askers of the calls in flight on a connection, by the id of the
-/// request toolhost sent the server for each.
-pub type Asking = Arc<Mutex<HashMap<String, Arc<dyn Asker>>>>;
-
-pub fn request_key(id: &RequestId) -> String {
-    match id {
-        NumberOrString::Number(n) => n.to_string(),
-        NumberOrString::String(s) => s.to_string(),
-    }
-}
-
-/// Stops routing questions to a call when dropped.
-pub struct AskerGuard(Asking, String);
-
-impl Drop for AskerGuard {
-    fn drop(&mut self) {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.1);
-    }
-}
-
-/// Route the server's questions about request `id` to `asker` until the
-/// guard drops.
-pub fn route(asking: &Asking, id: &RequestId, asker: Arc<dyn Asker>) -> AskerGuard {
-    let key = request_key(id);
-    asking
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(key.clone(), asker);
-    AskerGuard(asking.clone(), key)
-}
+/// request toolhost sent the server for each ([`super::routes::route`]).
+pub type Asking = Routes<Arc<dyn Asker>>;
 
 /// The asker of the call a server request belongs to.
 fn asker_for(
@@ -67,7 +35,7 @@ fn asker_for(
 ) -> Result<Arc<dyn Asker>, ErrorData> {
     let askers = asking.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(InboundStreamOrigin::OutboundRequest(id)) = context.extensions.get()
-        && let Some(asker) = askers.get(&request_key(id))
+        && let Some(asker) = askers.get(&key(id))
     {
         return Ok(asker.clone());
     }
@@ -99,14 +67,11 @@ pub async fn forward<P: Serialize, A: DeserializeOwned>(
         serde_json::to_value(params).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
     // The same question gets the same key on every run of the call (a
     // caller that answers in a second request runs it again).
-    let digest = sha2::Sha256::digest(params.to_string().as_bytes());
+    let digest = crate::backend::content_hash(params.to_string().as_bytes());
     let key = format!(
         "upstream-{}-{}",
         kind.method().replace('/', "-"),
-        digest[..6]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
+        &digest[..12]
     );
     let answer = asker
         .ask(vec![Question { key, kind, params }])

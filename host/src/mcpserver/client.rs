@@ -2,7 +2,6 @@
 //! server, its progress notifications routed to the calls that asked for
 //! them, its `tools/list_changed` passed on, its results mapped to content.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
@@ -13,12 +12,13 @@ use rmcp::ErrorData;
 #[allow(deprecated)]
 use rmcp::model::{
     CallToolResult, ClientConfig, ContentBlock, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequestParams, ElicitResult, Implementation, ListRootsResult, NumberOrString,
-    ProgressNotificationParam, ProgressToken,
+    ElicitRequestParams, ElicitResult, Implementation, ListRootsResult, ProgressNotificationParam,
+    ProgressToken,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient, RunningService};
 
 pub use super::asks::Asking;
+use super::routes::{RouteGuard, Routes, key, route};
 use crate::input::Kind;
 
 use crate::tool::{
@@ -31,7 +31,7 @@ use crate::nodes::stdio::ContainerGuard;
 type Stderr = Arc<Mutex<std::collections::VecDeque<u8>>>;
 
 /// Calls waiting for progress, by token.
-pub type Waiting = Arc<Mutex<HashMap<String, ProgressSink>>>;
+pub type Waiting = Routes<ProgressSink>;
 
 /// What the server's notifications and requests reach.
 pub struct Handler {
@@ -69,13 +69,6 @@ impl Handler {
     }
 }
 
-fn key(token: &ProgressToken) -> String {
-    match &token.0 {
-        NumberOrString::Number(n) => n.to_string(),
-        NumberOrString::String(s) => s.to_string(),
-    }
-}
-
 impl ClientHandler for Handler {
     fn on_progress(
         &self,
@@ -83,7 +76,7 @@ impl ClientHandler for Handler {
         _: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + Send + '_ {
         tracing::debug!(
-            token = key(&params.progress_token),
+            token = key(&params.progress_token.0),
             progress = params.progress,
             "MCP server progress"
         );
@@ -91,7 +84,7 @@ impl ClientHandler for Handler {
             .waiting
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&key(&params.progress_token))
+            .get(&key(&params.progress_token.0))
             .cloned();
         if let Some(sink) = sink {
             sink.report(Progress {
@@ -276,25 +269,8 @@ impl Connection {
 
     /// Route the server's progress on `token` to `sink` until the guard
     /// drops.
-    pub fn route(&self, token: ProgressToken, sink: ProgressSink) -> TokenGuard {
-        let token = key(&token);
-        self.waiting
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(token.clone(), sink);
-        TokenGuard(self.waiting.clone(), token)
-    }
-}
-
-/// Stops routing a call's progress when dropped.
-pub struct TokenGuard(Waiting, String);
-
-impl Drop for TokenGuard {
-    fn drop(&mut self) {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.1);
+    pub fn route(&self, token: ProgressToken, sink: ProgressSink) -> RouteGuard<ProgressSink> {
+        route(&self.waiting, &token.0, sink)
     }
 }
 

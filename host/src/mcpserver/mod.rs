@@ -14,6 +14,7 @@ pub mod client;
 mod http;
 mod listing;
 pub mod manifest;
+mod routes;
 mod toolkit;
 
 use std::collections::HashMap;

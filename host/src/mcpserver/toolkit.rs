@@ -89,7 +89,7 @@ impl Toolkit for McpToolkit {
                     let _asker = call
                         .ask
                         .clone()
-                        .map(|asker| super::asks::route(&conn.asking, &handle.id, asker));
+                        .map(|asker| super::routes::route(&conn.asking, &handle.id, asker));
                     // However this call ends early (its caller went away, its
                     // time limit), the server is told to cancel it.
                     let mut cancel = CancelOnDrop(Some((peer.clone(), handle.id.clone())));

@@ -95,10 +95,10 @@ fn name_for(description: &str) -> String {
     if !name.is_empty() && name.len() <= 40 {
         return name;
     }
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(description.as_bytes());
-    let hex: String = digest[..3].iter().map(|b| format!("{b:02x}")).collect();
-    format!("tool-{hex}")
+    format!(
+        "tool-{}",
+        &crate::backend::content_hash(description.as_bytes())[..6]
+    )
 }
 
 /// The seed's own examples, for tests: §4.1, §4.2 and §6's request body.

@@ -153,8 +153,8 @@ impl SessionCap {
     /// `request` as it came, or the 503 that refuses it: an `initialize`
     /// while `max` sessions are open.
     async fn admit(&self, request: Request) -> Result<Request, Response> {
-        let opens =
-            request.method() == Method::POST && !request.headers().contains_key("mcp-session-id");
+        let opens = request.method() == Method::POST
+            && !request.headers().contains_key(&direct::MCP_SESSION_ID);
         if !opens || self.manager.sessions.read().await.len() < self.max {
             return Ok(request);
         }

@@ -64,7 +64,7 @@ use crate::input::Nobody;
 use crate::sessions::{Session, Sessions, is_valid_session_id};
 
 // Header names made once: a `&str` name is parsed again at every lookup.
-const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+pub(super) const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
 const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
