@@ -170,6 +170,15 @@ impl Content {
 
     /// The item without its annotations and `_meta` (for the surfaces that
     /// show neither).
+    /// The structured result among `items` ([`Content::Structured`]), if
+    /// there is one.
+    pub fn structured(items: &[Content]) -> Option<&Value> {
+        items.iter().find_map(|c| match c.plain() {
+            Content::Structured(v) => Some(v),
+            _ => None,
+        })
+    }
+
     pub fn plain(&self) -> &Content {
         match self {
             Content::Annotated(a) => a.item.plain(),

@@ -24,10 +24,7 @@ pub fn success_body(out: &CallOutput) -> Value {
 /// The convenient form: the structured result when there is one, else one
 /// text or JSON item as itself, else the item list.
 fn simple_result(content: &[Content]) -> Value {
-    if let Some(v) = content.iter().find_map(|c| match c.plain() {
-        Content::Structured(v) => Some(v),
-        _ => None,
-    }) {
+    if let Some(v) = Content::structured(content) {
         return v.clone();
     }
     match content {

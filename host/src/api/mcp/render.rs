@@ -39,10 +39,7 @@ pub(crate) fn success(out: CallOutput) -> CallToolResult {
         )
     }));
     let mut result = CallToolResult::success(blocks);
-    let structured = out.content.iter().find_map(|c| match c.plain() {
-        Content::Structured(v) => Some(v.clone()),
-        _ => None,
-    });
+    let structured = Content::structured(&out.content).cloned();
     if let Some(v) = structured {
         result.structured_content = Some(v);
     } else if let [Content::Json(_)] = out.content.as_slice()
@@ -70,10 +67,7 @@ pub(crate) fn failure(e: &CallError) -> CallToolResult {
     let mut result = match e {
         CallError::Reported(items) => {
             let mut r = CallToolResult::error(items.iter().filter_map(block).collect());
-            r.structured_content = items.iter().find_map(|c| match c.plain() {
-                Content::Structured(v) => Some(v.clone()),
-                _ => None,
-            });
+            r.structured_content = Content::structured(items).cloned();
             r
         }
         _ => CallToolResult::error(vec![ContentBlock::text(rendered.text())]),

@@ -299,11 +299,8 @@ pub(super) async fn print_tree(
 /// XAgent's wrapping of a result: its structured result when it has one
 /// (the answer; its other items say the same in text), else its items.
 pub fn wrap(content: &[Content]) -> Value {
-    if let Some(v) = content.iter().find_map(|c| match c.plain() {
-        Content::Structured(v) => Some(v.clone()),
-        _ => None,
-    }) {
-        return wrap_item(&Content::Json(v));
+    if let Some(v) = Content::structured(content) {
+        return wrap_item(&Content::Json(v.clone()));
     }
     match content {
         [] => Value::Null,
