@@ -41,5 +41,6 @@ pub mod server;
 pub mod sessions;
 pub mod system;
 pub mod tasks;
+pub mod text;
 pub mod tool;
 pub mod wasm;

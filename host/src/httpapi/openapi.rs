@@ -404,12 +404,7 @@ fn describe(op: &Value, method: &str, path: &str) -> String {
         (true, true) => format!("{} {path}", method.to_uppercase()),
     };
     if out.len() > MAX_DESCRIPTION {
-        let mut end = MAX_DESCRIPTION;
-        while !out.is_char_boundary(end) {
-            end -= 1;
-        }
-        out.truncate(end);
-        out.push('…');
+        out = format!("{}…", crate::text::truncate(&out, MAX_DESCRIPTION));
     }
     out
 }

@@ -122,11 +122,10 @@ fn cut(text: &str) -> String {
         " … (cut by toolhost: the server's description is {} bytes)",
         text.len()
     );
-    let mut end = MAX_DESCRIPTION - note.len();
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}{note}", &text[..end])
+    format!(
+        "{}{note}",
+        crate::text::truncate(text, MAX_DESCRIPTION - note.len())
+    )
 }
 
 /// What the server says of tool `t` for clients beside its schema: title,

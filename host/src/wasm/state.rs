@@ -11,6 +11,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::toolhost::input::ask;
 use super::bindings::toolhost::plugin::{host, types};
+use crate::text::truncate;
 use crate::tool::{Progress, ProgressSink};
 
 /// Log records a call may write before further ones are dropped.
@@ -247,18 +248,6 @@ impl super::bindings::toolhost::input::ask::Host for CallState {
 /// `input_required` instead.
 pub const PENDING: &str = "input required: the caller answers in a second request";
 
-/// `s` cut to at most `max` bytes on a char boundary.
-pub fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,11 +261,5 @@ mod tests {
         assert!(!l.memory_growing(30, 50, None).unwrap());
         assert!(l.denied);
         assert_eq!(l.peak, 90);
-    }
-
-    #[test]
-    fn truncate_respects_char_boundaries() {
-        assert_eq!(truncate("héllo", 2), "h");
-        assert_eq!(truncate("abc", 10), "abc");
     }
 }

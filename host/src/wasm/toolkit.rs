@@ -14,8 +14,9 @@ use super::bindings::{PluginPre, exports::toolhost::plugin::toolkit as wit};
 use super::limits::Sandbox;
 use super::manifest::{Access, GUEST_ASSETS, GUEST_WORKSPACE};
 use super::metrics::{Spent, WasmSeries};
-use super::state::{CallState, PluginContext, truncate};
+use super::state::{CallState, PluginContext};
 use crate::backend::{Invocation, Toolkit, Usage};
+use crate::text::truncate;
 use crate::tool::BoxFuture;
 use crate::tool::{CallError, Content, Limits};
 
