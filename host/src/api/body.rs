@@ -148,11 +148,17 @@ fn caused_by<E: std::error::Error + 'static>(error: &(dyn std::error::Error + 's
 }
 
 /// Middleware: a request whose `Content-Length` is over `max` bytes is
-/// refused at once (413, and the connection closed), before a byte of its
-/// body is waited for: otherwise a client declaring a gigabyte and sending
-/// nothing holds the request until `body_timeout_ms`. The upload routes
+/// refused without being handled (413, and the connection closed): its
+/// body is never buffered, and a client declaring a gigabyte and sending
+/// nothing is not waited for until `body_timeout_ms`. The upload routes
 /// (`PUT /plugins/{name}`, XAgent's `/upload_file`) have larger limits of
 /// their own and check them themselves.
+///
+/// Before the answer, what the client is sending is read and dropped for a
+/// short while ([`linger`]): a server that closes on a client still writing
+/// makes the client's write fail (a broken pipe, a reset) before it reads
+/// the 413, and the client sees a network error instead of the reason
+/// (RFC 9112 §9.6).
 pub async fn declared_size(
     axum::extract::State(max): axum::extract::State<usize>,
     request: Request,
@@ -167,17 +173,45 @@ pub async fn declared_size(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     match declared {
-        Some(n) if !upload && n > max as u64 => close_unread(
-            request.headers(),
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "invalid_input",
-                format!("the request body is {n} bytes, over the limit of {max} (`[server] max_body_kb`)"),
+        Some(n) if !upload && n > max as u64 => {
+            let (parts, body) = request.into_parts();
+            linger(body, LINGER_BYTES, LINGER_TIME).await;
+            close_unread(
+                &parts.headers,
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "invalid_input",
+                    format!(
+                        "the request body is {n} bytes, over the limit of {max} (`[server] max_body_kb`)"
+                    ),
+                )
+                .into_response(),
             )
-            .into_response(),
-        ),
+        }
         _ => next.run(request).await,
     }
+}
+
+/// How much of a refused body is read and dropped before the answer.
+const LINGER_BYTES: u64 = 16 << 20;
+/// How long a refused body is read and dropped before the answer.
+const LINGER_TIME: Duration = Duration::from_secs(1);
+
+/// Read and drop `body` until it ends, `bytes` were read or `time` passed,
+/// whichever comes first; returns what was read. Memory stays at one chunk.
+async fn linger(body: Body, bytes: u64, time: Duration) -> u64 {
+    let mut chunks = body.into_data_stream();
+    let mut read = 0u64;
+    let _ = tokio::time::timeout(time, async {
+        while read < bytes {
+            match chunks.next().await {
+                Some(Ok(chunk)) => read += chunk.len() as u64,
+                _ => break,
+            }
+        }
+    })
+    .await;
+    read
 }
 
 /// Middleware: a request body must arrive whole within `total` of the
@@ -265,5 +299,25 @@ mod tests {
                 .status,
             StatusCode::BAD_REQUEST
         );
+    }
+
+    #[tokio::test]
+    async fn a_refused_body_is_drained_within_its_bounds() {
+        let whole = Body::from(vec![0u8; 100_000]);
+        assert_eq!(
+            linger(whole, 1 << 20, Duration::from_secs(5)).await,
+            100_000
+        );
+
+        let chunks = futures::stream::iter(
+            (0..64).map(|_| Ok::<_, std::io::Error>(Bytes::from(vec![0u8; 1024]))),
+        );
+        let read = linger(Body::from_stream(chunks), 4096, Duration::from_secs(5)).await;
+        assert!((4096..8192).contains(&read), "read {read}");
+
+        // A client that declares a body and never sends it is not waited for.
+        let never = futures::stream::pending::<Result<Bytes, std::io::Error>>();
+        let read = linger(Body::from_stream(never), 4096, Duration::from_millis(100)).await;
+        assert_eq!(read, 0);
     }
 }

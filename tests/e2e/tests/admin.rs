@@ -241,7 +241,8 @@ fn connections_beyond_the_limit_are_refused_and_room_comes_back() {
 }
 
 /// On every surface, a body declared over `[server] max_body_kb` is refused
-/// at once (413, the connection closed) without waiting for a byte of it.
+/// (413, the connection closed) without waiting for it: only a short linger
+/// for what the client is already sending (a second), not `body_timeout_ms`.
 #[test]
 fn a_declared_body_over_the_limit_is_refused_at_once_on_every_surface() {
     let s = server();
@@ -263,7 +264,7 @@ fn a_declared_body_over_the_limit_is_refused_at_once_on_every_surface() {
         let head = String::from_utf8_lossy(&answer[..n]).to_ascii_lowercase();
         assert!(head.starts_with("http/1.1 413"), "{path}: {head}");
         assert!(head.contains("connection: close"), "{path}: {head}");
-        assert!(started.elapsed() < Duration::from_secs(2), "{path}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{path}");
     }
     assert_eq!(s.invoke("calc_evaluate", json!({"expression": "1"})).0, 200);
 }

@@ -997,9 +997,13 @@ fn bad_input_on_mcp_gets_clear_errors_and_disturbs_nothing() {
         "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"hostile_echo\",\"arguments\":{{\"value\":\"{}\"}}}}}}",
         "x".repeat(5 << 20)
     );
-    let mut fresh = McpClient::new(&s); // the server closes this connection
-    fresh.session = c.session.clone();
-    assert_eq!(fresh.send_raw(big).status, 413);
+    // Several times: a server that closed on a client still writing would
+    // make some of these fail with a broken pipe instead of the 413.
+    for _ in 0..5 {
+        let mut fresh = McpClient::new(&s); // the server closes this connection
+        fresh.session = c.session.clone();
+        assert_eq!(fresh.send_raw(big.clone()).status, 413);
+    }
 
     // Wrong headers.
     let r = c
