@@ -11,8 +11,6 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::auth::AuthConfig;
-use crate::api::config::{ServerConfig, XAgentConfig};
 use crate::nodes::docker::config::DockerConfig;
 use crate::nodes::kubernetes::config::KubernetesConfig;
 use crate::plugins::config::PluginsConfig;
@@ -20,6 +18,8 @@ use crate::registry::RegistryConfig;
 use crate::sessions::SessionsConfig;
 use crate::tasks::config::TasksConfig;
 use crate::wasm::config::EngineConfig;
+use toolhost_surfaces::auth::AuthConfig;
+use toolhost_surfaces::config::{ServerConfig, XAgentConfig};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

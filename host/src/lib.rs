@@ -1,46 +1,18 @@
 //! toolhost: a tool server for LLM agents.
 //!
-//! Layers, each depending only on those below it:
+//! Three crates, each depending only on those below it:
 //!
-//! - [`api`]: axum routers (native REST, XAgent, MCP), thin adapters over
-//!   dispatch.
-//! - [`dispatch`]: the one entry point `(session, tool id, input) -> result`.
-//! - backends: [`wasm`] (components in-process), [`nodes`] (heavy tools in
-//!   containers), [`httpapi`] (HTTP APIs described by OpenAPI) and
-//!   [`mcpserver`] (MCP servers, through rmcp's client), peers
-//!   behind [`backend::Backend`] and [`catalog::Toolkit`]; [`outbound`]: the
-//!   outbound HTTP allow-list they share.
-//! - [`plugins`]: the plugins directory kept in step with the catalog (hot
-//!   loading, compile cache, admin uploads).
-//! - [`catalog`] and [`sessions`]: the registry of tools and the per-session
-//!   workspaces; [`tool`]: the shared core types; [`schema`]: tool schemas
-//!   normalised as agent frameworks accept them.
+//! - this one (`toolhost`): the configuration file composed of every part's
+//!   section ([`config`]), the server that builds the backends and serves
+//!   the surfaces ([`server`]), and the command line (`main.rs`);
+//! - [`surfaces`] (`toolhost-surfaces`): the HTTP surfaces (native REST,
+//!   XAgent's ToolServer protocol, MCP, the admin routes and the console),
+//!   thin adapters over dispatch;
+//! - `toolhost-core`, re-exported here: the backend contract, dispatch, the
+//!   backends and the stores beside them.
 
-pub mod api;
-pub mod backend;
-pub mod builder;
-pub mod catalog;
-pub mod componentize;
+pub use toolhost_core::*;
+pub use toolhost_surfaces as surfaces;
+
 pub mod config;
-pub mod credentials;
-pub mod declared;
-pub mod dispatch;
-pub mod httpapi;
-pub mod input;
-pub mod interpreter;
-pub mod mcpserver;
-pub mod metrics;
-pub mod mock;
-pub mod nodes;
-pub mod outbound;
-pub mod plugins;
-pub mod registry;
-pub mod scaffold;
-pub mod schema;
 pub mod server;
-pub mod sessions;
-pub mod system;
-pub mod tasks;
-pub mod text;
-pub mod tool;
-pub mod wasm;

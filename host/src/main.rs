@@ -333,7 +333,7 @@ async fn call(
         Ok(out) => {
             println!(
                 "{}",
-                serde_json::to_string_pretty(&toolhost::api::render::success_body(&out))?
+                serde_json::to_string_pretty(&toolhost::surfaces::render::success_body(&out))?
             );
             Ok(())
         }

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{self, AdminToken, ApiLimits, AppState};
 use crate::backend::Backend;
 use crate::catalog::Catalog;
 use crate::config::Config;
@@ -18,6 +17,7 @@ use crate::nodes::NodeBackend;
 use crate::plugins::{PluginManager, State, watch};
 use crate::sessions::Sessions;
 use crate::wasm::WasmBackend;
+use toolhost_surfaces::{self as surfaces, AdminToken, ApiLimits, AppState};
 
 /// A running server's parts.
 pub struct Server {
@@ -348,7 +348,7 @@ impl Server {
                 config.sessions.mcp_unfinished_timeout_s,
             ),
         };
-        api::router(
+        surfaces::router(
             AppState {
                 dispatcher: self.dispatcher.clone(),
                 plugins: self.plugins.clone(),
@@ -358,21 +358,23 @@ impl Server {
                 tasks: self.requests.clone(),
                 builders: self.builders.clone(),
                 callbacks: self.callbacks.clone(),
-                parked: Arc::new(api::xagent::Parked::new(std::time::Duration::from_millis(
-                    config.xagent.patience_ms,
-                ))),
+                parked: Arc::new(surfaces::xagent::Parked::new(
+                    std::time::Duration::from_millis(config.xagent.patience_ms),
+                )),
                 shutdown: self.shutdown.clone(),
             },
             limits,
-            api::guard::Guard::new(
+            surfaces::guard::Guard::new(
                 config.server.bind.ip(),
                 &config.server.allowed_hosts,
                 &config.server.allowed_origins,
             ),
-            api::auth::CallerAuth::from_config(&config.auth),
+            surfaces::auth::CallerAuth::from_config(&config.auth),
         )
         // The Docker engines, for `GET /plugins` and the drain route.
-        .layer(axum::Extension(api::engines::Engines(self.docker.clone())))
+        .layer(axum::Extension(surfaces::engines::Engines(
+            self.docker.clone(),
+        )))
     }
 }
 
@@ -405,7 +407,7 @@ pub async fn serve(
     // Bounded open connections; no Nagle on each (SSE responses, MCP and
     // native streaming, are written as several small frames, and Nagle with
     // the client's delayed ACK held each following frame ~40 ms).
-    let listener = crate::api::conns::Limited::new(listener, max_connections, max_per_peer);
+    let listener = surfaces::conns::Limited::new(listener, max_connections, max_per_peer);
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;

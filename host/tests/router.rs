@@ -186,7 +186,7 @@ async fn xagent_routes_answer_in_xagent_shapes() {
 
     // Every route: a wrong method (axum's 405, no body of its own) and a
     // body over the limit (the shared limit's 413) come back as `detail`.
-    for path in toolhost::api::xagent::PATHS {
+    for path in toolhost::surfaces::xagent::PATHS {
         let (status, _, body) = send(&app, Request::get(*path).body(Body::empty()).unwrap()).await;
         assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{path}");
         assert!(body["detail"].is_string(), "{path}: {body}");

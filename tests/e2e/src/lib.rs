@@ -2,9 +2,9 @@
 //! loopback port with a plugins directory made for the test, talk HTTP to it,
 //! and stop it when the test ends.
 //!
-//! The binary and components come from `make test` (which runs `cargo build -p
-//! toolhost` and `make plugins fixtures` first); `TOOLHOST_BIN` overrides the
-//! binary's path.
+//! The binary and components come from `make test` (which builds the binary
+//! with every test, `cargo test --workspace --no-run`, and runs `make plugins
+//! fixtures` first); `TOOLHOST_BIN` overrides the binary's path.
 
 pub mod fake;
 pub mod mcp;

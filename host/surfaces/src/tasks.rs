@@ -1,0 +1,259 @@
+//! Tool requests and tasks (seed 004), admin only: `POST /tools/request`,
+//! `GET /tasks`, `GET /tasks/{id}` (with its history), `GET
+//! /tasks/{id}/status`, `DELETE /tasks/{id}`, `GET /tasks/{id}/events`
+//! (SSE), and an external builder's `POST /tasks/{id}/claim` and
+//! `/submit`.
+
+use std::convert::Infallible;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router, routing};
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::body::JsonBody;
+use super::error::ApiError;
+use toolhost_core::tasks::{Example, Refusal, TaskEvent, TaskSpec};
+
+/// Every route here is admin-only ([`super::auth::required`]).
+pub fn routes(state: AppState) -> Router<AppState> {
+    Router::new()
+        .route("/tools/request", routing::post(request_tool))
+        .route("/tasks", routing::get(list))
+        .route("/tasks/{id}", routing::get(get).delete(cancel))
+        .route("/tasks/{id}/status", routing::get(status))
+        .route("/tasks/{id}/events", routing::get(events))
+        .route("/tasks/{id}/claim", routing::post(claim))
+        .route("/tasks/{id}/submit", routing::post(submit))
+        .route("/tasks/{id}/approve", routing::post(approve))
+        .route("/budget", routing::get(budget))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state,
+            super::auth::required,
+        ))
+}
+
+pub fn refused(r: Refusal) -> ApiError {
+    match r {
+        Refusal::NotFound(m) => ApiError::not_found(m),
+        Refusal::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m),
+        Refusal::OverBudget(m) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "over_budget", m),
+    }
+}
+
+fn unprocessable(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", message)
+}
+
+/// Whether `spec` may become a task: valid, its callback allowed, its name
+/// not being worked on, and free unless it asks to replace.
+pub fn admit(state: &AppState, spec: &TaskSpec) -> Result<(), ApiError> {
+    if let Some(problem) = spec.problem() {
+        return Err(unprocessable(problem));
+    }
+    if let Some(url) = &spec.callback_url
+        && let Some(why) = state.callbacks.refusal(url)
+    {
+        return Err(unprocessable(format!("callback_url refused: {why}")));
+    }
+    if let Some(url) = &spec.repo_url
+        && let Some(why) =
+            toolhost_core::tasks::deploy_plan::git_refusal(url, &state.callbacks.git_allow)
+    {
+        return Err(unprocessable(format!("repo_url refused: {why}")));
+    }
+    if let Some(task) = state.tasks.in_flight_for(&spec.name) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!("task {task} is already working on `{}`", spec.name),
+        ));
+    }
+    let taken = state
+        .dispatcher
+        .catalog()
+        .toolkits()
+        .iter()
+        .any(|k| k.name == spec.name)
+        || state.plugins.get(&spec.name).is_some();
+    if taken && !spec.replace {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!(
+                "a toolkit named `{}` exists: ask with \"replace\": true to replace it",
+                spec.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+async fn request_tool(
+    State(state): State<AppState>,
+    JsonBody(mut spec): JsonBody<TaskSpec>,
+) -> Result<Response, ApiError> {
+    let notes = spec.read_seed_fields();
+    admit(&state, &spec)?;
+    let task = state.tasks.submit(spec).map_err(refused)?;
+    tracing::info!(task = %task.task_id, kind = %task.kind, name = %task.spec.name, "tool requested");
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({
+            "task_id": task.task_id,
+            "status": task.status,
+            "name": task.spec.name,
+            "type": task.kind,
+            "message": task.events.last().map(|e| e.message.clone()),
+            "notes": notes,
+        })),
+    )
+        .into_response())
+}
+
+async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let tasks: Vec<Value> = state.tasks.list().iter().map(|t| t.view()).collect();
+    Ok(Json(json!({ "tasks": tasks })))
+}
+
+fn find(state: &AppState, id: &str) -> Result<toolhost_core::tasks::Task, ApiError> {
+    state
+        .tasks
+        .get(id)
+        .ok_or_else(|| ApiError::not_found(format!("no task `{id}`")))
+}
+
+async fn status(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(find(&state, &id)?.view()))
+}
+
+async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let task = find(&state, &id)?;
+    let mut view = task.view();
+    view["events"] = json!(task.events);
+    Ok(Json(view))
+}
+
+async fn cancel(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let task = state.tasks.cancel(&id).map_err(refused)?;
+    Ok(Json(task.view()))
+}
+
+/// The task's history, then its events as they happen, each an SSE `task`
+/// event; the stream ends with the final one.
+async fn events(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let (task, live) = state
+        .tasks
+        .follow(&id)
+        .ok_or_else(|| ApiError::not_found(format!("no task `{id}`")))?;
+    // The past events, then live ones, up to and with the final one.
+    let stream = futures::stream::unfold(
+        (task.events.into_iter(), live, false),
+        |(mut past, mut live, ended)| async move {
+            if ended {
+                return None;
+            }
+            let event = match past.next() {
+                Some(e) => e,
+                None => loop {
+                    match live.recv().await {
+                        Ok(e) => break e,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                    }
+                },
+            };
+            let ended = event.status.is_final();
+            Some((event, (past, live, ended)))
+        },
+    )
+    .map(|e: TaskEvent| {
+        Ok::<_, Infallible>(
+            Event::default()
+                .event("task")
+                .data(serde_json::to_string(&e).unwrap_or_default()),
+        )
+    });
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Claim {
+    builder: String,
+}
+
+async fn claim(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(claim): JsonBody<Claim>,
+) -> Result<Json<Value>, ApiError> {
+    if claim.builder.trim().is_empty() {
+        return Err(unprocessable("`builder` names who claims the task"));
+    }
+    let task = state.tasks.claim(&id, &claim.builder).map_err(refused)?;
+    Ok(Json(task.view()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Submission {
+    language: String,
+    source: String,
+    #[serde(default)]
+    examples: Option<Vec<Example>>,
+    #[serde(default)]
+    cost_usd: Option<f64>,
+}
+
+async fn submit(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(s): JsonBody<Submission>,
+) -> Result<Response, ApiError> {
+    if !matches!(s.language.as_str(), "python" | "javascript") {
+        return Err(unprocessable(format!(
+            "unknown language `{}`: use python or javascript",
+            s.language
+        )));
+    }
+    if s.source.is_empty() {
+        return Err(unprocessable("`source` is empty"));
+    }
+    let task = state
+        .tasks
+        .submit_source(&id, s.language, s.source, s.examples, s.cost_usd)
+        .map_err(refused)?;
+    Ok((StatusCode::ACCEPTED, Json(task.view())).into_response())
+}
+
+async fn approve(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let task = state.tasks.approve(&id).map_err(refused)?;
+    Ok(Json(task.view()))
+}
+
+async fn budget(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(state.tasks.budget()))
+}
