@@ -66,9 +66,14 @@ test:
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
 
-## The debug binary: `toolhost componentize` builds the C plugins.
+## The debug binary (`toolhost componentize` builds the C plugins; the
+## Python client's and the manifests' tests run it), built with every test
+## binary and the features the whole workspace unifies to: `cargo build -p
+## toolhost` alone resolves other features for shared dependencies, and
+## `cargo test --workspace` then built ~150 crates (wasmtime, cranelift,
+## kube, bollard, rmcp...) a second time.
 host-bin:
-	$(CARGO) build -p toolhost
+	$(CARGO) test --workspace --no-run
 
 ## clang 19 with the wasm32 runtime, lld and wasi-libc for the C plugins
 ## (Debian packages; installed when missing and running as root).
@@ -101,7 +106,7 @@ plugins: guests c-toolchain
 	@plugins/doc/fetch-model.sh target/plugins/.models/all-minilm-l6-v2
 	@for p in $(PY_PLUGINS); do sdk/python/build.sh plugins/$$p target/plugins || exit 1; done
 	@for p in $(JS_PLUGINS); do sdk/js/build.sh plugins/$$p target/plugins || exit 1; done
-	@[ -x "$(TOOLHOST_BIN)" ] || $(CARGO) build -p toolhost
+	@[ -x "$(TOOLHOST_BIN)" ] || $(MAKE) --no-print-directory host-bin
 	@for p in $(C_PLUGINS); do TOOLHOST_BIN=$(TOOLHOST_BIN) sdk/c/build.sh plugins/$$p target/plugins || exit 1; done
 	@for t in $(TOOLKITS); do \
 	  mkdir -p target/plugins/$$t && \
@@ -117,7 +122,7 @@ plugins: guests c-toolchain
 fixtures: guests c-toolchain
 	@mkdir -p target/fixtures
 	@for p in $(JS_FIXTURES); do sdk/js/build.sh tests/fixtures/$$p target/fixtures || exit 1; done
-	@[ -x "$(TOOLHOST_BIN)" ] || $(CARGO) build -p toolhost
+	@[ -x "$(TOOLHOST_BIN)" ] || $(MAKE) --no-print-directory host-bin
 	@for p in $(C_FIXTURES); do TOOLHOST_BIN=$(TOOLHOST_BIN) sdk/c/build.sh tests/fixtures/$$p target/fixtures || exit 1; done
 	@for p in $(FIXTURES); do \
 	  cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm target/fixtures/$$p.wasm || exit 1; \
