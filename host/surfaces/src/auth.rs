@@ -254,7 +254,7 @@ pub fn check(token: Option<&AdminToken>, headers: &HeaderMap) -> Result<(), ApiE
 /// A layer for routes that are all admin-only: [`check`] before the
 /// handler (and before its body is read).
 pub async fn required(
-    State(state): State<super::AppState>,
+    State(state): State<crate::state::AppState>,
     request: Request,
     next: Next,
 ) -> Response {

@@ -19,8 +19,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::error::ApiError;
+use crate::state::AppState;
 use toolhost_core::builder::BuilderError;
 use toolhost_core::tasks::{Example, TaskSpec};
 

@@ -23,8 +23,8 @@ use axum::{Json, Router, routing};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::AppState;
 use super::error::ApiError;
+use crate::state::AppState;
 
 /// `(file name under /ui/, bytes, content type)`; `""` is the page.
 const FILES: &[(&str, &[u8], &str)] = &[

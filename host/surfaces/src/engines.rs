@@ -16,9 +16,9 @@ use axum::http::HeaderMap;
 use axum::{Extension, Json, Router, routing};
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::auth;
 use super::error::ApiError;
+use crate::state::AppState;
 use toolhost_core::nodes::NodeBackend;
 
 /// The Docker backend, if the server has one.

@@ -14,9 +14,11 @@ pub mod guard;
 pub mod mcp;
 pub mod native;
 pub mod observe;
+pub mod parked;
 pub mod plugins;
 pub mod render;
 pub mod retrieval;
+pub mod state;
 pub mod system;
 pub mod tasks;
 pub mod workspace;
@@ -30,46 +32,7 @@ use axum::http::Uri;
 
 pub use auth::AdminToken;
 use error::ApiError;
-use toolhost_core::dispatch::Dispatcher;
-use toolhost_core::plugins::PluginManager;
-
-/// What every handler can reach.
-#[derive(Clone)]
-pub struct AppState {
-    pub dispatcher: Arc<Dispatcher>,
-    pub plugins: Arc<PluginManager>,
-    /// Unset: the admin routes are refused.
-    pub admin_token: Option<AdminToken>,
-    pub limits: ApiLimits,
-    /// Tool retrieval index (XAgent's `/retrieving_tools`).
-    pub retriever: Arc<retrieval::Retriever>,
-    /// Coding agents' build environments (the builder tools).
-    pub builders: Arc<toolhost_core::builder::Builders>,
-    /// Tool requests and their build worker's tasks.
-    pub tasks: Arc<toolhost_core::tasks::Tasks>,
-    /// Where tasks' `callback_url`s may point.
-    pub callbacks: Arc<toolhost_core::tasks::build::Callbacks>,
-    /// XAgent calls still running after the surface's patience.
-    pub parked: Arc<xagent::Parked>,
-    /// Cancelled when the server shuts down: long-lived streams (MCP) end.
-    pub shutdown: tokio_util::sync::CancellationToken,
-}
-
-/// Request size limits.
-#[derive(Debug, Clone, Copy)]
-pub struct ApiLimits {
-    /// Any JSON request body.
-    pub max_body_bytes: usize,
-    /// A component uploaded to `PUT /plugins/{name}`.
-    pub max_upload_bytes: usize,
-    /// Time for a whole request body to arrive.
-    pub body_timeout: std::time::Duration,
-    /// MCP sessions open at once (`[sessions] max_mcp_sessions`).
-    pub max_mcp_sessions: usize,
-    /// How long an MCP session that never finished its handshake lives
-    /// (`[sessions] mcp_unfinished_timeout_s`).
-    pub mcp_unfinished_timeout: std::time::Duration,
-}
+pub use state::{ApiLimits, AppState};
 
 /// The whole HTTP API. `guard`: the `Host` names and `Origin`s every route
 /// answers (browser safety, [`guard`]). `callers`: the caller tokens every

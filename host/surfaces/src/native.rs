@@ -15,10 +15,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::AppState;
 use super::body::JsonBody;
 use super::error::ApiError;
 use super::formats;
+use crate::state::AppState;
 use toolhost_core::catalog::ToolEntry;
 use toolhost_core::dispatch::{CallOptions, CallOutput};
 use toolhost_core::input::{Kind, Replay};

@@ -17,9 +17,9 @@ use axum::{Json, Router, routing};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::auth;
 use super::error::ApiError;
+use crate::state::AppState;
 use toolhost_core::plugins::ChangeError;
 
 /// Room beyond the component's size limit for multipart framing and a manifest.

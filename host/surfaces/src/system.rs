@@ -6,8 +6,8 @@ use axum::extract::State;
 use axum::{Json, Router, routing};
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::error::ApiError;
+use crate::state::AppState;
 
 pub fn routes(state: AppState) -> Router<AppState> {
     Router::new()

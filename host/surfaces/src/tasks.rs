@@ -15,9 +15,9 @@ use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::body::JsonBody;
 use super::error::ApiError;
+use crate::state::AppState;
 use toolhost_core::tasks::{Example, Refusal, TaskEvent, TaskSpec};
 
 /// Every route here is admin-only ([`super::auth::required`]).

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::handler::{McpHandler, has_header, is_stateless, lasting};
 use super::render::{failure, success, unknown_tool};
 use super::{input, tasks};
-use crate::AppState;
+use crate::state::AppState;
 use toolhost_core::declared::TaskSupport;
 use toolhost_core::dispatch::CallOptions;
 use toolhost_core::sessions::Session;

@@ -18,10 +18,10 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use super::{direct, features, input, logging, tasks};
-use crate::AppState;
 use crate::error::ApiError;
 use crate::formats;
 use crate::native::SESSION_HEADER;
+use crate::state::AppState;
 use toolhost_core::input::Asker as _;
 use toolhost_core::sessions::{Session, SessionError, Sessions};
 

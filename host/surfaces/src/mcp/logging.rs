@@ -22,7 +22,7 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 
 use super::features;
-use crate::AppState;
+use crate::state::AppState;
 use toolhost_core::sessions::Session;
 
 /// Log notifications sent a second at most; the rest are dropped (counted).

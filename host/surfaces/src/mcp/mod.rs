@@ -51,7 +51,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use super::AppState;
+use crate::state::AppState;
 use calls::call;
 pub use handler::McpHandler;
 use handler::{close_own, session_error};

@@ -30,7 +30,7 @@ use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 
 use super::input::TaskAsker;
-use crate::AppState;
+use crate::state::AppState;
 use toolhost_core::catalog::{Catalog, ToolEntry};
 use toolhost_core::declared::{TaskSupport, ToolDecl};
 use toolhost_core::dispatch::Running;

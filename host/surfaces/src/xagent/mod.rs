@@ -16,12 +16,11 @@
 //! registration; this module the routes, errors, cookie and sessions.
 
 mod files;
-mod parked;
 mod tools;
 
+use crate::parked::*;
+pub use crate::parked::{AWAIT_CALL, Parked};
 use files::*;
-use parked::*;
-pub use parked::{AWAIT_CALL, Parked};
 use tools::*;
 pub use tools::{PRINT_TREE, tool_json, wrap};
 
@@ -35,9 +34,9 @@ use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::AppState;
 use super::body::JsonBody;
 use super::workspace::{self, WorkspaceError};
+use crate::state::AppState;
 use toolhost_core::catalog::ToolEntry;
 use toolhost_core::dispatch::{CallOptions, CallOutput};
 use toolhost_core::sessions::Session;

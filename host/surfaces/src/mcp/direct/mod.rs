@@ -57,9 +57,9 @@ use rmcp::model::{
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::AppState;
 use crate::body::read_bytes;
 use crate::native::SESSION_HEADER;
+use crate::state::AppState;
 use toolhost_core::input::Nobody;
 use toolhost_core::sessions::{Session, Sessions, is_valid_session_id};
 
