@@ -512,8 +512,9 @@ impl ErrorKind {
     }
 
     /// The HTTP status a call ending with this kind is answered with: the
-    /// one table of the error model, which every surface renders (the native
-    /// API's status, XAgent's, MCP's HTTP-level refusals, the builder tools').
+    /// error model's table, rendered by the native API (`ApiError`) and the
+    /// builder tools. XAgent's `/execute_tool` keeps a table of its own
+    /// (`xagent::tools`: an overload there is 503, a timeout 500).
     pub fn status(self) -> u16 {
         match self {
             ErrorKind::NotFound => 404,
