@@ -2,7 +2,11 @@
 //! surface: open, touch, release, close, reap.
 //!
 //! A session is named by its client (header `x-toolhost-session`, the XAgent
-//! cookie `node_id`, or `Mcp-Session-Id`) or created on its first call. Its
+//! cookie `node_id`, or `Mcp-Session-Id`) or created on its first call. A
+//! surface finds the id in its protocol and asks here: [`Sessions::hold`]
+//! (open or make, and what becomes of a request's own session when the
+//! request ends), [`Sessions::resume`] (an existing one only), and
+//! [`Sessions::close`] / [`Sessions::close_later`]. Its
 //! workspace, `<data>/workspaces/<id>`, is created on first use; wasm file
 //! tools see it as a preopened directory and Docker nodes mount it at
 //! /workspace. What backends hold for a session (Docker nodes) is released
@@ -43,6 +47,61 @@ pub enum SessionError {
     TooMany(usize),
     #[error("cannot create the session workspace: {0}")]
     Workspace(#[from] io::Error),
+    /// [`Sessions::resume`]: no open session has this id.
+    #[error("unknown session `{0}` (closed, released or expired)")]
+    Unknown(String),
+}
+
+/// What becomes of a session a request opened for itself (it named none)
+/// when the request ends ([`Sessions::hold`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unnamed {
+    /// Forgotten unless its call made the workspace: the id, sent back to
+    /// the caller, stays valid, and such calls never pile up towards
+    /// `max_sessions` (the native surface).
+    KeepIfUsed,
+    /// Closed: nobody can name it again (an MCP request of the stateless
+    /// revision without `X-Toolhost-Session`).
+    Close,
+}
+
+/// A session held for one request. When the request opened it for itself,
+/// dropping the hold ends it as its [`Unnamed`] says.
+pub struct Held {
+    session: Option<Arc<Session>>,
+    temporary: Option<(Arc<Sessions>, Unnamed)>,
+}
+
+impl Held {
+    pub fn session(&self) -> &Arc<Session> {
+        self.session.as_ref().expect("held until dropped")
+    }
+
+    /// Whether the request opened this session for itself.
+    pub fn is_temporary(&self) -> bool {
+        self.temporary.is_some()
+    }
+}
+
+impl std::ops::Deref for Held {
+    type Target = Arc<Session>;
+    fn deref(&self) -> &Arc<Session> {
+        self.session()
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let (Some(session), Some((sessions, unnamed))) =
+            (self.session.take(), self.temporary.take())
+        else {
+            return;
+        };
+        match unnamed {
+            Unnamed::KeepIfUsed => sessions.forget_if_untouched(session),
+            Unnamed::Close => sessions.close_later(session),
+        }
+    }
 }
 
 /// One session.
@@ -287,11 +346,61 @@ impl Sessions {
         Ok((session, created))
     }
 
+    /// The session of one request: `id`'s (opened, so made if new and
+    /// marked used), else one of its own that ends with the request as
+    /// `unnamed` says. Every surface's requests open sessions here.
+    pub fn hold(
+        self: &Arc<Self>,
+        id: Option<&str>,
+        unnamed: Unnamed,
+    ) -> Result<Held, SessionError> {
+        let (session, _) = self.open(id)?;
+        Ok(Held {
+            session: Some(session),
+            temporary: id.is_none().then(|| (self.clone(), unnamed)),
+        })
+    }
+
+    /// The open session `id`, marked used; never makes one (XAgent's cookie
+    /// names a session `/get_cookie` made).
+    pub fn resume(&self, id: &str) -> Result<Arc<Session>, SessionError> {
+        if !is_valid_session_id(id) {
+            return Err(SessionError::InvalidId);
+        }
+        let session = self
+            .get(id)
+            .ok_or_else(|| SessionError::Unknown(id.to_owned()))?;
+        let now = self.now_ms();
+        session.last_used.store(now, Ordering::Relaxed);
+        self.mark_used(&session, now);
+        Ok(session)
+    }
+
+    /// Close `session` in the background (from a `Drop`, or where nobody
+    /// waits for it); a failure is logged.
+    pub fn close_later(self: &Arc<Self>, session: Arc<Session>) {
+        let id = session.id.clone();
+        drop(session);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::debug!(session = %id, "no runtime to close the session: left to the reaper");
+            return;
+        };
+        let sessions = self.clone();
+        runtime.spawn(async move {
+            match sessions.close(&id).await {
+                Ok(_) => tracing::debug!(session = %id, "a request's own session closed"),
+                Err(e) => {
+                    tracing::warn!(session = %id, error = %e, "could not delete the workspace of a request's own session")
+                }
+            }
+        });
+    }
+
     /// Forget `session`, which a request opened for itself (it sent no
     /// session id), if it holds nothing: no workspace made, no other user.
     /// Its id stays valid (a later request with it opens it again, as empty
     /// as it was), and such calls never pile up towards `max_sessions`.
-    pub fn forget_if_untouched(&self, session: Arc<Session>) {
+    fn forget_if_untouched(&self, session: Arc<Session>) {
         if session.created.get().is_some() {
             return;
         }

@@ -64,19 +64,55 @@ async fn closing_releases_backend_resources_and_new_sessions_are_bounded() {
     assert!(s.open(None).is_ok(), "room again");
 }
 
-#[test]
-fn a_sessions_that_holds_nothing_is_forgotten() {
+#[tokio::test]
+async fn a_requests_own_session_ends_as_its_surface_says() {
     let dir = tempfile::tempdir().unwrap();
-    let s = Sessions::new(dir.path(), Duration::from_secs(60)).unwrap();
-    let (a, _) = s.open(None).unwrap();
+    let s = Arc::new(Sessions::new(dir.path(), Duration::from_secs(60)).unwrap());
+    // Named: opened (made if new), kept whatever the request did.
+    let named = s.hold(Some("mine"), Unnamed::Close).unwrap();
+    assert!(!named.is_temporary());
+    drop(named);
+    assert!(
+        s.get("mine").is_some(),
+        "a named session outlives its request"
+    );
+    // KeepIfUsed: forgotten if the call made nothing, kept if it did.
+    let a = s.hold(None, Unnamed::KeepIfUsed).unwrap();
+    assert!(a.is_temporary());
     let id = a.id().to_owned();
-    s.forget_if_untouched(a);
-    assert!(s.get(&id).is_none());
-    let (b, _) = s.open(None).unwrap();
+    drop(a);
+    assert!(s.get(&id).is_none(), "held nothing: forgotten");
+    let b = s.hold(None, Unnamed::KeepIfUsed).unwrap();
     b.workspace().unwrap();
     let id = b.id().to_owned();
-    s.forget_if_untouched(b);
+    drop(b);
     assert!(s.get(&id).is_some(), "a session with a workspace stays");
+    // Close: gone with its workspace even when the call made one.
+    let c = s.hold(None, Unnamed::Close).unwrap();
+    let ws = c.workspace().unwrap().to_owned();
+    let id = c.id().to_owned();
+    drop(c);
+    for _ in 0..100 {
+        if !ws.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        s.get(&id).is_none() && !ws.exists(),
+        "closed: nobody can name it again"
+    );
+}
+
+#[test]
+fn resume_never_makes_a_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Sessions::new(dir.path(), Duration::from_secs(60)).unwrap();
+    assert!(matches!(s.resume("nope"), Err(SessionError::Unknown(id)) if id == "nope"));
+    assert!(s.get("nope").is_none());
+    assert!(matches!(s.resume("../x"), Err(SessionError::InvalidId)));
+    let (a, _) = s.open(Some("here")).unwrap();
+    assert!(Arc::ptr_eq(&a, &s.resume("here").unwrap()));
 }
 
 #[tokio::test]

@@ -88,6 +88,7 @@ impl From<toolhost_core::sessions::SessionError> for ApiError {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded", e.to_string())
             }
             SessionError::Workspace(_) => CallError::Internal(e.to_string()).into(),
+            SessionError::Unknown(_) => ApiError::not_found(e.to_string()),
         }
     }
 }

@@ -23,7 +23,7 @@ use toolhost_core::catalog::ToolEntry;
 use toolhost_core::dispatch::{CallOptions, CallOutput};
 use toolhost_core::input::{Kind, Replay};
 use toolhost_core::registry::ToolStatus;
-use toolhost_core::sessions::Session;
+use toolhost_core::sessions::{Held, Session, Unnamed};
 use toolhost_core::tool::{CallError, LimitOverrides, ProgressSink};
 
 /// Header carrying the session id, both ways.
@@ -404,19 +404,19 @@ pub struct SessionQuery {
     pub session: Option<String>,
 }
 
-/// The caller's session: header, else `?session=`, else a new one; and
-/// whether this request opened it for itself (it named none).
+/// The caller's session: header, else `?session=`, else one of the
+/// request's own, forgotten after the call unless the call left something in
+/// it (its id is sent back, so the caller may come back to it).
 pub fn open_session(
     state: &AppState,
     headers: &HeaderMap,
     query: &SessionQuery,
-) -> Result<(Arc<Session>, bool), ApiError> {
+) -> Result<Held, ApiError> {
     let from_header = headers
         .get(SESSION_HEADER)
         .map(|v| v.to_str().unwrap_or("\u{0}"));
     let id = from_header.or(query.session.as_deref());
-    let (session, _) = state.dispatcher.sessions().open(id)?;
-    Ok((session, id.is_none()))
+    Ok(state.dispatcher.sessions().hold(id, Unnamed::KeepIfUsed)?)
 }
 
 fn wants_sse(headers: &HeaderMap) -> bool {
@@ -433,7 +433,7 @@ async fn invoke(
     headers: HeaderMap,
     JsonBody(req): JsonBody<InvokeRequest>,
 ) -> Response {
-    let (session, implicit) = match open_session(&state, &headers, &query) {
+    let session = match open_session(&state, &headers, &query) {
         Ok(s) => s,
         Err(e) => return e.into_response(),
     };
@@ -448,7 +448,7 @@ async fn invoke(
         }
     };
     let mut response = if req.stream || wants_sse(&headers) {
-        invoke_sse(state, session, implicit, id, params, req.limits, replay).into_response()
+        invoke_sse(state, session, id, params, req.limits, replay).into_response()
     } else {
         let options = CallOptions {
             limits: req.limits,
@@ -459,7 +459,7 @@ async fn invoke(
                 .map(|r| r as Arc<dyn toolhost_core::input::Asker>),
             ..CallOptions::default()
         };
-        let result = call(&state, session, implicit, &id, params.clone(), options).await;
+        let result = call(&state, &session, &id, params.clone(), options).await;
         if let Some(asked) = input_required(&id, &params, replay.as_deref()) {
             match asked {
                 Ok(body) => Json(body).into_response(),
@@ -499,24 +499,18 @@ async fn close_session(
     }
 }
 
-/// Dispatch a call in `session`; a session the request made for itself
-/// (`implicit`) is forgotten after it unless the call left something in it.
+/// Dispatch a call in `session`.
 async fn call(
     state: &AppState,
-    session: Arc<Session>,
-    implicit: bool,
+    session: &Arc<Session>,
     id: &str,
     params: Value,
     options: CallOptions,
 ) -> Result<CallOutput, CallError> {
-    let result = state
+    state
         .dispatcher
-        .dispatch(&session, id, params, options)
-        .await;
-    if implicit {
-        state.dispatcher.sessions().forget_if_untouched(session);
-    }
-    result
+        .dispatch(session, id, params, options)
+        .await
 }
 
 /// Stream the call as server-sent events: one `progress` event per progress
@@ -527,8 +521,7 @@ async fn call(
 /// with it (the sandbox is torn down).
 fn invoke_sse(
     state: AppState,
-    session: Arc<Session>,
-    implicit: bool,
+    session: Held,
     id: String,
     params: Value,
     limits: LimitOverrides,
@@ -545,7 +538,7 @@ fn invoke_sse(
                 .map(|r| r as Arc<dyn toolhost_core::input::Asker>),
             ..CallOptions::default()
         };
-        let result = call(&state, session, implicit, &id, params.clone(), options).await;
+        let result = call(&state, &session, &id, params.clone(), options).await;
         match input_required(&id, &params, replay.as_deref()) {
             Some(asked) => Asked::Questions(asked),
             None => Asked::Done(result),

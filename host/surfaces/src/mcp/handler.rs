@@ -23,7 +23,7 @@ use crate::formats;
 use crate::native::SESSION_HEADER;
 use crate::state::AppState;
 use toolhost_core::input::Asker as _;
-use toolhost_core::sessions::{Session, SessionError, Sessions};
+use toolhost_core::sessions::{Session, SessionError};
 
 /// The MCP server of one MCP session.
 pub struct McpHandler {
@@ -98,7 +98,7 @@ impl McpHandler {
         let sessions = self.state.dispatcher.sessions().clone();
         move || {
             if let Some(session) = kept {
-                close_own(sessions, session);
+                sessions.close_later(session);
             }
         }
     }
@@ -129,7 +129,7 @@ impl Drop for McpHandler {
             .unwrap_or_else(|e| e.into_inner())
             .take();
         if let Some(session) = own {
-            close_own(self.state.dispatcher.sessions().clone(), session);
+            self.state.dispatcher.sessions().close_later(session);
         }
     }
 }
@@ -160,19 +160,6 @@ pub(super) fn has_header(context: &RequestContext<RoleServer>, name: &str) -> bo
 /// Close the toolhost session an MCP session (or a stateless request) made
 /// for itself, when that ends: the one close of every surface, in a task of
 /// its own (this runs from `Drop`).
-pub(super) fn close_own(sessions: Arc<Sessions>, session: Arc<Session>) {
-    let id = session.id().to_owned();
-    drop(session);
-    tokio::spawn(async move {
-        match sessions.close(&id).await {
-            Ok(_) => tracing::debug!(session = %id, "MCP: own toolhost session closed"),
-            Err(e) => {
-                tracing::warn!(session = %id, error = %e, "MCP: could not delete the workspace of its own toolhost session")
-            }
-        }
-    });
-}
-
 /// A session that cannot be opened, as the shared renderer says it, in
 /// JSON-RPC's terms: the caller's fault is an invalid request.
 pub(super) fn session_error(e: SessionError) -> McpError {

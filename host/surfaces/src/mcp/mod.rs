@@ -54,7 +54,7 @@ use tokio_util::sync::CancellationToken;
 use crate::state::AppState;
 use calls::call;
 pub use handler::McpHandler;
-use handler::{close_own, session_error};
+use handler::session_error;
 use render::{failure, success, unknown_tool};
 
 /// `/mcp`: rmcp's service, one [`McpHandler`] per MCP session (or per

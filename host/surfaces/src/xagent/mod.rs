@@ -195,19 +195,17 @@ fn session(state: &AppState, headers: &HeaderMap) -> Result<Arc<Session>, Detail
             "no session: call /get_cookie first and send its `node_id` cookie",
         ));
     };
-    let sessions = state.dispatcher.sessions();
-    match sessions.get(&id) {
-        Some(_) => sessions
-            .open(Some(&id))
-            .map(|(s, _)| s)
-            .map_err(|e| Detail::from(super::error::ApiError::from(e))),
-        None => Err(Detail::new(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "unknown session `{id}` (closed, released or expired): call /get_cookie or /reconnect_session"
+    state
+        .dispatcher
+        .sessions()
+        .resume(&id)
+        .map_err(|e| match e {
+            toolhost_core::sessions::SessionError::Unknown(_) => Detail::new(
+                StatusCode::BAD_REQUEST,
+                format!("{e}: call /get_cookie or /reconnect_session"),
             ),
-        )),
-    }
+            e => Detail::from(super::error::ApiError::from(e)),
+        })
 }
 
 async fn get_cookie(State(state): State<AppState>) -> Result<Response, Detail> {

@@ -61,7 +61,7 @@ use crate::body::read_bytes;
 use crate::native::SESSION_HEADER;
 use crate::state::AppState;
 use toolhost_core::input::Nobody;
-use toolhost_core::sessions::{Session, Sessions, is_valid_session_id};
+use toolhost_core::sessions::{Held, Session, Sessions, Unnamed, is_valid_session_id};
 
 // Header names made once: a `&str` name is parsed again at every lookup.
 pub(super) const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
@@ -380,23 +380,26 @@ impl Direct {
     ) -> Response {
         let sessions = self.state.dispatcher.sessions();
         let pinned = parts.headers.get(&TOOLHOST_SESSION);
-        let (session, temporary) = match &mode {
-            Mode::Session(link) => (link.session(sessions, pinned), false),
-            Mode::Stateless => match pinned {
-                Some(id) => (pinned_session(sessions, id), false),
-                // A session of its own that ends with the request, even
-                // when the client goes away before the answer.
-                None => (sessions.open(None).map(|(s, _)| s), true),
-            },
+        let held = match &mode {
+            Mode::Session(link) => link.session(sessions, pinned).map(|s| (s, None)),
+            // Without `X-Toolhost-Session`, a session of its own that ends
+            // with the request, even when the client goes away before the
+            // answer.
+            Mode::Stateless => sessions
+                .hold(
+                    pinned.map(|v| v.to_str().unwrap_or("\u{0}")),
+                    Unnamed::Close,
+                )
+                .map(|h| (h.session().clone(), Some(h))),
         };
-        let _temporary = temporary.then(|| Temporary(self.clone(), session.as_ref().ok().cloned()));
-        let session = match session {
+        let (session, held) = match held {
             Ok(s) => s,
             Err(e) => {
                 let message = ServerJsonRpcMessage::error(super::session_error(e), Some(id));
                 return json_answer(&message);
             }
         };
+        let temporary = held.as_ref().is_some_and(Held::is_temporary);
         let name = params.name.to_string();
         let input = Value::Object(params.arguments.unwrap_or_default());
         let state = self.state.clone();
@@ -429,17 +432,6 @@ impl Direct {
                 json_answer(&message)
             }
             Mode::Session(link) => session_answer(link, id, session, call).await,
-        }
-    }
-}
-
-/// Closes a stateless request's own toolhost session when the request ends.
-struct Temporary(Arc<Direct>, Option<Arc<Session>>);
-
-impl Drop for Temporary {
-    fn drop(&mut self) {
-        if let Some(session) = self.1.take() {
-            super::close_own(self.0.state.dispatcher.sessions().clone(), session);
         }
     }
 }
