@@ -293,6 +293,12 @@ async fn load_one(
         wasm: component.to_owned(),
         manifest: Some(component.with_extension("toml")).filter(|p| p.is_file()),
     };
+    if file.manifest.is_none() {
+        eprintln!(
+            "note: no {} beside the component: it runs without its manifest's grants (no workspace, no HTTP, no config)",
+            component.with_extension("toml").display()
+        );
+    }
     let plugin = toolhost::wasm::loader::load_file(&backend, &file).await?;
     Ok((backend, plugin))
 }

@@ -117,4 +117,19 @@ fn inspect_and_call_run_a_component_without_a_server() {
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["result"], "hi there");
+
+    // Without its manifest beside it the component has no grants: the call
+    // fails as the plugin sees it, and the CLI says why.
+    let bare = dir.path().join("bare.wasm");
+    std::fs::copy(&files, &bare).unwrap();
+    let out = Command::new(binary())
+        .args(["call"])
+        .arg(&bare)
+        .args(["read", r#"{"path": "hello.txt"}"#, "--workspace"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("bare.toml beside the component"), "{err}");
 }
