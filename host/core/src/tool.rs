@@ -102,6 +102,10 @@ pub enum Content {
     /// An item with the annotations (audience, priority, ...) and `_meta`
     /// its producer gave it, kept for the surfaces that carry them.
     Annotated(Box<Annotated>),
+    /// The result's own metadata (an MCP server's result-level `_meta`),
+    /// not an item: MCP renders it as the result's `_meta`, the native API
+    /// as the body's `meta`; XAgent's shapes have no place for it.
+    Meta(Value),
 }
 
 /// A link to a resource ([`Content::Link`]).
@@ -140,7 +144,7 @@ impl Content {
         match self {
             Content::Text(t) => t.len(),
             // Measured by the text the plugin returned, see the wasm backend.
-            Content::Json(v) | Content::Structured(v) => estimate_json_size(v),
+            Content::Json(v) | Content::Structured(v) | Content::Meta(v) => estimate_json_size(v),
             Content::Binary {
                 data,
                 media_type,
@@ -168,8 +172,6 @@ impl Content {
         }
     }
 
-    /// The item without its annotations and `_meta` (for the surfaces that
-    /// show neither).
     /// The structured result among `items` ([`Content::Structured`]), if
     /// there is one.
     pub fn structured(items: &[Content]) -> Option<&Value> {
@@ -179,6 +181,28 @@ impl Content {
         })
     }
 
+    /// The items of a result without its metadata ([`Content::Meta`]), and
+    /// that metadata; borrowed as they are when there is none (the usual case).
+    pub fn split_meta(items: &[Content]) -> (std::borrow::Cow<'_, [Content]>, Option<&Value>) {
+        let meta = items.iter().find_map(|c| match c {
+            Content::Meta(v) => Some(v),
+            _ => None,
+        });
+        match meta {
+            None => (std::borrow::Cow::Borrowed(items), None),
+            Some(_) => (
+                items
+                    .iter()
+                    .filter(|c| !matches!(c, Content::Meta(_)))
+                    .cloned()
+                    .collect(),
+                meta,
+            ),
+        }
+    }
+
+    /// The item without its annotations and `_meta` (for the surfaces that
+    /// show neither).
     pub fn plain(&self) -> &Content {
         match self {
             Content::Annotated(a) => a.item.plain(),

@@ -10,15 +10,21 @@ use toolhost_core::tool::{Content, EmbeddedResource, ResourceLink};
 
 /// `{"status":"success","result":...,"content":[...],"error":null}`.
 pub fn success_body(out: &CallOutput) -> Value {
-    json!({
+    let (content, meta) = Content::split_meta(&out.content);
+    let mut body = json!({
         "status": "success",
-        "result": simple_result(&out.content),
-        "content": out.content.iter().map(content_json).collect::<Vec<_>>(),
+        "result": simple_result(&content),
+        "content": content.iter().map(content_json).collect::<Vec<_>>(),
         "error": null,
         "elapsed_ms": out.elapsed.as_secs_f64() * 1000.0,
         "fuel": out.fuel,
         "version": out.version,
-    })
+    });
+    // The source's own metadata of the result (an MCP server's `_meta`).
+    if let Some(meta) = meta {
+        body["meta"] = meta.clone();
+    }
+    body
 }
 
 /// The convenient form: the structured result when there is one, else one
@@ -43,6 +49,7 @@ pub fn content_json(c: &Content) -> Value {
         Content::Text(t) => json!({"type": "text", "text": t}),
         Content::Json(v) => json!({"type": "json", "json": v}),
         Content::Structured(v) => json!({"type": "json", "json": v, "structured": true}),
+        Content::Meta(v) => json!({"type": "meta", "meta": v}),
         Content::Binary {
             media_type,
             data,

@@ -8,6 +8,7 @@
 //! `structuredContent`, `isError`). The comparison and what it allows are
 //! `tests/mcp/side_by_side.py`'s.
 
+use serde_json::json;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -120,6 +121,20 @@ fn remote_servers_look_the_same_through_toolhost() {
     for name in ["every", "kinds"] {
         assert_eq!(s.plugin(name).unwrap()["state"], "ready", "{name}");
     }
+    // The result's own `_meta` reaches a native caller as the body's `meta`
+    // (MCP callers: compared side by side below), and stays out of the
+    // result itself.
+    let (code, body) = s.invoke("kinds_mixed", json!({}));
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        body["meta"],
+        json!({"example.org/cursor": "rows-3", "example.org/cost": {"units": 2}})
+    );
+    assert_eq!(body["result"], json!({"rows": 3, "ok": true}));
+    assert!(
+        !body["content"].to_string().contains("example.org/cursor"),
+        "{body}"
+    );
     let mut extra = Vec::new();
     for mask in EVERYTHING_MASKS {
         extra.extend(["--mask", mask]);
@@ -200,7 +215,6 @@ fn kind(body: &serde_json::Value) -> &str {
 
 #[test]
 fn a_restarted_remote_server_is_reconnected_idle_and_busy() {
-    use serde_json::json;
     use std::time::{Duration, Instant};
 
     let (p, q) = (free_port().unwrap(), free_port().unwrap());
@@ -296,7 +310,7 @@ fn a_mounted_servers_tool_count_is_capped_with_a_warning() {
 /// server, whose result then comes back.
 #[test]
 fn a_native_caller_answers_the_servers_form() {
-    use serde_json::{Value, json};
+    use serde_json::Value;
     let everything = Service::everything();
     let s =
         Server::start(PluginsDir::new().folder("every", &[("every.toml", &remote(&everything))]));

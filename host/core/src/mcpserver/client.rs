@@ -276,8 +276,9 @@ impl Connection {
 
 /// A server's call result as content, item for item: text, images and
 /// audio, resource links, embedded resources, each with its annotations and
-/// `_meta`, and `structuredContent` beside them ([`Content::Structured`]), so
-/// an MCP caller gets the server's result unchanged. `isError` is a tool
+/// `_meta`, `structuredContent` beside them ([`Content::Structured`]) and the
+/// result's own `_meta` ([`Content::Meta`]), so an MCP caller gets the
+/// server's result unchanged. `isError` is a tool
 /// error carrying those items ([`CallError::Reported`]).
 pub fn into_content(result: CallToolResult) -> Result<Vec<Content>, CallError> {
     let mut content = Vec::new();
@@ -329,6 +330,15 @@ pub fn into_content(result: CallToolResult) -> Result<Vec<Content>, CallError> {
     if let Some(structured) = result.structured_content {
         content.push(Content::Structured(structured));
     }
+    // Its own keys, not the protocol's word on who answered: through
+    // toolhost, toolhost is the server its caller talks to.
+    let meta = result.meta.map(|mut m| {
+        m.remove("io.modelcontextprotocol/serverInfo");
+        m
+    });
+    if let Some(meta) = meta.filter(|m| !m.is_empty()) {
+        content.push(Content::Meta(serde_json::Value::Object(meta.0)));
+    }
     if result.is_error == Some(true) {
         return Err(CallError::Reported(content));
     }
@@ -355,6 +365,33 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    #[test]
+    fn the_results_own_meta_is_kept_but_not_who_answered() {
+        let result: CallToolResult = serde_json::from_value(serde_json::json!({
+            "content": [{"type": "text", "text": "3 rows"}],
+            "structuredContent": {"rows": 3},
+            "_meta": {"example.org/cursor": "c1", "io.modelcontextprotocol/serverInfo": {"name": "up", "version": "1"}}
+        }))
+        .unwrap();
+        let content = into_content(result).unwrap();
+        assert_eq!(
+            content.last(),
+            Some(&Content::Meta(
+                serde_json::json!({"example.org/cursor": "c1"})
+            ))
+        );
+        let (items, meta) = Content::split_meta(&content);
+        assert_eq!(items.len(), 2);
+        assert!(meta.is_some());
+        // Only who answered: nothing to keep.
+        let result: CallToolResult = serde_json::from_value(serde_json::json!({
+            "content": [],
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "up", "version": "1"}}
+        }))
+        .unwrap();
+        assert_eq!(into_content(result).unwrap(), vec![]);
+    }
 
     #[tokio::test]
     async fn a_burst_of_changes_reloads_once() {

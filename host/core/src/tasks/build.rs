@@ -413,9 +413,10 @@ pub(super) fn content_json(content: &[Content]) -> Value {
             Some(text) => Value::String(text.clone()),
             None => serde_json::json!({"uri": r.uri, "bytes": r.blob.as_ref().map_or(0, Vec::len)}),
         },
-        Content::Annotated(_) => Value::Null,
+        Content::Annotated(_) | Content::Meta(_) => Value::Null,
     };
-    match content {
+    let (content, _) = Content::split_meta(content);
+    match &*content {
         [one] => as_json(one),
         many => Value::Array(many.iter().map(as_json).collect()),
     }

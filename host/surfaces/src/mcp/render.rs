@@ -39,6 +39,7 @@ pub(crate) fn success(out: CallOutput) -> CallToolResult {
         )
     }));
     let mut result = CallToolResult::success(blocks);
+    let mut meta = source_meta(&out.content);
     let structured = Content::structured(&out.content).cloned();
     if let Some(v) = structured {
         result.structured_content = Some(v);
@@ -47,7 +48,6 @@ pub(crate) fn success(out: CallOutput) -> CallToolResult {
     {
         result.structured_content = Some(v);
     }
-    let mut meta = MetaObject::new();
     meta.insert("toolhost/version".into(), Value::String(out.version));
     meta.insert(
         "toolhost/elapsed_ms".into(),
@@ -72,13 +72,20 @@ pub(crate) fn failure(e: &CallError) -> CallToolResult {
         }
         _ => CallToolResult::error(vec![ContentBlock::text(rendered.text())]),
     };
-    result.meta = Some(meta(json!({ "toolhost/error_kind": rendered.kind })));
+    let mut meta = match e {
+        CallError::Reported(items) => source_meta(items),
+        _ => MetaObject::new(),
+    };
+    meta.insert("toolhost/error_kind".into(), json!(rendered.kind));
+    result.meta = Some(meta);
     result
 }
 
-fn meta(v: Value) -> MetaObject {
-    match v {
-        Value::Object(map) => MetaObject(map),
+/// The result's own `_meta` its source gave ([`Content::Meta`]), to which
+/// toolhost adds its `toolhost/...` keys.
+fn source_meta(items: &[Content]) -> MetaObject {
+    match Content::split_meta(items).1 {
+        Some(Value::Object(map)) => MetaObject(map.clone()),
         _ => MetaObject::new(),
     }
 }
@@ -89,7 +96,7 @@ fn block(c: &Content) -> Option<ContentBlock> {
     Some(match c {
         Content::Text(t) => ContentBlock::text(t.clone()),
         Content::Json(v) => ContentBlock::text(v.to_string()),
-        Content::Structured(_) => return None,
+        Content::Structured(_) | Content::Meta(_) => return None,
         Content::Link(l) => {
             let mut v = json!({"type": "resource_link", "uri": l.uri, "name": l.name});
             for (key, value) in [

@@ -299,10 +299,11 @@ pub(super) async fn print_tree(
 /// XAgent's wrapping of a result: its structured result when it has one
 /// (the answer; its other items say the same in text), else its items.
 pub fn wrap(content: &[Content]) -> Value {
-    if let Some(v) = Content::structured(content) {
+    let (content, _) = Content::split_meta(content);
+    if let Some(v) = Content::structured(&content) {
         return wrap_item(&Content::Json(v.clone()));
     }
-    match content {
+    match &*content {
         [] => Value::Null,
         [one] => wrap_item(one),
         many => {
@@ -336,5 +337,7 @@ pub(super) fn wrap_item(c: &Content) -> Value {
             (None, None) => json!({"type": "simple", "data": crate::render::resource_json(r)}),
         },
         Content::Annotated(_) => unreachable!("plain() removes annotations"),
+        // Left out by `wrap`: XAgent's shapes have no place for it.
+        Content::Meta(_) => Value::Null,
     }
 }
