@@ -139,9 +139,6 @@ fn remote_servers_look_the_same_through_toolhost() {
     for mask in EVERYTHING_MASKS {
         extra.extend(["--mask", mask]);
     }
-    // Its task-augmented tool needs the tasks extension forwarded (not yet):
-    // its `execution` differs.
-    extra.extend(["--skip-tool", "simulate-research-query"]);
     for client in CLIENTS {
         agree(
             &s,
@@ -362,6 +359,79 @@ fn a_native_caller_answers_the_servers_form() {
     assert_eq!(done["status"], "success", "{done}");
     assert!(
         done.to_string().contains("native answer"),
+        "the server saw the answer: {done}"
+    );
+}
+
+/// A tool the server runs only as a task (server-everything's
+/// `simulate-research-query`, `taskSupport: "required"`): toolhost asks the
+/// server for a task and waits for its result, so any caller calls it as
+/// any tool; the server's question during the task (an ambiguous topic)
+/// reaches the native caller, and the answer the server.
+#[test]
+fn a_task_only_tool_is_called_as_a_task_and_its_question_passed_on() {
+    use serde_json::Value;
+    let everything = Service::everything();
+    let s =
+        Server::start(PluginsDir::new().folder("every", &[("every.toml", &remote(&everything))]));
+    let call = |body: Value| {
+        let r = s
+            .client()
+            .post(s.url("/tools/every_simulate-research-query/invoke"))
+            .header("x-toolhost-session", "research")
+            .json(&body)
+            .send()
+            .unwrap();
+        (
+            r.status().as_u16(),
+            r.json::<Value>().unwrap_or(Value::Null),
+        )
+    };
+    let (status, done) = call(json!({"params": {"topic": "tides", "ambiguous": false}}));
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["status"], "success", "{done}");
+    assert!(
+        done.to_string().contains("Research Report: tides"),
+        "{done}"
+    );
+    assert!(
+        !done.to_string().contains("related-task"),
+        "the server's task is its business: {done}"
+    );
+    // An MCP caller calls it as any tool too.
+    let mut mcp = toolhost_e2e::mcp::McpClient::new(&s);
+    mcp.initialize("2025-11-25");
+    let answer = mcp.call(2, "every_simulate-research-query", json!({"topic": "mills"}));
+    assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
+    assert!(
+        answer.to_string().contains("Research Report: mills"),
+        "{answer}"
+    );
+
+    let (status, asked) = call(json!({"params": {"topic": "python", "ambiguous": true}}));
+    assert_eq!(status, 200, "{asked}");
+    assert_eq!(asked["status"], "input_required", "{asked}");
+    let question = &asked["input_required"]["questions"][0];
+    assert_eq!(question["kind"], "form", "{asked}");
+    let property = question["params"]["requestedSchema"]["properties"]
+        .as_object()
+        .and_then(|p| p.keys().next().cloned())
+        .expect("a form with a field");
+    let choice =
+        question["params"]["requestedSchema"]["properties"][&property]["oneOf"][1]["const"].clone();
+    assert!(choice.is_string(), "{question}");
+    let key = question["key"].as_str().unwrap().to_owned();
+    let (status, done) = call(
+        json!({"params": {"topic": "python", "ambiguous": true}, "input": {
+            "state": asked["input_required"]["state"],
+            "answers": {key: {"action": "accept", "content": {property: choice}}},
+        }}),
+    );
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(done["status"], "success", "{done}");
+    assert!(
+        done.to_string()
+            .contains(&format!("python ({})", choice.as_str().unwrap())),
         "the server saw the answer: {done}"
     );
 }

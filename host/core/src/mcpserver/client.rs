@@ -332,8 +332,10 @@ pub fn into_content(result: CallToolResult) -> Result<Vec<Content>, CallError> {
     }
     // Its own keys, not the protocol's word on who answered: through
     // toolhost, toolhost is the server its caller talks to.
+    // The same for the task the server ran the call as.
     let meta = result.meta.map(|mut m| {
         m.remove("io.modelcontextprotocol/serverInfo");
+        m.remove("io.modelcontextprotocol/related-task");
         m
     });
     if let Some(meta) = meta.filter(|m| !m.is_empty()) {

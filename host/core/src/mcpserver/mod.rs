@@ -393,6 +393,7 @@ impl McpBackend {
             toolkit: Arc::new(McpToolkit {
                 conn,
                 names,
+                tasked: Default::default(),
                 toolkit: name.to_owned(),
                 refresh: self.refresh.get().cloned(),
                 per_session: match (&m.command, m.per_session) {
