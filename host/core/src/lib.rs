@@ -14,13 +14,15 @@
 //! - [`plugins`]: the plugins directory kept in step with the catalog (hot
 //!   loading, compile cache, admin uploads).
 //! - [`catalog`] and [`sessions`]: the registry of tools and the per-session
-//!   workspaces; [`tool`]: the shared core types; [`schema`]: tool schemas
+//!   workspaces; [`tool`]: the shared core types; [`content`]: what a call
+//!   answers, item by item; [`schema`]: tool schemas
 //!   normalised as agent frameworks accept them.
 
 pub mod backend;
 pub mod builder;
 pub mod catalog;
 pub mod componentize;
+pub mod content;
 pub mod credentials;
 pub mod declared;
 pub mod dispatch;

@@ -254,11 +254,11 @@ pub fn check(token: Option<&AdminToken>, headers: &HeaderMap) -> Result<(), ApiE
 /// A layer for routes that are all admin-only: [`check`] before the
 /// handler (and before its body is read).
 pub async fn required(
-    State(state): State<crate::state::AppState>,
+    State(token): State<Option<AdminToken>>,
     request: Request,
     next: Next,
 ) -> Response {
-    match check(state.admin_token.as_ref(), request.headers()) {
+    match check(token.as_ref(), request.headers()) {
         Ok(()) => next.run(request).await,
         Err(e) => e.into_response(),
     }

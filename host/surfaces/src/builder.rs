@@ -229,7 +229,7 @@ pub fn routes(state: AppState, allowed_hosts: Option<Vec<String>>) -> Router<App
         .route("/admin/audit", routing::get(audit))
         .route_service("/admin/mcp", mcp)
         .route_layer(axum::middleware::from_fn_with_state(
-            state,
+            state.admin_token.clone(),
             super::auth::required,
         ))
 }

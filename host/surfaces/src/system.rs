@@ -13,7 +13,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
     Router::new()
         .route("/system", routing::get(system))
         .route_layer(axum::middleware::from_fn_with_state(
-            state,
+            state.admin_token.clone(),
             super::auth::required,
         ))
 }

@@ -33,7 +33,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/tasks/{id}/approve", routing::post(approve))
         .route("/budget", routing::get(budget))
         .route_layer(axum::middleware::from_fn_with_state(
-            state,
+            state.admin_token.clone(),
             super::auth::required,
         ))
 }

@@ -490,7 +490,7 @@ pub(crate) async fn paired_surfaces(
 }
 
 /// User + system CPU time of a process so far, from `/proc/<pid>/stat`.
-fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+pub(crate) fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // The fields after the command name (which may hold spaces), which ends
     // with the last ')': state is field 3, utime 14, stime 15.

@@ -1,4 +1,4 @@
-//! Tests of [`super`] (`sessions.rs`), beside it to keep that file short.
+//! Tests of [`super`] (`sessions/`).
 
 use super::*;
 
