@@ -401,7 +401,11 @@ fn a_task_only_tool_is_called_as_a_task_and_its_question_passed_on() {
     // An MCP caller calls it as any tool too.
     let mut mcp = toolhost_e2e::mcp::McpClient::new(&s);
     mcp.initialize("2025-11-25");
-    let answer = mcp.call(2, "every_simulate-research-query", json!({"topic": "mills"}));
+    let answer = mcp.call(
+        2,
+        "every_simulate-research-query",
+        json!({"topic": "mills"}),
+    );
     assert_eq!(answer["result"]["isError"], json!(false), "{answer}");
     assert!(
         answer.to_string().contains("Research Report: mills"),
