@@ -266,10 +266,7 @@ async fn serve(
     let served = server::serve(
         listener,
         server.router(&config),
-        (
-            config.server.max_connections,
-            config.server.max_connections_per_peer,
-        ),
+        server::ConnLimits::of(&config.server),
         server.shutdown.clone(),
     )
     .await;

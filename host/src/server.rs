@@ -396,25 +396,72 @@ fn resolve_dirs(plugins: &Path, data: &Path) -> anyhow::Result<(PathBuf, PathBuf
     Ok((plugins, data))
 }
 
+/// How the server's connections are bounded ([`serve`]).
+pub struct ConnLimits {
+    pub max_connections: usize,
+    pub max_per_peer: usize,
+    /// For a request's headers, and for the next request on an idle
+    /// kept-alive connection.
+    pub header_timeout: Duration,
+}
+
+impl ConnLimits {
+    pub fn of(config: &surfaces::config::ServerConfig) -> Self {
+        ConnLimits {
+            max_connections: config.max_connections,
+            max_per_peer: config.max_connections_per_peer,
+            header_timeout: Duration::from_millis(config.header_timeout_ms.max(1)),
+        }
+    }
+}
+
 /// Serve `router` on `listener` until Ctrl-C or SIGTERM; then cancel
 /// `shutdown` so long-lived streams end and the graceful shutdown completes.
+/// Each connection: bounded in number ([`surfaces::conns::Limited`]), no
+/// Nagle (SSE responses, MCP and native streaming, are written as several
+/// small frames, and Nagle with the client's delayed ACK held each following
+/// frame ~40 ms), and closed when headers take longer than
+/// `header_timeout` (a new request's, or the next on a kept-alive one).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: axum::Router,
-    (max_connections, max_per_peer): (usize, usize),
+    limits: ConnLimits,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    // Bounded open connections; no Nagle on each (SSE responses, MCP and
-    // native streaming, are written as several small frames, and Nagle with
-    // the client's delayed ACK held each following frame ~40 ms).
-    let listener = surfaces::conns::Limited::new(listener, max_connections, max_per_peer);
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            shutdown.cancel();
-        })
-        .await
-        .context("the HTTP server failed")
+    use axum::serve::Listener as _;
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+
+    let mut listener =
+        surfaces::conns::Limited::new(listener, limits.max_connections, limits.max_per_peer);
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let stop = shutdown_signal();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            (io, _peer) = listener.accept() => {
+                let service = hyper_util::service::TowerToHyperService::new(router.clone());
+                let connection = builder
+                    .serve_connection_with_upgrades(TokioIo::new(io), service)
+                    .into_owned();
+                let connection = graceful.watch(connection);
+                tokio::spawn(async move {
+                    if let Err(e) = connection.await {
+                        tracing::trace!(error = %e, "connection ended with an error");
+                    }
+                });
+            }
+            () = &mut stop => break,
+        }
+    }
+    shutdown.cancel();
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }
 
 async fn shutdown_signal() {

@@ -15,6 +15,12 @@ pub struct ServerConfig {
     /// Time for a whole request body to arrive, ms (then 408): slow-loris
     /// bodies cannot hold connections for long.
     pub body_timeout_ms: u64,
+    /// Time for a request's headers to arrive, ms, counted from when the
+    /// connection waits for them: a new connection's first request, and the
+    /// next one on a kept-alive connection (so it is also how long an idle
+    /// connection stays open). Then the connection is closed: slow-header
+    /// clients cannot hold connections.
+    pub header_timeout_ms: u64,
     /// Record Prometheus metrics and serve `GET /metrics`.
     pub metrics: bool,
     /// `Host` names served besides the loopback names and the bind address
@@ -38,6 +44,7 @@ impl Default for ServerConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 8001)),
             max_body_kb: 4096,
             body_timeout_ms: 120_000,
+            header_timeout_ms: 30_000,
             metrics: true,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),

@@ -6,7 +6,7 @@
 //! machine.
 //!
 //! Where the added time goes: the same sequence also times a request toolhost
-//! answers without a tool (`GET /health/live`: the HTTP hop and the router) and
+//! answers without a tool (`GET /health`: the HTTP hop and the router) and
 //! a mock tool's invoke (the surface and dispatch: body parsing, schema
 //! validation, admission, statistics, rendering, but no upstream), and reads
 //! the server's CPU per API call from `/proc`; what is left of the overhead
@@ -56,7 +56,7 @@ impl Target {
                 .uri("/tools/hbx_get_get_get/invoke")
                 .header("content-type", "application/json")
                 .body(Full::new(Bytes::from_static(br#"{"params":{}}"#))),
-            Path::Health => builder.uri("/health/live").body(Full::new(Bytes::new())),
+            Path::Health => builder.uri("/health").body(Full::new(Bytes::new())),
             Path::Mock => builder
                 .method("POST")
                 .uri("/tools/mk_get/invoke")
@@ -136,7 +136,7 @@ pub async fn run(samples: usize, connections: usize, seconds: u64) -> anyhow::Re
         "  through toolhost (API tool)   {through:7.1} us   overhead {:6.1} us",
         through - direct
     );
-    println!("  toolhost GET /health/live     {health:7.1} us   (the HTTP hop and the router)");
+    println!("  toolhost GET /health         {health:7.1} us   (the HTTP hop and the router)");
     println!(
         "  toolhost mock tool invoke     {mock:7.1} us   (+{:.1} us over the hop: surface and dispatch)",
         mock - health

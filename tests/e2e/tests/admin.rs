@@ -240,6 +240,68 @@ fn connections_beyond_the_limit_are_refused_and_room_comes_back() {
     assert!(s.log().contains("connection refused: too many open"));
 }
 
+/// A connection whose request headers do not arrive within `[server]
+/// header_timeout_ms` (a slow-header client, or a kept-alive connection
+/// left idle) is closed, and counts no more towards the limits; a request
+/// in time is served.
+#[test]
+fn slow_headers_and_idle_connections_are_closed() {
+    let s = Server::start_with(
+        PluginsDir::new().add("calc", "calc"),
+        Some("[server]\nheader_timeout_ms = 800\nmax_connections_per_peer = 4\n"),
+    )
+    .unwrap();
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    // Closed by the server: the read ends (EOF, or a reset) within the time.
+    let closed_within = |conn: &mut TcpStream, limit: Duration| {
+        conn.set_read_timeout(Some(limit)).unwrap();
+        let started = Instant::now();
+        let mut buf = [0u8; 4096];
+        loop {
+            match conn.read(&mut buf) {
+                Ok(0) => return Some(started.elapsed()),
+                Ok(_) => continue,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    return None;
+                }
+                Err(_) => return Some(started.elapsed()),
+            }
+        }
+    };
+    // Headers started, never finished: four of them, the peer's whole room.
+    let mut slow: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut c = TcpStream::connect(&addr).unwrap();
+            write!(c, "GET /health HTTP/1.1\r\nHost: {addr}\r\nX-Slow: ").unwrap();
+            c
+        })
+        .collect();
+    for c in &mut slow {
+        let took = closed_within(c, Duration::from_secs(5));
+        assert!(took.is_some(), "a slow-header connection was kept past 5 s");
+    }
+    // A kept-alive connection: served, then closed once idle.
+    let mut conn = TcpStream::connect(&addr).unwrap();
+    write!(conn, "GET /health HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut answer = vec![0u8; 1024];
+    let n = conn.read(&mut answer).unwrap();
+    assert!(
+        String::from_utf8_lossy(&answer[..n]).starts_with("HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer[..n])
+    );
+    assert!(
+        closed_within(&mut conn, Duration::from_secs(5)).is_some(),
+        "an idle kept-alive connection was kept past 5 s"
+    );
+    // The room is back: a request in time is served.
+    assert_eq!(s.invoke("calc_evaluate", json!({"expression": "1"})).0, 200);
+}
+
 /// On every surface, a body declared over `[server] max_body_kb` is refused
 /// (413, the connection closed) without waiting for it: only a short linger
 /// for what the client is already sending (a second), not `body_timeout_ms`.
