@@ -439,3 +439,64 @@ fn a_task_only_tool_is_called_as_a_task_and_its_question_passed_on() {
         "the server saw the answer: {done}"
     );
 }
+
+/// A server that floods its client: `tools/list_changed` every 10 ms costs
+/// one reload per half second (not a hundred a second) and shows the toolkit
+/// `degraded` with the reason while it lasts, calls still served; progress
+/// reported in a tight loop reaches the caller at most 20 times a second,
+/// the last report included.
+#[test]
+fn a_flooding_server_is_held_to_bounded_reloads_and_progress() {
+    use std::time::{Duration, Instant};
+    let flood = Service::python_mcp(&repo_root().join("tests/fixtures/mcp/flood.py"));
+    let s = Server::start(PluginsDir::new().folder("fl", &[("fl.toml", &remote(&flood))]));
+    assert_eq!(s.plugin("fl").unwrap()["state"], "ready");
+    let started = Instant::now();
+    let (status, body) = s.invoke("fl_flood", json!({"seconds": 3, "every_ms": 10}));
+    assert_eq!(status, 200, "{body}");
+    let sent = body["result"]["result"]
+        .as_u64()
+        .or_else(|| body["result"].as_u64())
+        .unwrap_or(0);
+    assert!(sent >= 100, "the server sent {sent}: {body}");
+    let shown = s.plugin("fl").unwrap();
+    assert!(
+        shown["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("degraded: its server sent"),
+        "{shown}"
+    );
+    assert_eq!(s.invoke("fl_ping", json!({})).0, 200, "calls are served");
+    let reloads = s.log().matches("its tool list changed; reloading").count();
+    let windows = (started.elapsed().as_millis() / 500) as usize + 2;
+    assert!(
+        (1..=windows).contains(&reloads),
+        "{sent} notifications made {reloads} reloads in {:?}",
+        started.elapsed()
+    );
+    // Once it stops, the toolkit is shown as it is again.
+    let calm = wait_for(Duration::from_secs(20), || {
+        let p = s.plugin("fl")?;
+        (p["state"] == "ready").then_some(p)
+    });
+    assert!(calm.is_some(), "{:?}", s.plugin("fl"));
+
+    // 2,000 progress reports as fast as the server can send them.
+    let started = Instant::now();
+    let text = reqwest::blocking::Client::new()
+        .post(s.url("/tools/fl_chatty/invoke"))
+        .json(&json!({"params": {"count": 2000}, "stream": true}))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    let events = text.matches("event: progress").count();
+    let bound = started.elapsed().as_millis() as usize / 50 + 2;
+    assert!(
+        (1..=bound).contains(&events),
+        "{events} progress events in {:?}",
+        started.elapsed()
+    );
+    assert!(text.contains("event: result"), "{text}");
+}

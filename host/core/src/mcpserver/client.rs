@@ -31,7 +31,33 @@ use crate::nodes::stdio::ContainerGuard;
 type Stderr = Arc<Mutex<std::collections::VecDeque<u8>>>;
 
 /// Calls waiting for progress, by token.
-pub type Waiting = Routes<ProgressSink>;
+pub type Waiting = Routes<Relay>;
+
+/// Progress reports a call's caller gets from a server, at most one per
+/// this long (and the last one, at its total): a server reporting in a
+/// tight loop costs its caller 20 events a second, not thousands.
+pub const PROGRESS_GAP: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Where one call's progress goes, and when the last report went.
+#[derive(Clone)]
+pub struct Relay {
+    sink: ProgressSink,
+    last: Arc<Mutex<Option<std::time::Instant>>>,
+}
+
+impl Relay {
+    /// Pass `progress` on unless the previous report went less than
+    /// [`PROGRESS_GAP`] ago (the final one always goes).
+    fn report(&self, progress: Progress, last_one: bool) {
+        let now = std::time::Instant::now();
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        if last_one || last.is_none_or(|at| now.duration_since(at) >= PROGRESS_GAP) {
+            *last = Some(now);
+            drop(last);
+            self.sink.report(progress);
+        }
+    }
+}
 
 /// What the server's notifications and requests reach.
 pub struct Handler {
@@ -86,12 +112,16 @@ impl ClientHandler for Handler {
             .unwrap_or_else(|e| e.into_inner())
             .get(&key(&params.progress_token.0))
             .cloned();
-        if let Some(sink) = sink {
-            sink.report(Progress {
-                message: params.message.unwrap_or_default(),
-                done: Some(params.progress),
-                total: params.total,
-            });
+        if let Some(relay) = sink {
+            let last_one = params.total.is_some_and(|t| params.progress >= t);
+            relay.report(
+                Progress {
+                    message: params.message.unwrap_or_default(),
+                    done: Some(params.progress),
+                    total: params.total,
+                },
+                last_one,
+            );
         }
         std::future::ready(())
     }
@@ -269,8 +299,12 @@ impl Connection {
 
     /// Route the server's progress on `token` to `sink` until the guard
     /// drops.
-    pub fn route(&self, token: ProgressToken, sink: ProgressSink) -> RouteGuard<ProgressSink> {
-        route(&self.waiting, &token.0, sink)
+    pub fn route(&self, token: ProgressToken, sink: ProgressSink) -> RouteGuard<Relay> {
+        let relay = Relay {
+            sink,
+            last: Arc::default(),
+        };
+        route(&self.waiting, &token.0, relay)
     }
 }
 

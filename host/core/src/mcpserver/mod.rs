@@ -56,6 +56,9 @@ pub struct McpBackend {
     /// Restarts in a row of each toolkit's server (a server that lived a
     /// minute starts the count again), the last one's words, and when.
     restarts: Mutex<HashMap<String, (u32, String, std::time::Instant)>>,
+    /// Each toolkit whose server floods `tools/list_changed`: how many came
+    /// in one reload window, and when.
+    floods: Mutex<HashMap<String, (u64, std::time::Instant)>>,
     refresh: OnceLock<Refresh>,
     /// Each toolkit's live connection, with the manifest it was made for.
     connections: Mutex<HashMap<String, (String, Arc<Connection>)>>,
@@ -65,6 +68,28 @@ pub struct McpBackend {
 }
 
 impl McpBackend {
+    /// A reload window of `toolkit` ended with `count` list changes: past
+    /// [`FLOOD`], the server is flooding (shown degraded, logged once a
+    /// flood).
+    fn note_changes(&self, toolkit: &str, count: u64) {
+        if count < FLOOD {
+            return;
+        }
+        let mut floods = self.floods.lock().unwrap_or_else(|e| e.into_inner());
+        let ongoing = floods
+            .get(toolkit)
+            .is_some_and(|(_, at)| at.elapsed() < FLOOD_SHOWN);
+        if !ongoing {
+            tracing::warn!(
+                toolkit,
+                count,
+                "MCP server floods tools/list_changed: reloads held to one per {} ms; shown degraded",
+                LIST_CHANGED_EVERY.as_millis()
+            );
+        }
+        floods.insert(toolkit.to_owned(), (count, std::time::Instant::now()));
+    }
+
     pub fn new(secrets: Secrets, docker: Option<Arc<crate::nodes::NodeBackend>>) -> Arc<Self> {
         Arc::new_cyclic(|me| McpBackend {
             me: me.clone(),
@@ -72,6 +97,7 @@ impl McpBackend {
             secrets,
             docker,
             restarts: Mutex::default(),
+            floods: Mutex::default(),
             refresh: OnceLock::new(),
             connections: Mutex::default(),
         })
@@ -144,6 +170,7 @@ impl McpBackend {
         }
         let refresh = self.refresh.get().cloned();
         let toolkit = name.to_owned();
+        let me = self.me.clone();
         let (handler, waiting, asking) = Handler::new(
             client::coalescing(LIST_CHANGED_EVERY, move |absorbed| {
                 tracing::info!(
@@ -151,6 +178,9 @@ impl McpBackend {
                     absorbed,
                     "MCP server: its tool list changed; reloading"
                 );
+                if let Some(me) = me.upgrade() {
+                    me.note_changes(&toolkit, absorbed + 1);
+                }
                 if let Some(r) = &refresh {
                     r.entry(&toolkit);
                 }
@@ -412,6 +442,14 @@ impl McpBackend {
     }
 }
 
+/// `tools/list_changed` notifications in one reload window that make a
+/// server a flood (20 a second and more).
+const FLOOD: u64 = 10;
+
+/// How long a flood is shown (`degraded` in `GET /plugins`) after its last
+/// window.
+const FLOOD_SHOWN: Duration = Duration::from_secs(10);
+
 /// A server's `tools/list_changed` notifications are followed at most once
 /// per this long: a server that notifies every 10 ms costs one reload (and
 /// one notice to toolhost's own clients) a half-second, not a hundred.
@@ -479,10 +517,23 @@ impl Backend for McpBackend {
 
     fn problem(&self, name: &str) -> Option<crate::backend::Problem> {
         let restarts = self.restarts.lock().unwrap_or_else(|e| e.into_inner());
-        let (count, why, at) = restarts.get(name)?;
-        (*count > 0 && at.elapsed() < STABLE).then(|| {
-            crate::backend::Problem::unavailable(format!(
+        if let Some((count, why, at)) = restarts.get(name)
+            && *count > 0
+            && at.elapsed() < STABLE
+        {
+            return Some(crate::backend::Problem::unavailable(format!(
                 "degraded: its server exited and was restarted {count} time(s) in a row (last words: {why})"
+            )));
+        }
+        drop(restarts);
+        let floods = self.floods.lock().unwrap_or_else(|e| e.into_inner());
+        let (count, at) = floods.get(name)?;
+        (at.elapsed() < FLOOD_SHOWN).then(|| {
+            crate::backend::Problem::unavailable(format!(
+                "degraded: its server sent {count} tools/list_changed notifications within {} ms; \
+                 toolhost reloads its tool list at most once per {} ms (calls are served)",
+                LIST_CHANGED_EVERY.as_millis(),
+                LIST_CHANGED_EVERY.as_millis()
             ))
         })
     }
