@@ -361,7 +361,7 @@ impl Server {
                 parked: Arc::new(surfaces::xagent::Parked::new(
                     std::time::Duration::from_millis(config.xagent.patience_ms),
                 )),
-                shutdown: self.shutdown.clone(),
+                shutdown: Arc::new(self.shutdown.clone()),
             },
             limits,
             surfaces::guard::Guard::new(

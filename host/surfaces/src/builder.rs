@@ -207,7 +207,7 @@ const ADMIN: &str = "admin";
 
 pub fn routes(state: AppState, allowed_hosts: Option<Vec<String>>) -> Router<AppState> {
     let mut config = StreamableHttpServerConfig::default()
-        .with_cancellation_token(state.shutdown.clone())
+        .with_cancellation_token((*state.shutdown).clone())
         .with_json_response(true);
     config = match allowed_hosts {
         Some(hosts) => config.with_allowed_hosts(hosts),

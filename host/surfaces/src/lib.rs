@@ -50,7 +50,7 @@ pub fn router(
         state.clone(),
         max_body_bytes,
         mcp_allowed_hosts,
-        state.shutdown.clone(),
+        (*state.shutdown).clone(),
     );
     let router = Router::new()
         .merge(mcp)

@@ -28,7 +28,9 @@ pub struct AppState {
     /// XAgent calls still running after the surface's patience.
     pub parked: Arc<Parked>,
     /// Cancelled when the server shuts down: long-lived streams (MCP) end.
-    pub shutdown: tokio_util::sync::CancellationToken,
+    /// Behind an `Arc`: the state is cloned for every request, and cloning
+    /// or dropping a token itself takes a lock its clones share.
+    pub shutdown: Arc<tokio_util::sync::CancellationToken>,
 }
 
 /// Request size limits.
