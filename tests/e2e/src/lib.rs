@@ -6,6 +6,7 @@
 //! with every test, `cargo test --workspace --no-run`, and runs `make plugins
 //! fixtures` first); `TOOLHOST_BIN` overrides the binary's path.
 
+pub mod docs;
 pub mod fake;
 pub mod mcp;
 pub mod services;
@@ -384,6 +385,12 @@ impl Server {
         if !limits.is_null() {
             body["limits"] = limits;
         }
+        self.invoke_body(session, tool, body)
+    }
+
+    /// POST /tools/{tool}/invoke in `session` with the whole request `body`
+    /// (`params`, and `input`, `limits`, ... as given) -> (status, body).
+    pub fn invoke_body(&self, session: &str, tool: &str, body: Value) -> (u16, Value) {
         let r = self
             .http
             .post(self.url(&format!("/tools/{tool}/invoke")))

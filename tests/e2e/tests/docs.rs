@@ -7,48 +7,21 @@
 
 use std::process::Command;
 
+use toolhost_e2e::docs::{commands, sh_blocks, shown_status};
 use toolhost_e2e::*;
 
-/// The tour's commands, each with the answer shown after it (if any).
+/// The tour's commands, each with the answer shown after it (if any): the
+/// first ```` ```sh ```` block after its heading.
 fn tour() -> Vec<(String, Option<String>)> {
     let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
     let start = readme
         .find("## A quick tour")
         .expect("the README has a quick tour");
-    let block = &readme[start..];
-    let block = &block[block.find("```sh").expect("a sh block") + 5..];
-    let block = &block[..block.find("```").expect("the block ends")];
-    let mut commands: Vec<(String, Option<String>)> = Vec::new();
-    let mut pending = String::new();
-    for line in block.lines() {
-        if !pending.is_empty() {
-            pending.push_str(line.trim_start());
-        } else if line.trim_start().starts_with('#') {
-            if let Some(last) = commands.last_mut()
-                && last.1.is_none()
-            {
-                last.1 = Some(line.trim_start_matches(['#', ' ']).to_owned());
-            }
-            continue;
-        } else if line.trim().is_empty() {
-            continue;
-        } else {
-            pending.push_str(line);
-        }
-        if pending.ends_with('\\') {
-            pending.pop();
-            pending.push(' ');
-            continue;
-        }
-        commands.push((std::mem::take(&mut pending), None));
-    }
-    commands
-}
-
-/// `"status":"..."` in a shown answer.
-fn shown_status(shown: &str) -> Option<String> {
-    let at = shown.find("\"status\":\"")? + 10;
-    Some(shown[at..].split('"').next()?.to_owned())
+    let block = sh_blocks(&readme[start..])
+        .into_iter()
+        .next()
+        .expect("a sh block");
+    commands(&block)
 }
 
 #[test]

@@ -311,19 +311,8 @@ fn a_native_caller_answers_the_servers_form() {
     let everything = Service::everything();
     let s =
         Server::start(PluginsDir::new().folder("every", &[("every.toml", &remote(&everything))]));
-    let call = |body: Value| {
-        let r = s
-            .client()
-            .post(s.url("/tools/every_trigger-elicitation-request/invoke"))
-            .header("x-toolhost-session", "native-form")
-            .json(&body)
-            .send()
-            .unwrap();
-        (
-            r.status().as_u16(),
-            r.json::<Value>().unwrap_or(Value::Null),
-        )
-    };
+    let call =
+        |body: Value| s.invoke_body("native-form", "every_trigger-elicitation-request", body);
     let (status, asked) = call(json!({"params": {}}));
     assert_eq!(status, 200, "{asked}");
     assert_eq!(asked["status"], "input_required", "{asked}");
@@ -374,19 +363,7 @@ fn a_task_only_tool_is_called_as_a_task_and_its_question_passed_on() {
     let everything = Service::everything();
     let s =
         Server::start(PluginsDir::new().folder("every", &[("every.toml", &remote(&everything))]));
-    let call = |body: Value| {
-        let r = s
-            .client()
-            .post(s.url("/tools/every_simulate-research-query/invoke"))
-            .header("x-toolhost-session", "research")
-            .json(&body)
-            .send()
-            .unwrap();
-        (
-            r.status().as_u16(),
-            r.json::<Value>().unwrap_or(Value::Null),
-        )
-    };
+    let call = |body: Value| s.invoke_body("research", "every_simulate-research-query", body);
     let (status, done) = call(json!({"params": {"topic": "tides", "ambiguous": false}}));
     assert_eq!(status, 200, "{done}");
     assert_eq!(done["status"], "success", "{done}");
