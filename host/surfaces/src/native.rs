@@ -23,7 +23,7 @@ use toolhost_core::catalog::ToolEntry;
 use toolhost_core::dispatch::{CallOptions, CallOutput};
 use toolhost_core::input::{Kind, Replay};
 use toolhost_core::registry::ToolStatus;
-use toolhost_core::sessions::{Held, Session, Unnamed};
+use toolhost_core::sessions::{Held, Unnamed};
 use toolhost_core::tool::{CallError, LimitOverrides, ProgressSink};
 
 /// Header carrying the session id, both ways.
@@ -459,7 +459,10 @@ async fn invoke(
                 .map(|r| r as Arc<dyn toolhost_core::input::Asker>),
             ..CallOptions::default()
         };
-        let result = call(&state, &session, &id, params.clone(), options).await;
+        let result = state
+            .dispatcher
+            .dispatch(&session, &id, params.clone(), options)
+            .await;
         if let Some(asked) = input_required(&id, &params, replay.as_deref()) {
             match asked {
                 Ok(body) => Json(body).into_response(),
@@ -499,20 +502,6 @@ async fn close_session(
     }
 }
 
-/// Dispatch a call in `session`.
-async fn call(
-    state: &AppState,
-    session: &Arc<Session>,
-    id: &str,
-    params: Value,
-    options: CallOptions,
-) -> Result<CallOutput, CallError> {
-    state
-        .dispatcher
-        .dispatch(session, id, params, options)
-        .await
-}
-
 /// Stream the call as server-sent events: one `progress` event per progress
 /// chunk, `data: {"chunk":{message,done,total},"done":false}`, then one
 /// `result` (or `error`) event whose data is the JSON invoke's body plus
@@ -538,7 +527,10 @@ fn invoke_sse(
                 .map(|r| r as Arc<dyn toolhost_core::input::Asker>),
             ..CallOptions::default()
         };
-        let result = call(&state, &session, &id, params.clone(), options).await;
+        let result = state
+            .dispatcher
+            .dispatch(&session, &id, params.clone(), options)
+            .await;
         match input_required(&id, &params, replay.as_deref()) {
             Some(asked) => Asked::Questions(asked),
             None => Asked::Done(result),
