@@ -1,5 +1,6 @@
 # Shared by sdk/<lang>/build.sh (sourced, not run): the command line and the
-# plugin folder's manifest, checked the same way for every language.
+# plugin folder's manifest, checked the same way for every language; and
+# with_retries, which the tests' installers source too.
 #
 #   source "$(dirname "${BASH_SOURCE[0]}")/../build-common.sh"
 #   parse_args sdk/<lang>/build.sh "$@"   # -> plugin_dir, out_dir (absolute)
@@ -55,4 +56,31 @@ install_component() {
     size=$(wc -c <"$wasm")
     secs=$(awk -v a="$2" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     echo "build.sh: built $wasm ($((size / 1024)) KiB) in $secs s"
+}
+
+# with_retries <log> <command...>: runs an install that reaches a registry
+# (npm ci), up to three times, 5 s then 20 s apart, so a registry's passing
+# failure does not fail a build. Every attempt's output is appended to <log>;
+# when the last one fails too, its last lines go to stderr and its exit status
+# is returned.
+with_retries() {
+    local log=$1 pause status=0
+    shift
+    mkdir -p "$(dirname "$log")"
+    : >"$log"
+    for pause in 5 20 0; do
+        if "$@" >>"$log" 2>&1; then
+            return 0
+        else
+            status=$?
+        fi
+        if [ "$pause" = 0 ]; then
+            echo "$1 failed three times (exit $status); the last lines of $log:" >&2
+            tail -n 25 "$log" >&2
+            return "$status"
+        fi
+        echo "$1 failed (exit $status); trying again in $pause s (output in $log)" >&2
+        echo "--- exit $status at $(date -u +%FT%TZ); again in $pause s ---" >>"$log"
+        sleep "$pause"
+    done
 }

@@ -49,8 +49,8 @@ if [ "$(installed_version)" != "$pinned" ] || [ ! -f "$sdk_dir/node_modules/.pac
         echo "build.sh: installing componentize-js $pinned into $sdk_dir/node_modules (npm ci)" >&2
         # The lock file lists every platform's optional packages, so `npm ci`
         # installs exactly what it pins (`make js-unit` checks it is in step).
-        (cd "$sdk_dir" && npm ci --no-audit --no-fund --loglevel=error 2>"$repo/target/js-sdk-npm-ci.log") ||
-            die "npm ci could not install the build tooling in $sdk_dir (is the npm registry reachable? configure a mirror with npm config set registry <url>): $(grep -m1 'npm error' "$repo/target/js-sdk-npm-ci.log" | cut -c1-200); see $repo/target/js-sdk-npm-ci.log"
+        (cd "$sdk_dir" && with_retries "$repo/target/js-sdk-npm-ci.log" npm ci --no-audit --no-fund --loglevel=error) ||
+            die "npm ci could not install the build tooling in $sdk_dir (is the npm registry reachable? configure a mirror with npm config set registry <url>); see $repo/target/js-sdk-npm-ci.log"
         [ "$(installed_version)" = "$pinned" ] ||
             die "componentize-js in $sdk_dir/node_modules reports version '$(installed_version)', expected $pinned"
     fi

@@ -20,6 +20,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+source "$repo/sdk/build-common.sh" # with_retries
 work=$repo/target/conformance
 bin=${TOOLHOST_BIN:-$repo/target/debug/toolhost}
 wasm=$repo/target/wasm32-wasip2/plugin/conformance_fixture.wasm
@@ -48,7 +49,8 @@ mkdir -p "$work"
 want=$(cat "$here/package.json" "$here/package-lock.json" | sha256sum | cut -c1-16)
 if [ "$(cat "$work/.installed" 2>/dev/null || true)" != "$want" ]; then
     cp "$here/package.json" "$here/package-lock.json" "$work/"
-    (cd "$work" && npm ci --no-audit --no-fund --loglevel=error --engine-strict=false)
+    (cd "$work" && with_retries "$work.npm-ci.log" npm ci --no-audit --no-fund --loglevel=error --engine-strict=false) ||
+        die "npm ci failed (is the npm registry reachable?); see $work.npm-ci.log"
     echo "$want" >"$work/.installed"
 fi
 suite=$work/node_modules/@modelcontextprotocol/conformance/dist/index.js

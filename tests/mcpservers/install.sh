@@ -9,6 +9,8 @@
 # reachable the first time.
 set -euo pipefail
 
+source "$(dirname "${BASH_SOURCE[0]}")/../../sdk/build-common.sh" # with_retries (its die is replaced below)
+
 die() {
     echo "mcpservers/install.sh: $*" >&2
     exit 1
@@ -32,8 +34,8 @@ if [ "$(have)" != "$want" ]; then
         rm -rf "$dest/node_modules"
         cp "$here/package.json" "$dest/"
         [ -f "$here/package-lock.json" ] && cp "$here/package-lock.json" "$dest/"
-        (cd "$dest" && npm ci --no-audit --no-fund --loglevel=error >&2) ||
-            die "npm ci failed (is the npm registry reachable?)"
+        (cd "$dest" && with_retries "$dest.npm-ci.log" npm ci --no-audit --no-fund --loglevel=error) ||
+            die "npm ci failed (is the npm registry reachable?); see $dest.npm-ci.log"
         rm -rf "$dest/python"
         PIP_ROOT_USER_ACTION=ignore "${PYTHON:-python3}" -m pip install --disable-pip-version-check -q --no-warn-conflicts \
             --target "$dest/python" -r "$here/requirements.txt" >&2 ||
