@@ -38,7 +38,8 @@
 //! 10) of mixed load (see [`soak`]).
 //! Bounded: each load phase runs `BENCH_SECONDS` (default 10) and only targets
 //! 127.0.0.1. Settings: BENCH_SECONDS, BENCH_CONNECTIONS (50), BENCH_SAMPLES
-//! (5000), BENCH_SWAPS (20), BENCH_CONFIG (a server config file, to compare
+//! (5000), BENCH_SWAPS (20), BENCH_BIN (another toolhost binary, for a
+//! before/after in one run), BENCH_CONFIG (a server config file, to compare
 //! engine settings).
 
 mod api;
@@ -267,10 +268,14 @@ impl ServerProcess {
         config: Option<&Path>,
         env: &[(&str, &str)],
     ) -> anyhow::Result<Self> {
-        let bin = root().join("target/release/toolhost");
+        // BENCH_BIN: another build to measure (a before/after in one run).
+        let bin = std::env::var_os("BENCH_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root().join("target/release/toolhost"));
         anyhow::ensure!(
             bin.is_file(),
-            "run `cargo build --release -p toolhost` first"
+            "no {}: run `cargo build --release -p toolhost` first",
+            bin.display()
         );
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
