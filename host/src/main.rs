@@ -317,7 +317,7 @@ async fn call(
         &data,
         std::time::Duration::from_secs(3600),
     )?);
-    let (session, _) = sessions.open(Some("local"))?;
+    let (session, _) = sessions.open(&toolhost::callers::Caller::anonymous(), Some("local"))?;
     if let Some(dir) = workspace {
         // Point the session's workspace at the given directory.
         let ws = session.workspace_path().to_owned();

@@ -584,15 +584,16 @@
   let openSession = '';
   async function renderSessions() {
     const list = $('#sessions-list');
-    let server = null;
-    if (S.admin) {
-      const r = await apiJson('/sessions');
-      if (r.ok) server = r.body;
-    }
-    const idle = new Map((server?.sessions || []).map((x) => [x.id, x.idle_s]));
-    const ids = [...new Set([...(server?.sessions || []).map((x) => x.id), ...S.sessions])];
+    // A caller sees its own sessions (an admin every caller's, only its own
+    // listed here: another caller's id names a session of the admin's own).
+    const r = await apiJson('/sessions');
+    const server = r.ok ? r.body : null;
+    const mine = (server?.sessions || []).filter((x) => !x.caller || x.caller === server.caller);
+    const idle = new Map(mine.map((x) => [x.id, x.idle_s]));
+    const ids = [...new Set([...mine.map((x) => x.id), ...S.sessions])];
+    const others = (server?.sessions || []).length - mine.length;
     $('#sessions-note').textContent = server
-      ? `Every open session of the server (admin); sessions are closed after ${fmt(server.idle_timeout_s, 0)} s unused.`
+      ? `Signed in as ${server.caller}: its open sessions${others ? ` (and ${others} of other callers, not listed)` : ''}; sessions are closed after ${fmt(server.idle_timeout_s, 0)} s unused.`
       : 'Sessions opened from this tab. The admin token lists every session of the server.';
     clear(list, ids.length ? ids.map((id) => h('li', { class: id === openSession ? 'sel' : null, 'data-session': id },
       h('code', { text: id }),

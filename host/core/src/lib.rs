@@ -20,6 +20,7 @@
 
 pub mod backend;
 pub mod builder;
+pub mod callers;
 pub mod catalog;
 pub mod componentize;
 pub mod content;

@@ -247,6 +247,10 @@ pub enum CallError {
     /// the session's next call gets a fresh node on a live engine.
     #[error("{0}")]
     NodeLost(String),
+    /// The caller's policy does not let it call this tool (the rule is in
+    /// the server's log, not here).
+    #[error("{0}")]
+    Forbidden(String),
     /// The tool is not in service (`staging`, `inactive`, `building`).
     #[error("{}", not_active_message(tool, status))]
     NotActive { tool: String, status: &'static str },
@@ -306,6 +310,7 @@ impl CallError {
             CallError::BackendUnavailable(_) => ErrorKind::BackendUnavailable,
             CallError::NodeLost(_) => ErrorKind::NodeLost,
             CallError::NotActive { .. } => ErrorKind::NotActive,
+            CallError::Forbidden(_) => ErrorKind::Forbidden,
             CallError::Internal(_) => ErrorKind::Internal,
         }
     }
@@ -327,6 +332,7 @@ pub enum ErrorKind {
     BackendUnavailable,
     NodeLost,
     NotActive,
+    Forbidden,
     Internal,
 }
 
@@ -345,6 +351,7 @@ impl ErrorKind {
             ErrorKind::BackendUnavailable => "backend_unavailable",
             ErrorKind::NodeLost => "node_lost",
             ErrorKind::NotActive => "not_active",
+            ErrorKind::Forbidden => "forbidden",
             ErrorKind::Internal => "internal",
         }
     }
@@ -361,6 +368,7 @@ impl ErrorKind {
             ErrorKind::Overloaded => 429,
             ErrorKind::BackendUnavailable | ErrorKind::NodeLost => 503,
             ErrorKind::NotActive => 409,
+            ErrorKind::Forbidden => 403,
             ErrorKind::ToolError
             | ErrorKind::OutOfFuel
             | ErrorKind::OutOfMemory

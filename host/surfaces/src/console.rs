@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::error::ApiError;
+use crate::auth::Who;
 use crate::state::AppState;
 
 /// `(file name under /ui/, bytes, content type)`; `""` is the page.
@@ -131,23 +132,35 @@ fn asset(file: &str, request: &HeaderMap) -> Response {
     response
 }
 
-/// `GET /sessions` (admin token): `{"sessions":[{"id","idle_s"}],
-/// "idle_timeout_s"}`, most recently used first.
+/// `GET /sessions`: `{"sessions":[{"id","caller","idle_s"}],
+/// "idle_timeout_s", "caller"}`, most recently used first. An admin (the
+/// admin token, or a caller whose policy says so) sees every caller's; any
+/// other named caller its own; without caller tokens, the admin token is
+/// needed.
 async fn sessions(
     State(state): State<AppState>,
+    Who(who): Who,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
-    super::auth::check(state.admin_token.as_ref(), &headers)?;
+    let admin = super::auth::check(state.admin_token.as_ref(), &headers, &who);
+    let only = match admin {
+        Ok(()) => None,
+        Err(_) if !who.is_anonymous() => Some(&who),
+        Err(e) => return Err(e),
+    };
     let sessions = state.dispatcher.sessions();
     let secs = |d: Duration| (d.as_secs_f64() * 10.0).round() / 10.0;
     let list: Vec<Value> = sessions
-        .list()
+        .list(only)
         .into_iter()
-        .map(|(id, idle)| json!({"id": id, "idle_s": secs(idle)}))
+        .map(|(s, idle)| {
+            json!({"id": s.client_id(), "caller": s.owner().name(), "idle_s": secs(idle)})
+        })
         .collect();
     Ok(Json(json!({
         "sessions": list,
         "idle_timeout_s": secs(sessions.idle_timeout()),
+        "caller": who.name(),
     })))
 }
 

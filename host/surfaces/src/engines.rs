@@ -47,29 +47,31 @@ async fn list(engines: Option<Extension<Engines>>) -> Json<Value> {
 async fn drain(
     state: State<AppState>,
     engines: Option<Extension<Engines>>,
+    who: auth::Who,
     headers: HeaderMap,
     name: Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    set(state, engines, headers, name, true)
+    set(state, engines, (who, headers), name, true)
 }
 
 async fn undrain(
     state: State<AppState>,
     engines: Option<Extension<Engines>>,
+    who: auth::Who,
     headers: HeaderMap,
     name: Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    set(state, engines, headers, name, false)
+    set(state, engines, (who, headers), name, false)
 }
 
 fn set(
     State(state): State<AppState>,
     engines: Option<Extension<Engines>>,
-    headers: HeaderMap,
+    (auth::Who(who), headers): (auth::Who, HeaderMap),
     Path(name): Path<String>,
     drained: bool,
 ) -> Result<Json<Value>, ApiError> {
-    auth::check(state.admin_token.as_ref(), &headers)?;
+    auth::check(state.admin_token.as_ref(), &headers, &who)?;
     let docker = engines.and_then(|e| e.0.0);
     docker
         .and_then(|d| d.drain(&name, drained))

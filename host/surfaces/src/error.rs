@@ -87,6 +87,11 @@ impl From<toolhost_core::sessions::SessionError> for ApiError {
             SessionError::TooMany(_) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded", e.to_string())
             }
+            SessionError::CallerTooMany(_) => ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "quota_exceeded",
+                e.to_string(),
+            ),
             SessionError::Workspace(_) => CallError::Internal(e.to_string()).into(),
             SessionError::Unknown(_) => ApiError::not_found(e.to_string()),
         }

@@ -18,12 +18,14 @@ use tokio::sync::mpsc;
 use super::body::JsonBody;
 use super::error::ApiError;
 use super::formats;
+use crate::auth::Who;
 use crate::state::AppState;
+use toolhost_core::callers::Caller;
 use toolhost_core::catalog::ToolEntry;
 use toolhost_core::dispatch::{CallOptions, CallOutput};
 use toolhost_core::input::{Kind, Replay};
 use toolhost_core::registry::ToolStatus;
-use toolhost_core::sessions::{Held, Unnamed};
+use toolhost_core::sessions::{Held, Unnamed, is_valid_session_id};
 use toolhost_core::tool::{CallError, LimitOverrides, ProgressSink};
 
 /// Header carrying the session id, both ways.
@@ -127,6 +129,7 @@ struct ListQuery {
 
 async fn list_tools(
     State(state): State<AppState>,
+    Who(who): Who,
     headers: HeaderMap,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
@@ -135,7 +138,7 @@ async fn list_tools(
     let mut tools = match query.include.as_deref() {
         None => catalog.tools(),
         Some("all") => {
-            super::auth::check(state.admin_token.as_ref(), &headers)?;
+            super::auth::check(state.admin_token.as_ref(), &headers, &who)?;
             catalog.all_tools()
         }
         Some(other) => {
@@ -156,6 +159,7 @@ async fn list_tools(
     if let Some(category) = &query.category {
         tools.retain(|t| t.category() == category);
     }
+    tools.retain(|t| who.policy().allows_tool(&t.id));
     let body = match query.format.as_deref() {
         None | Some("native") => {
             json!({ "tools": tools.iter().map(|t| summary(t)).collect::<Vec<_>>() })
@@ -232,10 +236,11 @@ struct StatusChange {
 async fn set_status(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    Who(who): Who,
     headers: HeaderMap,
     JsonBody(change): JsonBody<StatusChange>,
 ) -> Result<Json<Value>, ApiError> {
-    super::auth::check(state.admin_token.as_ref(), &headers)?;
+    super::auth::check(state.admin_token.as_ref(), &headers, &who)?;
     let t = find(&state, &id)?;
     let Some(to) = ToolStatus::parse(&change.status) else {
         return Err(ApiError::new(
@@ -409,6 +414,7 @@ pub struct SessionQuery {
 /// it (its id is sent back, so the caller may come back to it).
 pub fn open_session(
     state: &AppState,
+    who: &Caller,
     headers: &HeaderMap,
     query: &SessionQuery,
 ) -> Result<Held, ApiError> {
@@ -416,7 +422,10 @@ pub fn open_session(
         .get(SESSION_HEADER)
         .map(|v| v.to_str().unwrap_or("\u{0}"));
     let id = from_header.or(query.session.as_deref());
-    Ok(state.dispatcher.sessions().hold(id, Unnamed::KeepIfUsed)?)
+    Ok(state
+        .dispatcher
+        .sessions()
+        .hold(who, id, Unnamed::KeepIfUsed)?)
 }
 
 fn wants_sse(headers: &HeaderMap) -> bool {
@@ -430,14 +439,16 @@ async fn invoke(
     State(state): State<AppState>,
     Path(id): Path<String>,
     Query(query): Query<SessionQuery>,
+    Who(who): Who,
     headers: HeaderMap,
     JsonBody(req): JsonBody<InvokeRequest>,
 ) -> Response {
-    let session = match open_session(&state, &headers, &query) {
+    let session = match open_session(&state, &who, &headers, &query) {
         Ok(s) => s,
         Err(e) => return e.into_response(),
     };
-    let session_header = HeaderValue::from_str(session.id()).expect("session ids are header-safe");
+    let session_header =
+        HeaderValue::from_str(session.client_id()).expect("session ids are header-safe");
     let params = req.params.unwrap_or_else(|| json!({}));
     let replay = match replay_of(&id, &params, req.input) {
         Ok(r) => r,
@@ -492,8 +503,15 @@ async fn invoke(
 async fn close_session(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    Who(who): Who,
 ) -> Result<Json<Value>, ApiError> {
-    match state.dispatcher.sessions().close(&id).await {
+    // Another caller's session is unknown here, as one never made.
+    let key = if is_valid_session_id(&id) {
+        who.session_key(&id)
+    } else {
+        String::new()
+    };
+    match state.dispatcher.sessions().close(&key).await {
         Ok(true) => Ok(Json(json!({ "closed": id }))),
         Ok(false) => Err(ApiError::not_found(format!("no session `{id}`"))),
         Err(e) => {

@@ -74,10 +74,11 @@ impl From<ChangeError> for ApiError {
 async fn upload(
     State(state): State<AppState>,
     Path(name): Path<String>,
+    auth::Who(who): auth::Who,
     headers: HeaderMap,
     request: Request,
 ) -> Result<Response, ApiError> {
-    auth::check(state.admin_token.as_ref(), &headers)?;
+    auth::check(state.admin_token.as_ref(), &headers, &who)?;
     // Refuse a declared oversize body before reading any of it.
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -162,9 +163,10 @@ fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {
 async fn delete(
     State(state): State<AppState>,
     Path(name): Path<String>,
+    auth::Who(who): auth::Who,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
-    auth::check(state.admin_token.as_ref(), &headers)?;
+    auth::check(state.admin_token.as_ref(), &headers, &who)?;
     state.plugins.delete(&name).await?;
     Ok(Json(json!({ "deleted": name })))
 }

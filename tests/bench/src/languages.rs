@@ -83,7 +83,10 @@ pub async fn run(plugins: &Path, samples: usize) -> anyhow::Result<()> {
             server.load_errors()
         );
 
-        let (session, _) = server.dispatcher.sessions().open(Some("bench-lang"))?;
+        let (session, _) = server
+            .dispatcher
+            .sessions()
+            .open(&toolhost::callers::Caller::anonymous(), Some("bench-lang"))?;
         let call = || {
             server
                 .dispatcher

@@ -184,7 +184,10 @@ async fn in_process(plugins: &Path, samples: usize) -> anyhow::Result<()> {
         None => Config::default(),
     };
     let server = toolhost::server::Server::start(&config, plugins, data.path()).await?;
-    let (session, _) = server.dispatcher.sessions().open(Some("bench"))?;
+    let (session, _) = server
+        .dispatcher
+        .sessions()
+        .open(&toolhost::callers::Caller::anonymous(), Some("bench"))?;
     let input: serde_json::Value =
         serde_json::from_str::<serde_json::Value>(INVOKE_BODY)?["params"].clone();
     for _ in 0..500 {

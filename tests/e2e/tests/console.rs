@@ -115,8 +115,12 @@ fn the_console_files_are_public_typed_cached_and_locked_down() {
     let (status, _, body) = get(&http, &s.url("/ui/secret.js"), Some(CALLER), None);
     assert_eq!(status, 404, "{body}");
 
-    // GET /sessions: the admin's.
-    assert_eq!(get(&http, &s.url("/sessions"), Some(CALLER), None).0, 401);
+    // GET /sessions: a caller's own (none yet), every caller's for the admin.
+    let (status, _, body) = get(&http, &s.url("/sessions"), Some(CALLER), None);
+    assert_eq!(status, 200, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["sessions"], serde_json::json!([]), "{body}");
+    assert_eq!(get(&http, &s.url("/sessions"), None, None).0, 401);
     let r = http
         .post(s.url("/tools/calc_evaluate/invoke"))
         .bearer_auth(CALLER)
@@ -135,6 +139,7 @@ fn the_console_files_are_public_typed_cached_and_locked_down() {
         .filter_map(|s| s["id"].as_str())
         .collect();
     assert_eq!(ids, ["console-test-1"], "{body}");
+    assert_eq!(body["sessions"][0]["caller"], "token-1", "{body}");
     assert!(body["sessions"][0]["idle_s"].as_f64().unwrap() < 60.0);
     assert!(body["idle_timeout_s"].as_f64().unwrap() > 0.0);
 }

@@ -96,7 +96,8 @@ fn tokens_guard_every_route_but_health() {
         .unwrap();
     assert_eq!(mcp.status(), 401);
 
-    // The admin routes still want the admin token, not a caller's.
+    // The admin routes still want the admin token: a caller's is known, and
+    // forbidden there.
     let put = |token: &str| {
         http.put(s.url("/plugins/calc2"))
             .bearer_auth(token)
@@ -106,7 +107,7 @@ fn tokens_guard_every_route_but_health() {
             .unwrap()
             .status()
     };
-    assert_eq!(put(CALLER), 401);
+    assert_eq!(put(CALLER), 403);
     assert_eq!(
         put(ADMIN),
         422,

@@ -107,6 +107,30 @@ impl Dispatcher {
             Some(tool) => tool,
             None => self.wait_for_tool(tool_id, &options).await?,
         };
+        let owner = session.owner();
+        if !owner.policy().allows_tool(tool_id) {
+            tracing::info!(
+                caller = owner.name(),
+                tool = tool_id,
+                rule = "auth.callers.tools",
+                "call refused: the tool is not in the caller's tools"
+            );
+            return Err(CallError::Forbidden(format!(
+                "this caller may not call `{tool_id}`"
+            )));
+        }
+        let _running = owner.start_call().map_err(|running| {
+            tracing::info!(
+                caller = owner.name(),
+                tool = tool_id,
+                running,
+                rule = "auth.callers.max_concurrent_calls",
+                "call refused: the caller's calls are all running"
+            );
+            CallError::Overloaded(format!(
+                "this caller has {running} calls running, its limit: retry when one ends"
+            ))
+        })?;
         let status = tool.record.status();
         if !(status.serves() || options.staging && status == ToolStatus::Staging) {
             return Err(CallError::NotActive {
@@ -452,7 +476,9 @@ mod tests {
             )
             .unwrap();
         let sessions = Arc::new(Sessions::new(dir.path(), Duration::from_secs(60)).unwrap());
-        let (session, _) = sessions.open(None).unwrap();
+        let (session, _) = sessions
+            .open(&crate::callers::Caller::anonymous(), None)
+            .unwrap();
         (Dispatcher::new(catalog, sessions), session, dir)
     }
 

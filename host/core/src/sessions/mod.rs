@@ -2,12 +2,15 @@
 //! surface: open, touch, release, close, reap.
 //!
 //! A session is named by its client (header `x-toolhost-session`, the XAgent
-//! cookie `node_id`, or `Mcp-Session-Id`) or created on its first call. A
-//! surface finds the id in its protocol and asks here: [`Sessions::hold`]
+//! cookie `node_id`, or `Mcp-Session-Id`) or created on its first call, and
+//! belongs to its [`Caller`]: the id a client sends is looked up in its
+//! caller's namespace only ([`Caller::session_key`]), so another caller's
+//! session answers as one never made, and two callers' workspaces are two
+//! directories. A surface finds the id in its protocol and asks here: [`Sessions::hold`]
 //! (open or make, and what becomes of a request's own session when the
 //! request ends), [`Sessions::resume`] (an existing one only), and
 //! [`Sessions::close`] / [`Sessions::close_later`]. Its
-//! workspace, `<data>/workspaces/<id>`, is created on first use; wasm file
+//! workspace, `<data>/workspaces/<key>`, is created on first use; wasm file
 //! tools see it as a preopened directory and Docker nodes mount it at
 //! /workspace. What backends hold for a session (Docker nodes) is released
 //! through [`SessionResources`], registered once: closing a session from any
@@ -20,8 +23,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock, RwLock, Weak};
 use std::time::{Duration, Instant, SystemTime};
+
+use crate::callers::{self, Caller};
 
 /// Longest session id accepted from a client.
 pub const MAX_SESSION_ID_LEN: usize = 64;
@@ -45,6 +50,11 @@ pub enum SessionError {
         "too many sessions ({0} open, the server's limit): close sessions you no longer need, or retry later"
     )]
     TooMany(usize),
+    /// The caller has its policy's fill of open sessions.
+    #[error(
+        "this caller has {0} sessions open, its limit: close sessions it no longer needs, or retry later"
+    )]
+    CallerTooMany(usize),
     #[error("cannot create the session workspace: {0}")]
     Workspace(#[from] io::Error),
     /// [`Sessions::resume`]: no open session has this id.
@@ -106,7 +116,14 @@ impl Drop for Held {
 
 /// One session.
 pub struct Session {
+    /// Unique among all callers' sessions: the workspace's directory name,
+    /// and what backends hold resources under ([`Caller::session_key`]).
     id: String,
+    /// The id its caller names it by.
+    client_id: String,
+    /// Set when made, or, for a workspace adopted at start-up, when its
+    /// caller first opens it again.
+    owner: OnceLock<Caller>,
     workspace: PathBuf,
     created: OnceLock<Result<(), String>>,
     /// Milliseconds since the manager's epoch at the last call.
@@ -141,8 +158,27 @@ pub struct WorkspaceFile {
 const LOG_BUFFER: usize = 64;
 
 impl Session {
+    /// The session's key: unique among all callers' sessions (what
+    /// backends, logs and the workspace's directory use).
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The id its caller names it by (what a surface sends back).
+    pub fn client_id(&self) -> &str {
+        &self.client_id
+    }
+
+    /// The caller it belongs to (the anonymous caller's policy for a
+    /// workspace adopted at start-up that nobody has opened since).
+    pub fn owner(&self) -> &Caller {
+        static NOBODY: LazyLock<Caller> = LazyLock::new(Caller::anonymous);
+        self.owner.get().unwrap_or(&NOBODY)
+    }
+
+    /// The namespace of its caller (none: the anonymous caller's).
+    fn space(&self) -> Option<&str> {
+        callers::split_key(&self.id).0
     }
 
     /// The workspace directory, created on first use.
@@ -267,15 +303,25 @@ impl Sessions {
         };
         for entry in std::fs::read_dir(&sessions.root)? {
             let entry = entry?;
-            if let Some(id) = entry
-                .file_name()
-                .to_str()
-                .filter(|id| is_valid_session_id(id))
-            {
-                let session = sessions.make(id);
-                let _ = session.created.set(Ok(()));
-                sessions.lock().insert(id.to_owned(), session);
+            let name = entry.file_name();
+            let Some(key) = name.to_str() else { continue };
+            let (space, id) = callers::split_key(key);
+            if !is_valid_session_id(id) || space.is_some_and(|s| !callers::is_valid_name(s)) {
+                continue;
             }
+            // Its caller is known by the namespace alone until it opens
+            // the session again.
+            let session = Arc::new(Session {
+                id: key.to_owned(),
+                client_id: id.to_owned(),
+                owner: OnceLock::new(),
+                workspace: sessions.root.join(key),
+                created: OnceLock::from(Ok(())),
+                last_used: AtomicU64::new(sessions.now_ms()),
+                marked: AtomicU64::new(0),
+                logs: tokio::sync::broadcast::channel(LOG_BUFFER).0,
+            });
+            sessions.lock().insert(key.to_owned(), session);
         }
         Ok(sessions)
     }
@@ -304,10 +350,13 @@ impl Sessions {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn make(&self, id: &str) -> Arc<Session> {
+    fn make(&self, owner: &Caller, client_id: &str) -> Arc<Session> {
+        let id = owner.session_key(client_id);
         Arc::new(Session {
-            id: id.to_owned(),
-            workspace: self.root.join(id),
+            workspace: self.root.join(&id),
+            id,
+            client_id: client_id.to_owned(),
+            owner: OnceLock::from(owner.clone()),
             created: OnceLock::new(),
             last_used: AtomicU64::new(self.now_ms()),
             marked: AtomicU64::new(0),
@@ -319,27 +368,47 @@ impl Sessions {
         self.epoch.elapsed().as_millis() as u64
     }
 
-    /// The session `id` (created if new), or a new session when `id` is none.
-    /// Marks it used. Returns whether it was created.
-    pub fn open(&self, id: Option<&str>) -> Result<(Arc<Session>, bool), SessionError> {
-        let id = match id {
+    /// `caller`'s session `id` (created if new), or a new session of
+    /// `caller` when `id` is none (its id: 128 random bits). Marks it used.
+    /// Returns whether it was created.
+    pub fn open(
+        &self,
+        caller: &Caller,
+        id: Option<&str>,
+    ) -> Result<(Arc<Session>, bool), SessionError> {
+        let client_id = match id {
             Some(id) if is_valid_session_id(id) => id.to_owned(),
             Some(_) => return Err(SessionError::InvalidId),
             None => uuid::Uuid::new_v4().simple().to_string(),
         };
+        let key = caller.session_key(&client_id);
         let mut map = self.lock();
-        if !map.contains_key(&id) && map.len() >= self.max {
-            return Err(SessionError::TooMany(map.len()));
+        if !map.contains_key(&key) {
+            if map.len() >= self.max {
+                return Err(SessionError::TooMany(map.len()));
+            }
+            let own = caller.policy().max_sessions;
+            if own > 0 {
+                let space = caller.space();
+                let open = map.values().filter(|s| s.space() == space).count();
+                if open >= own {
+                    return Err(SessionError::CallerTooMany(open));
+                }
+            }
         }
         let mut created = false;
         let session = map
-            .entry(id)
-            .or_insert_with_key(|id| {
+            .entry(key)
+            .or_insert_with(|| {
                 created = true;
-                self.make(id)
+                self.make(caller, &client_id)
             })
             .clone();
         drop(map);
+        if session.owner.get().is_none() {
+            // Adopted at start-up: its caller is back.
+            let _ = session.owner.set(caller.clone());
+        }
         let now = self.now_ms();
         session.last_used.store(now, Ordering::Relaxed);
         self.mark_used(&session, now);
@@ -351,24 +420,26 @@ impl Sessions {
     /// `unnamed` says. Every surface's requests open sessions here.
     pub fn hold(
         self: &Arc<Self>,
+        caller: &Caller,
         id: Option<&str>,
         unnamed: Unnamed,
     ) -> Result<Held, SessionError> {
-        let (session, _) = self.open(id)?;
+        let (session, _) = self.open(caller, id)?;
         Ok(Held {
             session: Some(session),
             temporary: id.is_none().then(|| (self.clone(), unnamed)),
         })
     }
 
-    /// The open session `id`, marked used; never makes one (XAgent's cookie
-    /// names a session `/get_cookie` made).
-    pub fn resume(&self, id: &str) -> Result<Arc<Session>, SessionError> {
+    /// `caller`'s open session `id`, marked used; never makes one (XAgent's
+    /// cookie names a session `/get_cookie` made). Another caller's session
+    /// is unknown here, as one never made.
+    pub fn resume(&self, caller: &Caller, id: &str) -> Result<Arc<Session>, SessionError> {
         if !is_valid_session_id(id) {
             return Err(SessionError::InvalidId);
         }
         let session = self
-            .get(id)
+            .get(&caller.session_key(id))
             .ok_or_else(|| SessionError::Unknown(id.to_owned()))?;
         let now = self.now_ms();
         session.last_used.store(now, Ordering::Relaxed);
@@ -414,7 +485,7 @@ impl Sessions {
         }
     }
 
-    /// The session `id` if it exists.
+    /// The session whose key ([`Session::id`]) is `id`, if it exists.
     pub fn get(&self, id: &str) -> Option<Arc<Session>> {
         self.lock().get(id).cloned()
     }
@@ -428,19 +499,21 @@ impl Sessions {
         self.lock().len()
     }
 
-    /// Every open session's id and how long it has been unused, most
-    /// recently used first (the console's session list).
-    pub fn list(&self) -> Vec<(String, Duration)> {
+    /// Every open session of `caller` (of every caller when none), with how
+    /// long each has been unused, most recently used first (`GET /sessions`,
+    /// the console).
+    pub fn list(&self, caller: Option<&Caller>) -> Vec<(Arc<Session>, Duration)> {
         let now = self.now_ms();
-        let mut out: Vec<(String, Duration)> = self
+        let mut out: Vec<(Arc<Session>, Duration)> = self
             .lock()
-            .iter()
-            .map(|(id, s)| {
+            .values()
+            .filter(|s| caller.is_none_or(|c| s.space() == c.space()))
+            .map(|s| {
                 let idle = now.saturating_sub(s.last_used.load(Ordering::Relaxed));
-                (id.clone(), Duration::from_millis(idle))
+                (s.clone(), Duration::from_millis(idle))
             })
             .collect();
-        out.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+        out.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.id.cmp(&b.0.id)));
         out
     }
 
@@ -463,7 +536,7 @@ impl Sessions {
         }
     }
 
-    /// Close session `id`: it is gone from now on, what backends hold for it
+    /// Close the session whose key is `id`: it is gone from now on, what backends hold for it
     /// is released, and its workspace deleted. The one close of every surface
     /// (native `DELETE /sessions/{id}`, XAgent's `/release_session`, the end
     /// of an MCP session) and of the reaper. False when there was none.

@@ -1,6 +1,11 @@
 //! Tests of [`super`] (`sessions/`).
 
 use super::*;
+use crate::callers::Policy;
+
+fn anon() -> Caller {
+    Caller::anonymous()
+}
 
 #[test]
 fn ids_are_directory_safe() {
@@ -14,7 +19,7 @@ fn ids_are_directory_safe() {
 async fn open_creates_lazily_and_reuses() {
     let dir = tempfile::tempdir().unwrap();
     let s = Sessions::new(dir.path(), Duration::from_secs(60)).unwrap();
-    let (a, created) = s.open(None).unwrap();
+    let (a, created) = s.open(&anon(), None).unwrap();
     assert!(created);
     assert!(
         !a.workspace_path().exists(),
@@ -22,11 +27,11 @@ async fn open_creates_lazily_and_reuses() {
     );
     let ws = a.workspace().unwrap().to_owned();
     assert!(ws.is_dir());
-    let (b, created) = s.open(Some(a.id())).unwrap();
+    let (b, created) = s.open(&anon(), Some(a.id())).unwrap();
     assert!(!created);
     assert!(Arc::ptr_eq(&a, &b));
     assert!(matches!(
-        s.open(Some("../etc")),
+        s.open(&anon(), Some("../etc")),
         Err(SessionError::InvalidId)
     ));
     assert!(s.close(a.id()).await.unwrap());
@@ -50,18 +55,21 @@ async fn closing_releases_backend_resources_and_new_sessions_are_bounded() {
     let held = Arc::new(Held(Mutex::new(Vec::new())));
     let weak: Weak<dyn SessionResources> = Arc::downgrade(&held) as Weak<dyn SessionResources>;
     s.add_resources(weak);
-    s.open(Some("a")).unwrap();
-    s.open(None).unwrap();
-    assert!(matches!(s.open(None), Err(SessionError::TooMany(2))));
+    s.open(&anon(), Some("a")).unwrap();
+    s.open(&anon(), None).unwrap();
+    assert!(matches!(
+        s.open(&anon(), None),
+        Err(SessionError::TooMany(2))
+    ));
     assert!(
-        s.open(Some("a")).is_ok(),
+        s.open(&anon(), Some("a")).is_ok(),
         "an open session is not a new one"
     );
     s.release("a").await;
     assert!(s.get("a").is_some(), "released, not closed");
     assert!(s.close("a").await.unwrap());
     assert_eq!(*held.0.lock().unwrap(), ["a", "a"]);
-    assert!(s.open(None).is_ok(), "room again");
+    assert!(s.open(&anon(), None).is_ok(), "room again");
 }
 
 #[tokio::test]
@@ -69,7 +77,7 @@ async fn a_requests_own_session_ends_as_its_surface_says() {
     let dir = tempfile::tempdir().unwrap();
     let s = Arc::new(Sessions::new(dir.path(), Duration::from_secs(60)).unwrap());
     // Named: opened (made if new), kept whatever the request did.
-    let named = s.hold(Some("mine"), Unnamed::Close).unwrap();
+    let named = s.hold(&anon(), Some("mine"), Unnamed::Close).unwrap();
     assert!(!named.is_temporary());
     drop(named);
     assert!(
@@ -77,18 +85,18 @@ async fn a_requests_own_session_ends_as_its_surface_says() {
         "a named session outlives its request"
     );
     // KeepIfUsed: forgotten if the call made nothing, kept if it did.
-    let a = s.hold(None, Unnamed::KeepIfUsed).unwrap();
+    let a = s.hold(&anon(), None, Unnamed::KeepIfUsed).unwrap();
     assert!(a.is_temporary());
     let id = a.id().to_owned();
     drop(a);
     assert!(s.get(&id).is_none(), "held nothing: forgotten");
-    let b = s.hold(None, Unnamed::KeepIfUsed).unwrap();
+    let b = s.hold(&anon(), None, Unnamed::KeepIfUsed).unwrap();
     b.workspace().unwrap();
     let id = b.id().to_owned();
     drop(b);
     assert!(s.get(&id).is_some(), "a session with a workspace stays");
     // Close: gone with its workspace even when the call made one.
-    let c = s.hold(None, Unnamed::Close).unwrap();
+    let c = s.hold(&anon(), None, Unnamed::Close).unwrap();
     let ws = c.workspace().unwrap().to_owned();
     let id = c.id().to_owned();
     drop(c);
@@ -108,11 +116,14 @@ async fn a_requests_own_session_ends_as_its_surface_says() {
 fn resume_never_makes_a_session() {
     let dir = tempfile::tempdir().unwrap();
     let s = Sessions::new(dir.path(), Duration::from_secs(60)).unwrap();
-    assert!(matches!(s.resume("nope"), Err(SessionError::Unknown(id)) if id == "nope"));
+    assert!(matches!(s.resume(&anon(), "nope"), Err(SessionError::Unknown(id)) if id == "nope"));
     assert!(s.get("nope").is_none());
-    assert!(matches!(s.resume("../x"), Err(SessionError::InvalidId)));
-    let (a, _) = s.open(Some("here")).unwrap();
-    assert!(Arc::ptr_eq(&a, &s.resume("here").unwrap()));
+    assert!(matches!(
+        s.resume(&anon(), "../x"),
+        Err(SessionError::InvalidId)
+    ));
+    let (a, _) = s.open(&anon(), Some("here")).unwrap();
+    assert!(Arc::ptr_eq(&a, &s.resume(&anon(), "here").unwrap()));
 }
 
 #[tokio::test]
@@ -121,7 +132,7 @@ async fn a_workspace_another_instance_uses_is_not_reaped() {
     let dir = tempfile::tempdir().unwrap();
     let idle = Duration::from_millis(400);
     let a = Sessions::new(dir.path(), idle).unwrap();
-    let (shared, _) = a.open(Some("shared")).unwrap();
+    let (shared, _) = a.open(&anon(), Some("shared")).unwrap();
     shared.workspace().unwrap();
     drop(shared);
     let b = Sessions::new(dir.path(), idle).unwrap();
@@ -129,7 +140,7 @@ async fn a_workspace_another_instance_uses_is_not_reaped() {
     // `a` goes on using it; `b` reaps its idle view of it.
     let until = std::time::Instant::now() + Duration::from_millis(700);
     while std::time::Instant::now() < until {
-        a.open(Some("shared")).unwrap();
+        a.open(&anon(), Some("shared")).unwrap();
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(b.reap_idle().await, vec!["shared".to_owned()]);
@@ -147,8 +158,8 @@ async fn a_workspace_another_instance_uses_is_not_reaped() {
 async fn idle_sessions_are_reaped_but_busy_ones_kept() {
     let dir = tempfile::tempdir().unwrap();
     let s = Sessions::new(dir.path(), Duration::from_millis(0)).unwrap();
-    let (busy, _) = s.open(Some("busy")).unwrap();
-    let (idle, _) = s.open(Some("idle")).unwrap();
+    let (busy, _) = s.open(&anon(), Some("busy")).unwrap();
+    let (idle, _) = s.open(&anon(), Some("idle")).unwrap();
     idle.workspace().unwrap();
     let idle_ws = idle.workspace_path().to_owned();
     drop(idle);
@@ -163,8 +174,83 @@ async fn idle_sessions_are_reaped_but_busy_ones_kept() {
 fn workspaces_of_a_previous_run_are_adopted() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("workspaces/old-one")).unwrap();
-    std::fs::create_dir_all(dir.path().join("workspaces/not.valid")).unwrap();
+    std::fs::create_dir_all(dir.path().join("workspaces/alice.s1")).unwrap();
+    for not_a_key in ["Not.valid", "a.b.c", ".hidden", "a..b"] {
+        std::fs::create_dir_all(dir.path().join("workspaces").join(not_a_key)).unwrap();
+    }
     let s = Sessions::new(dir.path(), Duration::from_secs(60)).unwrap();
     assert!(s.get("old-one").is_some());
-    assert_eq!(s.len(), 1);
+    assert_eq!(s.get("alice.s1").unwrap().client_id(), "s1");
+    assert_eq!(s.len(), 2);
+}
+
+#[tokio::test]
+async fn sessions_belong_to_their_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Arc::new(Sessions::new(dir.path(), Duration::from_secs(60)).unwrap());
+    let alice = Caller::named("alice", Policy::default());
+    let bob = Caller::named("bob", Policy::default());
+    let (a, created) = s.open(&alice, Some("s1")).unwrap();
+    assert!(created);
+    std::fs::write(a.workspace().unwrap().join("secret.txt"), "A's").unwrap();
+    assert_eq!((a.id(), a.client_id()), ("alice.s1", "s1"));
+    // Bob's `s1` is his own, empty; Alice's is unknown to him.
+    let (b, created) = s.open(&bob, Some("s1")).unwrap();
+    assert!(created && !Arc::ptr_eq(&a, &b));
+    assert_ne!(a.workspace_path(), b.workspace_path());
+    assert!(b.files(10).is_empty());
+    assert!(matches!(
+        s.resume(&bob, "only-alice"),
+        Err(SessionError::Unknown(_))
+    ));
+    s.open(&alice, Some("only-alice")).unwrap();
+    assert!(matches!(
+        s.resume(&bob, "only-alice"),
+        Err(SessionError::Unknown(_))
+    ));
+    assert!(s.resume(&alice, "only-alice").is_ok());
+    // The anonymous caller's keys are the ids as sent.
+    assert_eq!(s.open(&anon(), Some("s1")).unwrap().0.id(), "s1");
+    // Listing per caller.
+    let mine: Vec<String> = s
+        .list(Some(&alice))
+        .iter()
+        .map(|(s, _)| s.client_id().to_owned())
+        .collect();
+    assert_eq!(mine.len(), 2);
+    assert!(mine.contains(&"s1".to_owned()) && mine.contains(&"only-alice".to_owned()));
+    assert_eq!(s.list(None).len(), 4);
+    // A restart adopts each caller's workspace under its namespace.
+    drop((a, b));
+    let again = Sessions::new(dir.path(), Duration::from_secs(60)).unwrap();
+    let (a, created) = again.open(&alice, Some("s1")).unwrap();
+    assert!(!created, "adopted");
+    assert_eq!(a.files(10).len(), 1);
+    let (b, _) = again.open(&bob, Some("s1")).unwrap();
+    assert!(b.files(10).is_empty());
+}
+
+#[test]
+fn a_caller_s_own_session_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Sessions::new(dir.path(), Duration::from_secs(60))
+        .unwrap()
+        .with_max(10);
+    let policy = Policy {
+        max_sessions: 2,
+        ..Policy::default()
+    };
+    let greedy = Caller::named("greedy", policy);
+    let other = Caller::named("other", Policy::default());
+    s.open(&greedy, None).unwrap();
+    s.open(&greedy, Some("two")).unwrap();
+    assert!(matches!(
+        s.open(&greedy, None),
+        Err(SessionError::CallerTooMany(2))
+    ));
+    assert!(s.open(&greedy, Some("two")).is_ok(), "its own open session");
+    assert!(
+        s.open(&other, None).is_ok(),
+        "another caller is not locked out"
+    );
 }

@@ -295,7 +295,7 @@ impl Builder {
         }
         let sessions = self.dispatcher.sessions();
         let (session, _) = sessions
-            .open(None)
+            .open(&crate::callers::Caller::anonymous(), None)
             .map_err(|e| format!("no session for the examples: {e}"))?;
         let result = async {
             for (i, ex) in examples.iter().enumerate() {

@@ -155,7 +155,7 @@ impl super::build::Builder {
     async fn service_examples(&self, id: &str, name: &str, spec: &TaskSpec) -> Result<(), String> {
         let sessions = self.dispatcher.sessions();
         let (session, _) = sessions
-            .open(None)
+            .open(&crate::callers::Caller::anonymous(), None)
             .map_err(|e| format!("no session for the examples: {e}"))?;
         let mut result = Ok(());
         for (i, ex) in spec.examples.iter().enumerate() {

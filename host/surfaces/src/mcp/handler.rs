@@ -74,8 +74,9 @@ impl McpHandler {
             .extensions
             .get::<Parts>()
             .and_then(|parts| parts.headers.get(SESSION_HEADER));
+        let who = caller(context);
         self.link
-            .session(self.state.dispatcher.sessions(), pinned)
+            .session(self.state.dispatcher.sessions(), &who, pinned)
             .map_err(session_error)
     }
 
@@ -149,6 +150,16 @@ pub(super) fn lasting(context: &RequestContext<RoleServer>) -> bool {
     has_header(context, "mcp-session-id") || has_header(context, SESSION_HEADER)
 }
 
+/// The caller of the HTTP request of `context` ([`crate::auth::Who`]).
+pub(super) fn caller(context: &RequestContext<RoleServer>) -> toolhost_core::callers::Caller {
+    context
+        .extensions
+        .get::<Parts>()
+        .map_or_else(toolhost_core::callers::Caller::anonymous, |p| {
+            crate::auth::caller_of(&p.extensions)
+        })
+}
+
 /// Whether the HTTP request of `context` carried header `name`.
 pub(super) fn has_header(context: &RequestContext<RoleServer>, name: &str) -> bool {
     context
@@ -198,14 +209,16 @@ impl ServerHandler for McpHandler {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        let who = caller(&context);
         let tools = self
             .state
             .dispatcher
             .catalog()
             .tools()
             .iter()
+            .filter(|t| who.policy().allows_tool(&t.id))
             .filter_map(|t| {
                 let mut listed = formats::mcp(t);
                 listed["name"] = Value::String(tasks::listed_name(t));
@@ -419,8 +432,10 @@ impl ServerHandler for McpHandler {
     async fn get_task(
         &self,
         request: GetTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
+        self.tasks
+            .check_owner(&request.task_id, &caller(&context))?;
         self.tasks
             .manager
             .get_task(&request.task_id)
@@ -430,8 +445,10 @@ impl ServerHandler for McpHandler {
     async fn update_task(
         &self,
         request: UpdateTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        self.tasks
+            .check_owner(&request.task_id, &caller(&context))?;
         self.tasks
             .manager
             .update_task(&request.task_id, request.input_responses)
@@ -440,8 +457,10 @@ impl ServerHandler for McpHandler {
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        self.tasks
+            .check_owner(&request.task_id, &caller(&context))?;
         self.tasks.manager.cancel_task(&request.task_id)
     }
 

@@ -56,6 +56,7 @@ use calls::call;
 pub use handler::McpHandler;
 use handler::session_error;
 use render::{failure, success, unknown_tool};
+use toolhost_core::callers::Caller;
 
 /// `/mcp`: rmcp's service, one [`McpHandler`] per MCP session (or per
 /// stateless request), behind the [`direct`] answers and [`coalesce_sse`].
@@ -89,6 +90,7 @@ pub fn router(
         manager: manager.clone(),
         max: state.limits.max_mcp_sessions,
         max_body_bytes,
+        owners: Default::default(),
     };
     direct::spawn_sweeper(
         direct.clone(),
@@ -147,9 +149,69 @@ struct SessionCap {
     manager: Arc<LocalSessionManager>,
     max: usize,
     max_body_bytes: usize,
+    /// The caller (its namespace; `""` for the anonymous one) of every MCP
+    /// session, recorded from the answer that made it.
+    owners: std::sync::Mutex<std::collections::HashMap<String, String>>,
+}
+
+/// The key of a caller in [`SessionCap::owners`].
+fn owner_key(who: &Caller) -> &str {
+    who.space().unwrap_or("")
 }
 
 impl SessionCap {
+    /// A request naming another caller's MCP session is made to name one
+    /// that never existed, so that it gets exactly the answer to an unknown
+    /// session (same status, same body, same time).
+    fn keep_to_owner(&self, request: &mut Request, who: &Caller) {
+        let Some(id) = request.headers().get(&direct::MCP_SESSION_ID) else {
+            return;
+        };
+        let id = id.to_str().unwrap_or_default();
+        let owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        let theirs = owners.get(id).is_some_and(|owner| owner != owner_key(who));
+        drop(owners);
+        if theirs {
+            tracing::info!(
+                caller = who.name(),
+                rule = "sessions belong to their caller",
+                "MCP: a request named another caller's session: answered as unknown"
+            );
+            let none = uuid::Uuid::new_v4().simple().to_string();
+            request.headers_mut().insert(
+                &direct::MCP_SESSION_ID,
+                axum::http::HeaderValue::from_str(&none).expect("a uuid is header-safe"),
+            );
+        }
+    }
+
+    /// Record who made the MCP session an answer opens, forgetting closed
+    /// sessions' owners when the record grows past twice the sessions allowed.
+    async fn note_owner(&self, made: Option<String>, who: &Caller) {
+        let Some(id) = made else {
+            return;
+        };
+        let full = {
+            let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+            owners.insert(id, owner_key(who).to_owned());
+            owners.len() > self.max.saturating_mul(2).max(64)
+        };
+        if full {
+            let live: std::collections::HashSet<String> = self
+                .manager
+                .sessions
+                .read()
+                .await
+                .keys()
+                .map(|k| k.to_string())
+                .collect();
+            self.owners
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|id, _| live.contains(id));
+        }
+    }
+
     /// `request` as it came, or the 503 that refuses it: an `initialize`
     /// while `max` sessions are open.
     async fn admit(&self, request: Request) -> Result<Request, Response> {
@@ -208,8 +270,23 @@ impl tower::Service<Request> for Mcp {
     fn call(&mut self, request: Request) -> Self::Future {
         let (direct, rmcp, cap) = (self.direct.clone(), self.rmcp.clone(), self.cap.clone());
         Box::pin(async move {
+            let who = crate::auth::caller_of(request.extensions());
+            let mut request = request;
+            cap.keep_to_owner(&mut request, &who);
+            let opens = !request.headers().contains_key(&direct::MCP_SESSION_ID);
             Ok(match cap.admit(request).await {
-                Ok(request) => direct::answer(direct, rmcp, request).await,
+                Ok(request) => {
+                    let response = direct::answer(direct, rmcp, request).await;
+                    if opens {
+                        let made = response
+                            .headers()
+                            .get(&direct::MCP_SESSION_ID)
+                            .and_then(|v| v.to_str().ok())
+                            .map(str::to_owned);
+                        cap.note_owner(made, &who).await;
+                    }
+                    response
+                }
                 Err(refused) => refused,
             })
         })

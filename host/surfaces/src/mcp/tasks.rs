@@ -16,8 +16,9 @@
 //! with -32021 for a `required` tool. A tool's failure is a `completed` task
 //! whose result has `isError`; a trap or a host failure is a `failed` task.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
@@ -31,6 +32,7 @@ use serde_json::Value;
 
 use super::input::TaskAsker;
 use crate::state::AppState;
+use toolhost_core::callers::Caller;
 use toolhost_core::catalog::{Catalog, ToolEntry};
 use toolhost_core::declared::{TaskSupport, ToolDecl};
 use toolhost_core::dispatch::Running;
@@ -83,6 +85,9 @@ pub fn resolve(catalog: &Catalog, name: &str) -> Option<String> {
 #[derive(Clone, Default)]
 pub struct Tasks {
     pub manager: TaskManager,
+    /// The caller (its namespace, `""` for the anonymous one) of every task,
+    /// and when it was made: another caller's task is unknown to a caller.
+    owners: Arc<Mutex<HashMap<String, (String, Instant)>>>,
 }
 
 /// A call that may become a task.
@@ -119,6 +124,36 @@ pub fn tasks_required() -> McpError {
 }
 
 impl Tasks {
+    /// `Err` as for a task never made (the task manager's own words) when
+    /// task `id` is another caller's.
+    pub fn check_owner(&self, id: &str, who: &Caller) -> Result<(), McpError> {
+        let owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        match owners.get(id) {
+            Some((owner, _)) if owner != who.space().unwrap_or("") => {
+                tracing::info!(
+                    caller = who.name(),
+                    task = id,
+                    rule = "tasks belong to their caller",
+                    "MCP: another caller's task: answered as unknown"
+                );
+                Err(McpError::invalid_params(
+                    format!("unknown task: {id}"),
+                    None,
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Record `task`'s caller; forget those of tasks past twice their TTL.
+    fn note_owner(&self, task: &Task, session: &Session) {
+        let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        let keep = Duration::from_millis(2 * TTL_MS);
+        owners.retain(|_, (_, made)| made.elapsed() < keep);
+        let owner = session.owner().space().unwrap_or("").to_owned();
+        owners.insert(task.task_id.clone(), (owner, Instant::now()));
+    }
+
     /// Run `tool` for a client that can follow a task: the result if it
     /// comes within [`TASK_AFTER`] (and the tool is not `required`), else a
     /// task. `on_end` runs when the call has ended (a toolhost session the
@@ -153,7 +188,7 @@ impl Tasks {
         };
         let mut running = Running::start(
             state.dispatcher.clone(),
-            session,
+            session.clone(),
             tool.clone(),
             input,
             options,
@@ -181,6 +216,7 @@ impl Tasks {
                 let task = self
                     .manager
                     .spawn(options, move |_| Box::pin(std::future::ready(ended)));
+                self.note_owner(&task, &session);
                 return Outcome::Task(CreateTaskResult::new(task));
             }
         }
@@ -197,6 +233,7 @@ impl Tasks {
                 outcome
             })
         });
+        self.note_owner(&task, &session);
         tracing::debug!(tool, task = %task.task_id, "MCP: the call goes on as a task");
         if let Some(peer) = notify {
             tokio::spawn(tell_status(

@@ -2,13 +2,15 @@
 //! registration.
 
 use super::*;
+use crate::auth::Who;
 
 pub(super) async fn upload_file(
     State(state): State<AppState>,
+    Who(who): Who,
     headers: HeaderMap,
     request: Request,
 ) -> Result<Json<Value>, Detail> {
-    let session = session(&state, &headers)?;
+    let session = session(&state, &who, &headers)?;
     let mut form = Multipart::from_request(request, &())
         .await
         .map_err(|e| Detail::new(StatusCode::BAD_REQUEST, e.body_text()))?;
@@ -79,10 +81,11 @@ pub(super) struct DownloadRequest {
 
 pub(super) async fn download_file(
     State(state): State<AppState>,
+    Who(who): Who,
     headers: HeaderMap,
     JsonBody(req): JsonBody<DownloadRequest>,
 ) -> Result<Response, Detail> {
-    let session = session(&state, &headers)?;
+    let session = session(&state, &who, &headers)?;
     let max = state.limits.max_upload_bytes;
     let (name, bytes) =
         in_workspace(&session, move |ws| workspace::read(ws, &req.file_path, max)).await?;
@@ -101,17 +104,19 @@ pub(super) async fn download_file(
 
 pub(super) async fn workspace_structure(
     State(state): State<AppState>,
+    Who(who): Who,
     headers: HeaderMap,
 ) -> Result<Json<Value>, Detail> {
-    let session = session(&state, &headers)?;
+    let session = session(&state, &who, &headers)?;
     Ok(Json(in_workspace(&session, workspace::tree).await?))
 }
 
 pub(super) async fn download_workspace(
     State(state): State<AppState>,
+    Who(who): Who,
     headers: HeaderMap,
 ) -> Result<Response, Detail> {
-    let session = session(&state, &headers)?;
+    let session = session(&state, &who, &headers)?;
     let limit = state.limits.max_upload_bytes.saturating_mul(4);
     let zip = in_workspace(&session, move |ws| workspace::zip(ws, limit)).await?;
     let mut response = zip.into_response();
@@ -141,10 +146,11 @@ pub(super) struct RegisterRequest {
 /// In toolhost, "registering a tool" is uploading a component (admin token).
 pub(super) async fn register_new_tool(
     State(state): State<AppState>,
+    crate::auth::Who(who): crate::auth::Who,
     headers: HeaderMap,
     JsonBody(req): JsonBody<RegisterRequest>,
 ) -> Result<Json<Value>, Detail> {
-    crate::auth::check(state.admin_token.as_ref(), &headers)?;
+    crate::auth::check(state.admin_token.as_ref(), &headers, &who)?;
     let component = base64::engine::general_purpose::STANDARD
         .decode(req.code.trim())
         .map_err(|e| {

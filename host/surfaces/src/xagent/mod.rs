@@ -18,9 +18,11 @@
 mod files;
 mod tools;
 
+use crate::auth::Who;
 use crate::parked::*;
 pub use crate::parked::{AWAIT_CALL, Parked};
 use files::*;
+use toolhost_core::callers::Caller;
 use tools::*;
 pub use tools::{PRINT_TREE, tool_json, wrap};
 
@@ -188,7 +190,7 @@ fn set_cookie(response: &mut Response, id: &str) {
 }
 
 /// The cookie's session; it must exist (opened by `/get_cookie`).
-fn session(state: &AppState, headers: &HeaderMap) -> Result<Arc<Session>, Detail> {
+fn session(state: &AppState, who: &Caller, headers: &HeaderMap) -> Result<Arc<Session>, Detail> {
     let Some(id) = cookie_value(headers) else {
         return Err(Detail::new(
             StatusCode::BAD_REQUEST,
@@ -198,7 +200,7 @@ fn session(state: &AppState, headers: &HeaderMap) -> Result<Arc<Session>, Detail
     state
         .dispatcher
         .sessions()
-        .resume(&id)
+        .resume(who, &id)
         .map_err(|e| match e {
             toolhost_core::sessions::SessionError::Unknown(_) => Detail::new(
                 StatusCode::BAD_REQUEST,
@@ -208,58 +210,62 @@ fn session(state: &AppState, headers: &HeaderMap) -> Result<Arc<Session>, Detail
         })
 }
 
-async fn get_cookie(State(state): State<AppState>) -> Result<Response, Detail> {
+async fn get_cookie(State(state): State<AppState>, Who(who): Who) -> Result<Response, Detail> {
     let (session, _) = state
         .dispatcher
         .sessions()
-        .open(None)
+        .open(&who, None)
         .map_err(|e| Detail::from(super::error::ApiError::from(e)))?;
     let mut response =
-        Json(json!({"message": "session created", COOKIE: session.id()})).into_response();
-    set_cookie(&mut response, session.id());
+        Json(json!({"message": "session created", COOKIE: session.client_id()})).into_response();
+    set_cookie(&mut response, session.client_id());
     Ok(response)
 }
 
 async fn reconnect_session(
     State(state): State<AppState>,
+    Who(who): Who,
     headers: HeaderMap,
 ) -> Result<Response, Detail> {
     let id = cookie_value(&headers);
     let (session, created) = state
         .dispatcher
         .sessions()
-        .open(id.as_deref())
+        .open(&who, id.as_deref())
         .map_err(|e| Detail::from(super::error::ApiError::from(e)))?;
     let message = if created {
         "session recreated (its earlier state is gone)"
     } else {
         "session reconnected"
     };
-    let mut response = Json(json!({"message": message, COOKIE: session.id()})).into_response();
-    set_cookie(&mut response, session.id());
+    let mut response =
+        Json(json!({"message": message, COOKIE: session.client_id()})).into_response();
+    set_cookie(&mut response, session.client_id());
     Ok(response)
 }
 
 /// Stop the session's nodes; its workspace stays (the sessions' release).
 async fn close_session(
     State(state): State<AppState>,
+    Who(who): Who,
     headers: HeaderMap,
 ) -> Result<Json<Value>, Detail> {
-    let session = session(&state, &headers)?;
+    let session = session(&state, &who, &headers)?;
     state.parked.forget_session(session.id());
     state.dispatcher.sessions().release(session.id()).await;
     Ok(Json(
-        json!({"message": "session closed", COOKIE: session.id()}),
+        json!({"message": "session closed", COOKIE: session.client_id()}),
     ))
 }
 
 /// Delete the session: its nodes and its workspace (the sessions' close).
 async fn release_session(
     State(state): State<AppState>,
+    Who(who): Who,
     headers: HeaderMap,
 ) -> Result<Json<Value>, Detail> {
-    let session = session(&state, &headers)?;
-    let id = session.id().to_owned();
+    let session = session(&state, &who, &headers)?;
+    let (id, client_id) = (session.id().to_owned(), session.client_id().to_owned());
     drop(session);
     state.parked.forget_session(&id);
     state.dispatcher.sessions().close(&id).await.map_err(|e| {
@@ -268,7 +274,9 @@ async fn release_session(
             format!("cannot delete the workspace: {e}"),
         )
     })?;
-    Ok(Json(json!({"message": "session released", COOKIE: id})))
+    Ok(Json(
+        json!({"message": "session released", COOKIE: client_id}),
+    ))
 }
 
 /// Run `work` on the session's workspace (created if need be) on the

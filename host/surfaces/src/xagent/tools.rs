@@ -2,6 +2,7 @@
 //! XAgent's wrapping of results.
 
 use super::*;
+use crate::auth::Who;
 use toolhost_core::dispatch::Running;
 
 /// A tool as XAgent's `tools_json` lists it (an OpenAI function).
@@ -13,9 +14,13 @@ pub fn tool_json(t: &ToolEntry) -> Value {
     })
 }
 
-pub(super) async fn get_available_tools(State(state): State<AppState>) -> Json<Value> {
+pub(super) async fn get_available_tools(
+    State(state): State<AppState>,
+    Who(who): Who,
+) -> Json<Value> {
     let catalog = state.dispatcher.catalog();
-    let tools = catalog.tools();
+    let mut tools = catalog.tools();
+    tools.retain(|t| who.policy().allows_tool(&t.id));
     let envs: Vec<Value> = catalog
         .toolkits()
         .iter()
@@ -54,12 +59,14 @@ pub(super) fn default_top_k() -> usize {
 
 pub(super) async fn retrieving_tools(
     State(state): State<AppState>,
+    Who(who): Who,
     JsonBody(req): JsonBody<RetrieveRequest>,
 ) -> Json<Value> {
     let catalog = state.dispatcher.catalog();
-    let ids = state
+    let mut ids = state
         .retriever
         .search(catalog, &req.question, req.top_k.min(100));
+    ids.retain(|id| who.policy().allows_tool(id));
     let tools_json: Vec<Value> = ids
         .iter()
         .filter_map(|id| catalog.listed(id))
@@ -78,12 +85,16 @@ pub(super) struct ToolNames {
 
 pub(super) async fn schema_for_tools(
     State(state): State<AppState>,
+    Who(who): Who,
     JsonBody(req): JsonBody<ToolNames>,
 ) -> Json<Value> {
     let catalog = state.dispatcher.catalog();
     let (mut found, mut missing) = (Vec::new(), Vec::new());
     for name in req.tool_names {
-        match catalog.listed(&name) {
+        match catalog
+            .listed(&name)
+            .filter(|_| who.policy().allows_tool(&name))
+        {
             Some(t) => found.push(tool_json(&t)),
             None if name == AWAIT_CALL => found.push(await_call_json()),
             None => missing.push(name),
@@ -102,10 +113,12 @@ pub(super) struct EnvNames {
 
 pub(super) async fn schema_for_envs(
     State(state): State<AppState>,
+    Who(who): Who,
     JsonBody(req): JsonBody<EnvNames>,
 ) -> Json<Value> {
     let catalog = state.dispatcher.catalog();
-    let tools = catalog.tools();
+    let mut tools = catalog.tools();
+    tools.retain(|t| who.policy().allows_tool(&t.id));
     let kits = catalog.toolkits();
     let (mut found, mut missing) = (Vec::new(), Vec::new());
     for name in req.env_names {
@@ -136,6 +149,7 @@ pub(super) struct ExecuteRequest {
 
 pub(super) async fn execute_tool(
     State(state): State<AppState>,
+    Who(who): Who,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Response, Detail> {
@@ -144,7 +158,7 @@ pub(super) async fn execute_tool(
         // FastAPI answers a malformed body with 422.
         Detail::new(StatusCode::UNPROCESSABLE_ENTITY, e.message)
     })?;
-    let session = session(&state, &headers)?;
+    let session = session(&state, &who, &headers)?;
     let arguments = match req.arguments {
         None | Some(Value::Null) => json!({}),
         Some(Value::String(s)) => serde_json::from_str(&s).map_err(|e| {

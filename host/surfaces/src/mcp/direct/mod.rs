@@ -60,6 +60,7 @@ use tokio_util::sync::CancellationToken;
 use crate::body::read_bytes;
 use crate::native::SESSION_HEADER;
 use crate::state::AppState;
+use toolhost_core::callers::Caller;
 use toolhost_core::input::Nobody;
 use toolhost_core::sessions::{Held, Session, Sessions, Unnamed, is_valid_session_id};
 
@@ -114,14 +115,15 @@ impl Link {
     pub(super) fn session(
         &self,
         sessions: &Sessions,
+        who: &Caller,
         pinned: Option<&HeaderValue>,
     ) -> Result<Arc<Session>, toolhost_core::sessions::SessionError> {
         if let Some(id) = pinned {
-            return pinned_session(sessions, id);
+            return pinned_session(sessions, who, id);
         }
         let mut own = self.own.lock().unwrap_or_else(|e| e.into_inner());
         let current = own.clone();
-        let (s, created) = sessions.open(current.as_ref().map(|s| s.id()))?;
+        let (s, created) = sessions.open(who, current.as_ref().map(|s| s.client_id()))?;
         if created && current.is_none() {
             tracing::debug!(session = s.id(), "MCP: new toolhost session");
         }
@@ -134,10 +136,11 @@ impl Link {
 /// made if new and marked used).
 fn pinned_session(
     sessions: &Sessions,
+    who: &Caller,
     id: &HeaderValue,
 ) -> Result<Arc<Session>, toolhost_core::sessions::SessionError> {
     let id = id.to_str().unwrap_or("\u{0}");
-    sessions.open(Some(id)).map(|(s, _)| s)
+    sessions.open(who, Some(id)).map(|(s, _)| s)
 }
 
 impl Direct {
@@ -380,13 +383,15 @@ impl Direct {
     ) -> Response {
         let sessions = self.state.dispatcher.sessions();
         let pinned = parts.headers.get(&TOOLHOST_SESSION);
+        let who = crate::auth::caller_of(&parts.extensions);
         let held = match &mode {
-            Mode::Session(link) => link.session(sessions, pinned).map(|s| (s, None)),
+            Mode::Session(link) => link.session(sessions, &who, pinned).map(|s| (s, None)),
             // Without `X-Toolhost-Session`, a session of its own that ends
             // with the request, even when the client goes away before the
             // answer.
             Mode::Stateless => sessions
                 .hold(
+                    &who,
                     pinned.map(|v| v.to_str().unwrap_or("\u{0}")),
                     Unnamed::Close,
                 )

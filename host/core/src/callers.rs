@@ -1,0 +1,269 @@
+//! Who is calling: the identity every request carries, from the surfaces'
+//! authentication down to the sessions it may name and the tools it may call.
+//!
+//! A server without caller tokens has one caller, [`Caller::anonymous`].
+//! With tokens (or OAuth access tokens) each request is a named caller, and
+//! the session ids it sends live in its own namespace ([`Caller::session_key`]):
+//! two callers sending the same id name two sessions, with two workspaces.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock};
+
+/// Longest caller name.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// True for a name a caller may be configured with: `^[a-z0-9][a-z0-9_-]{0,63}$`.
+/// It names the caller's workspaces' namespace on disk, so nothing else.
+pub fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name.as_bytes()[0].is_ascii_alphanumeric()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+/// A caller: a name, the namespace of its session ids, and what it may do.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct Caller(Arc<Inner>);
+
+struct Inner {
+    name: String,
+    /// Calls running now ([`Policy::max_concurrent_calls`]).
+    running: AtomicUsize,
+    /// Prefix of its sessions' keys; none for the anonymous caller, whose
+    /// keys are the ids as sent.
+    space: Option<String>,
+    policy: Policy,
+}
+
+/// What a caller may do beyond calling tools: the limits and permissions
+/// the surfaces and dispatch enforce.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    /// Tools (`<plugin>_<tool>` ids, `*` wildcards) it may list and call;
+    /// empty: every tool.
+    pub tools: Vec<String>,
+    /// Whether it may use the admin routes (plugin uploads, every session).
+    pub admin: bool,
+    /// Sessions it may have open at once (0: only the server's limit).
+    pub max_sessions: usize,
+    /// Calls it may have running at once (0: no limit of its own).
+    pub max_concurrent_calls: usize,
+}
+
+impl Policy {
+    /// Whether the policy lets its caller see and call tool `id`.
+    pub fn allows_tool(&self, id: &str) -> bool {
+        self.tools.is_empty() || self.tools.iter().any(|p| glob_match(p, id))
+    }
+}
+
+/// `*` matches any run of characters (none included); everything else matches itself.
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+static ANONYMOUS: LazyLock<Caller> = LazyLock::new(|| {
+    Caller(Arc::new(Inner {
+        name: "anonymous".into(),
+        running: AtomicUsize::new(0),
+        space: None,
+        policy: Policy::default(),
+    }))
+});
+
+impl Caller {
+    /// The one caller of a server that asks for no token.
+    pub fn anonymous() -> Caller {
+        ANONYMOUS.clone()
+    }
+
+    /// A configured caller: `name` must pass [`is_valid_name`]; it is also
+    /// its sessions' namespace.
+    pub fn named(name: &str, policy: Policy) -> Caller {
+        debug_assert!(is_valid_name(name), "caller name {name:?}");
+        Caller(Arc::new(Inner {
+            name: name.to_owned(),
+            running: AtomicUsize::new(0),
+            space: Some(name.to_owned()),
+            policy,
+        }))
+    }
+
+    /// A caller whose name is not a valid namespace (an OAuth subject, say):
+    /// its sessions live under `space`, which must pass [`is_valid_name`]
+    /// and not be any configured caller's name.
+    pub fn with_space(name: &str, space: &str, policy: Policy) -> Caller {
+        debug_assert!(is_valid_name(space), "caller space {space:?}");
+        Caller(Arc::new(Inner {
+            name: name.to_owned(),
+            running: AtomicUsize::new(0),
+            space: Some(space.to_owned()),
+            policy,
+        }))
+    }
+
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    pub fn is_anonymous(&self) -> bool {
+        self.0.space.is_none()
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.0.policy
+    }
+
+    /// The namespace of its sessions (none for the anonymous caller).
+    pub fn space(&self) -> Option<&str> {
+        self.0.space.as_deref()
+    }
+
+    /// The key of the session this caller names `id`: unique among all
+    /// callers' sessions, and a directory name (`.` is in no session id, so
+    /// `<space>.<id>` cannot be anybody else's).
+    pub fn session_key(&self, id: &str) -> String {
+        match &self.0.space {
+            None => id.to_owned(),
+            Some(space) => format!("{space}.{id}"),
+        }
+    }
+
+    /// Count a call as running until the returned guard drops; `Err` with
+    /// the calls running when the policy's `max_concurrent_calls` are.
+    pub fn start_call(&self) -> Result<Running, usize> {
+        let max = self.0.policy.max_concurrent_calls;
+        if max == 0 {
+            return Ok(Running(None));
+        }
+        let mut now = self.0.running.load(Ordering::Relaxed);
+        loop {
+            if now >= max {
+                return Err(now);
+            }
+            match self.0.running.compare_exchange_weak(
+                now,
+                now + 1,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(Running(Some(self.clone()))),
+                Err(seen) => now = seen,
+            }
+        }
+    }
+
+    /// Whether two callers are the same (same namespace).
+    pub fn same(&self, other: &Caller) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.space == other.0.space
+    }
+}
+
+impl std::fmt::Debug for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.name)
+    }
+}
+
+/// A call counted as running for its caller ([`Caller::start_call`]).
+pub struct Running(Option<Caller>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(caller) = &self.0 {
+            caller.0.running.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// The caller and session id of a session key ([`Caller::session_key`]):
+/// `(space, id)`, the space none for the anonymous caller's.
+pub fn split_key(key: &str) -> (Option<&str>, &str) {
+    match key.split_once('.') {
+        Some((space, id)) => (Some(space), id),
+        None => (None, key),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        for ok in ["alice", "a", "team-1", "x_y", "0bot"] {
+            assert!(is_valid_name(ok), "{ok}");
+        }
+        for bad in ["", "Alice", "-a", "_a", "a.b", "a/b", "é", &"a".repeat(65)] {
+            assert!(!is_valid_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn keys_keep_callers_apart() {
+        let a = Caller::named("alice", Policy::default());
+        let b = Caller::named("bob", Policy::default());
+        assert_eq!(Caller::anonymous().session_key("s1"), "s1");
+        assert_eq!(a.session_key("s1"), "alice.s1");
+        assert_ne!(a.session_key("s1"), b.session_key("s1"));
+        assert_eq!(split_key("alice.s1"), (Some("alice"), "s1"));
+        assert_eq!(split_key("s1"), (None, "s1"));
+        assert!(a.same(&Caller::named("alice", Policy::default())));
+        assert!(!a.same(&b) && !a.same(&Caller::anonymous()));
+    }
+
+    #[test]
+    fn tool_patterns() {
+        assert!(glob_match("calc_*", "calc_evaluate"));
+        assert!(glob_match("*", "anything"));
+        assert!(glob_match("files_read", "files_read"));
+        assert!(!glob_match("files_read", "files_readx"));
+        assert!(glob_match("*_read*", "files_read_text"));
+        assert!(!glob_match("calc_*", "xcalc_evaluate"));
+        assert!(glob_match("a*b*c", "abc") && glob_match("a*b*c", "a-b-b-c"));
+        assert!(!glob_match("a*b*c", "acb"));
+        let p = Policy {
+            tools: vec!["calc_*".into(), "files_list".into()],
+            ..Policy::default()
+        };
+        assert!(p.allows_tool("calc_evaluate") && p.allows_tool("files_list"));
+        assert!(!p.allows_tool("shell_run"));
+        assert!(Policy::default().allows_tool("shell_run"));
+    }
+
+    #[test]
+    fn concurrent_calls_are_counted() {
+        let c = Caller::named(
+            "c",
+            Policy {
+                max_concurrent_calls: 2,
+                ..Policy::default()
+            },
+        );
+        let one = c.start_call().unwrap();
+        let two = c.start_call().unwrap();
+        assert_eq!(c.start_call().err(), Some(2));
+        drop(one);
+        let _three = c.start_call().unwrap();
+        drop(two);
+        assert!(Caller::anonymous().start_call().is_ok());
+    }
+}

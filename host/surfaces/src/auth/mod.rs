@@ -1,0 +1,293 @@
+//! Who may call what: every request's caller ([`Who`]), identified by its
+//! bearer token (compared in constant time), its rate limit, and the admin
+//! routes.
+//!
+//! With no caller token configured every route is open to one caller, the
+//! anonymous one (the default bind is loopback; [`super::guard`] keeps web
+//! pages out). With tokens (`[auth] tokens`, `[[auth.callers]]`), every
+//! route but `/health` (and `/health/ready`'s bare status) and the paths the
+//! router declares public (the console's static files) needs
+//! `Authorization: Bearer <token>`, and the request carries the caller the
+//! token names: its sessions, its policy. The admin token is the caller
+//! `admin`; the admin routes accept it, or a caller whose policy says
+//! `admin` ([`check`], [`required`]).
+
+mod config;
+#[cfg(test)]
+mod tests;
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use sha2::{Digest, Sha256};
+use toolhost_core::callers::Caller;
+
+use super::error::ApiError;
+use config::Known;
+pub use config::{ADMIN, AuthConfig, CallerConfig};
+
+/// A configured secret, kept as a digest so checks take the same time
+/// whatever the presented token looks like.
+#[derive(Clone)]
+pub struct Token([u8; 32]);
+
+impl Token {
+    pub fn new(token: &str) -> Self {
+        Token(Sha256::digest(token.as_bytes()).into())
+    }
+
+    /// A token known by its SHA-256 in hex (64 digits, either case).
+    pub fn from_hex(digest: &str) -> Option<Self> {
+        let digest = digest.trim().as_bytes();
+        if digest.len() != 64 {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, pair) in digest.chunks(2).enumerate() {
+            let pair = std::str::from_utf8(pair).ok()?;
+            out[i] = u8::from_str_radix(pair, 16).ok()?;
+        }
+        Some(Token(out))
+    }
+
+    /// Constant-time comparison of digests (no early exit, no length leak).
+    pub fn matches(&self, presented: &Presented) -> bool {
+        presented
+            .0
+            .iter()
+            .zip(self.0.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    }
+}
+
+/// The digest of a presented token, computed once per request.
+pub struct Presented([u8; 32]);
+
+impl Presented {
+    pub fn new(token: &str) -> Self {
+        Presented(Sha256::digest(token.as_bytes()).into())
+    }
+}
+
+/// The token of `Authorization: Bearer <token>`, if the header has that shape.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+}
+
+/// The caller check of the whole router.
+pub struct CallerAuth {
+    known: Vec<Known>,
+    /// One per known caller whose rate is limited, in the same order.
+    limiters: Vec<Option<DefaultDirectRateLimiter>>,
+    clock: DefaultClock,
+}
+
+impl CallerAuth {
+    /// `None` when no caller token is configured: nothing to check.
+    pub fn from_config(auth: &AuthConfig) -> Option<Arc<Self>> {
+        if !auth.required() {
+            return None;
+        }
+        let known = auth.known();
+        let burst = NonZeroU32::new(auth.rate_limit_burst).unwrap_or(NonZeroU32::MIN);
+        let limiters = known
+            .iter()
+            .map(|k| {
+                NonZeroU32::new(k.rate_per_s)
+                    .map(|rate| RateLimiter::direct(Quota::per_second(rate).allow_burst(burst)))
+            })
+            .collect();
+        Some(Arc::new(CallerAuth {
+            known,
+            limiters,
+            clock: DefaultClock::default(),
+        }))
+    }
+
+    /// The index of the caller whose token is presented, checked against
+    /// every known token without an early exit.
+    fn identify(&self, presented: &Presented) -> Option<usize> {
+        let mut found = None;
+        for (i, known) in self.known.iter().enumerate() {
+            if known.token.matches(presented) && found.is_none() {
+                found = Some(i);
+            }
+        }
+        found
+    }
+}
+
+/// The caller of a request: the one its token names, the anonymous caller
+/// on a server without tokens. An extractor.
+#[derive(Clone, Debug)]
+pub struct Who(pub Caller);
+
+impl<S: Send + Sync> FromRequestParts<S> for Who {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Who(caller_of(&parts.extensions)))
+    }
+}
+
+/// The caller [`require_token`] put in a request's extensions, or the
+/// anonymous one.
+pub fn caller_of(extensions: &axum::http::Extensions) -> Caller {
+    extensions
+        .get::<Caller>()
+        .cloned()
+        .unwrap_or_else(Caller::anonymous)
+}
+
+/// Marks a request let through without a token (`/health/ready`'s probes):
+/// its handler answers the status alone.
+#[derive(Clone, Copy, Debug)]
+pub struct Anonymous;
+
+/// Paths served without a token, as the router declares them.
+pub type IsPublic = fn(&str) -> bool;
+
+/// Middleware: refuse requests without a valid token (401) and those over
+/// their token's rate (429 with `Retry-After`). `/health` stays open, so
+/// load balancers and orchestrators need no secret, and so do the paths
+/// `is_public` names (the console's static files: the page asks for the
+/// token); `/health/ready` without an `Authorization` header answers its
+/// status and `{"ready": …}` only.
+pub async fn require_token(
+    State((auth, is_public)): State<(Arc<CallerAuth>, IsPublic)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let path = request.uri().path();
+    if path == "/health" || is_public(path) {
+        return next.run(request).await;
+    }
+    // A readiness probe carries no secret (Kubernetes' httpGet probes send
+    // literal headers only): without a token it hears ready or not, and
+    // nothing of which plugins hold it back.
+    if path == "/health/ready" && !request.headers().contains_key(header::AUTHORIZATION) {
+        let mut request = request;
+        request.extensions_mut().insert(Anonymous);
+        return next.run(request).await;
+    }
+    let close = |response: Response| super::body::close_unread(request.headers(), response);
+    let Some(presented) = bearer(request.headers()).map(Presented::new) else {
+        return close(unauthorized(
+            "this server needs `Authorization: Bearer <token>`",
+        ));
+    };
+    let Some(key) = auth.identify(&presented) else {
+        return close(unauthorized("unknown token"));
+    };
+    if let Some(limiter) = &auth.limiters[key]
+        && let Err(not_until) = limiter.check()
+    {
+        let wait = not_until.wait_time_from(auth.clock.now());
+        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let mut response = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            format!(
+                "this caller's request rate is exceeded; retry in {} ms",
+                wait.as_millis()
+            ),
+        )
+        .into_response();
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+        return close(response);
+    }
+    let mut request = request;
+    request
+        .extensions_mut()
+        .insert(auth.known[key].caller.clone());
+    next.run(request).await
+}
+
+/// The configured admin token.
+pub type AdminToken = Token;
+
+/// Allow an admin request: from a caller whose policy says `admin` (the
+/// admin token's, when caller tokens are configured), or with the admin
+/// token presented as `Authorization: Bearer <token>`.
+pub fn check(
+    token: Option<&AdminToken>,
+    headers: &HeaderMap,
+    who: &Caller,
+) -> Result<(), ApiError> {
+    if who.policy().admin {
+        return Ok(());
+    }
+    if !who.is_anonymous() {
+        tracing::info!(
+            caller = who.name(),
+            rule = "auth.callers.admin",
+            "admin route refused: the caller is no admin"
+        );
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this caller may not use the admin routes",
+        ));
+    }
+    let Some(token) = token else {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "the admin API is disabled: start the server with an admin token \
+             (TOOLHOST_ADMIN_TOKEN or [auth] admin_token)",
+        ));
+    };
+    match bearer(headers).map(Presented::new) {
+        Some(p) if token.matches(&p) => Ok(()),
+        Some(_) => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "wrong admin token",
+        )),
+        None => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "this route needs `Authorization: Bearer <admin token>`",
+        )),
+    }
+}
+
+/// A layer for routes that are all admin-only: [`check`] before the
+/// handler (and before its body is read).
+pub async fn required(
+    State(token): State<Option<AdminToken>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match check(
+        token.as_ref(),
+        request.headers(),
+        &caller_of(request.extensions()),
+    ) {
+        Ok(()) => next.run(request).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn unauthorized(message: &'static str) -> Response {
+    let mut response =
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
