@@ -379,7 +379,7 @@ impl Sessions {
         let client_id = match id {
             Some(id) if is_valid_session_id(id) => id.to_owned(),
             Some(_) => return Err(SessionError::InvalidId),
-            None => uuid::Uuid::new_v4().simple().to_string(),
+            None => new_id(),
         };
         let key = caller.session_key(&client_id);
         let mut map = self.lock();
@@ -555,6 +555,13 @@ impl Sessions {
             .await
             .map_err(io::Error::other)?
     }
+}
+
+/// A server-made session id: 128 random bits, in hex.
+fn new_id() -> String {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("the system's random source");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn remove_dir_if_exists(path: &Path) -> io::Result<()> {

@@ -21,6 +21,10 @@ async fn open_creates_lazily_and_reuses() {
     let s = Sessions::new(dir.path(), Duration::from_secs(60)).unwrap();
     let (a, created) = s.open(&anon(), None).unwrap();
     assert!(created);
+    // 128 random bits, in hex; never the same twice.
+    assert_eq!(a.id().len(), 32);
+    assert!(a.id().bytes().all(|b| b.is_ascii_hexdigit()));
+    assert_ne!(s.open(&anon(), None).unwrap().0.id(), a.id());
     assert!(
         !a.workspace_path().exists(),
         "workspace is created on first use"
