@@ -359,6 +359,24 @@ fn a_caller_s_policy_limits_its_tools_and_sessions() {
     );
 
     // Its sessions: two at most (c1 is one); another caller is not locked out.
+    // The stateless MCP requests' own sessions are closed just after their
+    // answers: wait until c1 is its only one.
+    let own = || {
+        let (_, body) = json_of(
+            s.client()
+                .get(s.url("/sessions"))
+                .bearer_auth(CALC_ONLY)
+                .send()
+                .unwrap(),
+        );
+        body["sessions"].as_array().map_or(0, Vec::len)
+    };
+    assert!(
+        wait_for(std::time::Duration::from_secs(10), || (own() == 1)
+            .then_some(()))
+        .is_some(),
+        "the requests' own sessions were not closed"
+    );
     let (status, body) = invoke(
         &s,
         CALC_ONLY,
