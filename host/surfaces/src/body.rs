@@ -151,7 +151,8 @@ fn caused_by<E: std::error::Error + 'static>(error: &(dyn std::error::Error + 's
 /// refused without being handled (413, and the connection closed): its
 /// body is never buffered, and a client declaring a gigabyte and sending
 /// nothing is not waited for until `body_timeout_ms`. The upload routes
-/// (`PUT /plugins/{name}`, XAgent's `/upload_file`) have larger limits of
+/// (`PUT /plugins/{name}`, XAgent's `/upload_file`, `PUT
+/// /sessions/{id}/files/{path}`) have larger limits of
 /// their own and check them themselves.
 ///
 /// Before the answer, what the client is sending is read and dropped for a
@@ -166,7 +167,11 @@ pub async fn declared_size(
 ) -> Response {
     use axum::http::header;
     let path = request.uri().path();
-    let upload = path.starts_with("/plugins/") || path == "/upload_file";
+    let upload = path.starts_with("/plugins/")
+        || path == "/upload_file"
+        || (request.method() == axum::http::Method::PUT
+            && path.starts_with("/sessions/")
+            && path.contains("/files/"));
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)

@@ -9,6 +9,7 @@ pub mod conns;
 pub mod console;
 pub mod engines;
 pub mod error;
+pub mod files;
 pub mod formats;
 pub mod guard;
 pub mod mcp;
@@ -56,6 +57,7 @@ pub fn router(
         .merge(mcp)
         .merge(builder)
         .merge(native::routes())
+        .merge(files::routes(limits.max_upload_bytes))
         .merge(tasks::routes(state.clone()))
         .merge(system::routes(state.clone()))
         .merge(console::routes())

@@ -86,6 +86,71 @@ pub fn write(root: &Path, path: &str, bytes: &[u8]) -> Result<String, WorkspaceE
     Ok(rel.to_string_lossy().into_owned())
 }
 
+/// A file being written to `path` under `root`, under a temporary name
+/// beside it until [`Upload::finish`] puts it in place (parents created).
+pub struct Upload {
+    dir: Dir,
+    rel: PathBuf,
+    temp: PathBuf,
+}
+
+impl Upload {
+    /// The open temporary file, to write to.
+    pub fn create(root: &Path, path: &str) -> Result<(Upload, std::fs::File), WorkspaceError> {
+        let rel = relative(path)?;
+        let dir = open(root)?;
+        let parent = rel.parent().unwrap_or(Path::new(""));
+        if !parent.as_os_str().is_empty() {
+            dir.create_dir_all(parent).map_err(|e| io_error(path, e))?;
+        }
+        let temp = parent.join(format!(".upload-{}", uuid::Uuid::new_v4().simple()));
+        let file = dir.create(&temp).map_err(|e| io_error(path, e))?;
+        Ok((Upload { dir, rel, temp }, file.into_std()))
+    }
+
+    /// Put the written file in place (replacing one of that name); the
+    /// relative path.
+    pub fn finish(self) -> Result<String, WorkspaceError> {
+        let path = self.rel.to_string_lossy().into_owned();
+        if self.dir.is_dir(&self.rel) {
+            let _ = self.dir.remove_file(&self.temp);
+            return Err(WorkspaceError::BadPath(path));
+        }
+        self.dir
+            .rename(&self.temp, &self.dir, &self.rel)
+            .map_err(|e| io_error(&path, e))?;
+        Ok(path)
+    }
+
+    /// Drop the temporary file (the upload failed).
+    pub fn abandon(self) {
+        let _ = self.dir.remove_file(&self.temp);
+    }
+}
+
+/// File `path` under `root`, open for reading, and its size.
+pub fn open_file(root: &Path, path: &str) -> Result<(std::fs::File, u64), WorkspaceError> {
+    let rel = relative(path)?;
+    let dir = open(root)?;
+    let meta = dir.metadata(&rel).map_err(|e| io_error(path, e))?;
+    if !meta.is_file() {
+        return Err(WorkspaceError::NotFound(path.to_owned()));
+    }
+    let file = dir.open(&rel).map_err(|e| io_error(path, e))?;
+    Ok((file.into_std(), meta.len()))
+}
+
+/// Delete file `path` under `root` (a directory: `NotFound`).
+pub fn remove(root: &Path, path: &str) -> Result<(), WorkspaceError> {
+    let rel = relative(path)?;
+    let dir = open(root)?;
+    let meta = dir.symlink_metadata(&rel).map_err(|e| io_error(path, e))?;
+    if meta.is_dir() {
+        return Err(WorkspaceError::NotFound(path.to_owned()));
+    }
+    dir.remove_file(&rel).map_err(|e| io_error(path, e))
+}
+
 /// The modification time and size of file `path` under `root`, found as
 /// [`read`] finds it (a symlink or `..` that leads out of `root` is not
 /// followed): none when there is no such file.

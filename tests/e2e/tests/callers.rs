@@ -405,3 +405,166 @@ fn a_caller_s_policy_limits_its_tools_and_sessions() {
     let (status, body) = invoke(&s, ALICE, "a9", "calc_evaluate", json!({"expression": "1"}));
     assert_eq!(status, 200, "{body}");
 }
+
+#[test]
+fn native_workspace_routes_under_the_caller_s_own_session() {
+    let config = format!("{}\n[plugins]\nmax_upload_mb = 1\n", config());
+    let s = Server::start_with(PluginsDir::new().add("files", "files"), Some(&config))
+        .expect("server starts");
+    let file = |method: reqwest::Method, token: &str, url: &str| {
+        s.client().request(method, s.url(url)).bearer_auth(token)
+    };
+    // Streamed up into a new session, read by a tool, streamed back.
+    let big: Vec<u8> = (0..900_000u32).map(|i| (i % 251) as u8).collect();
+    let r = file(
+        reqwest::Method::PUT,
+        ALICE,
+        "/sessions/w1/files/data/blob.bin",
+    )
+    .body(big.clone())
+    .send()
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 201, "{}", r.text().unwrap());
+    let r = file(
+        reqwest::Method::PUT,
+        ALICE,
+        "/sessions/w1/files/notes/a.txt",
+    )
+    .body("hello from the native route")
+    .send()
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let (status, body) = invoke(
+        &s,
+        ALICE,
+        "w1",
+        "files_read",
+        json!({"path": "notes/a.txt"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.to_string().contains("hello from the native route"),
+        "{body}"
+    );
+    let r = file(
+        reqwest::Method::GET,
+        ALICE,
+        "/sessions/w1/files/data/blob.bin",
+    )
+    .send()
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.bytes().unwrap().as_ref(), big.as_slice());
+    let (status, listed) = json_of(
+        file(reqwest::Method::GET, ALICE, "/sessions/w1/files")
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(status, 200, "{listed}");
+    let paths: Vec<&str> = listed["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["data/blob.bin", "notes/a.txt"], "{listed}");
+    assert_eq!(listed["files"][0]["size"], 900_000);
+
+    // Another caller: the session is unknown, as one never made.
+    for (method, url) in [
+        (reqwest::Method::GET, "/sessions/{}/files"),
+        (reqwest::Method::GET, "/sessions/{}/files/notes/a.txt"),
+        (reqwest::Method::DELETE, "/sessions/{}/files/notes/a.txt"),
+    ] {
+        let theirs = shape(
+            file(method.clone(), BOB, &url.replace("{}", "w1"))
+                .send()
+                .unwrap(),
+            "w1",
+        );
+        let never = shape(
+            file(method.clone(), BOB, &url.replace("{}", "nope-1"))
+                .send()
+                .unwrap(),
+            "nope-1",
+        );
+        assert_eq!(theirs, never, "{method} {url}");
+        assert_eq!(theirs.0, 404, "{theirs:?}");
+    }
+    // Bob's PUT makes his own `w1`; Alice's file is untouched.
+    let r = file(reqwest::Method::PUT, BOB, "/sessions/w1/files/notes/a.txt")
+        .body("Bob's")
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let r = file(
+        reqwest::Method::GET,
+        ALICE,
+        "/sessions/w1/files/notes/a.txt",
+    )
+    .send()
+    .unwrap();
+    assert_eq!(r.text().unwrap(), "hello from the native route");
+
+    // Bad paths, too large, missing files; the server goes on.
+    for bad in ["../escape.txt", "a/../../b", "%2e%2e/x"] {
+        let r = file(
+            reqwest::Method::PUT,
+            ALICE,
+            &format!("/sessions/w1/files/{bad}"),
+        )
+        .body("x")
+        .send()
+        .unwrap();
+        assert!(
+            matches!(r.status().as_u16(), 400 | 404 | 422),
+            "{bad}: {}",
+            r.status()
+        );
+    }
+    assert!(!s.data.path().join("data/workspaces/escape.txt").exists());
+    let r = file(reqwest::Method::PUT, ALICE, "/sessions/w1/files/huge.bin")
+        .body(vec![0u8; 1_500_000])
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 413);
+    // Sent without a length: refused as it streams, nothing left behind.
+    let chunks = unsized_body(1_500_000);
+    let r = file(reqwest::Method::PUT, ALICE, "/sessions/w1/files/huge2.bin")
+        .body(reqwest::blocking::Body::new(chunks))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 413);
+    let (_, listed) = json_of(
+        file(reqwest::Method::GET, ALICE, "/sessions/w1/files")
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(listed["files"].as_array().unwrap().len(), 2, "{listed}");
+    let r = file(reqwest::Method::GET, ALICE, "/sessions/w1/files/none.txt")
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    let r = file(
+        reqwest::Method::DELETE,
+        ALICE,
+        "/sessions/w1/files/notes/a.txt",
+    )
+    .send()
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let r = file(
+        reqwest::Method::GET,
+        ALICE,
+        "/sessions/w1/files/notes/a.txt",
+    )
+    .send()
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+}
+
+/// A reader of `n` zero bytes whose length the client does not know (sent
+/// chunked).
+fn unsized_body(n: usize) -> impl std::io::Read + Send + 'static {
+    std::io::Read::take(std::io::repeat(0), n as u64)
+}
