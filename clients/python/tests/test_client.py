@@ -192,3 +192,17 @@ def test_connections_are_reused(server: Server) -> None:
         c.list_tools()
         list(c.stream("calc_evaluate", {"expression": "1"}))
     assert len(connects) == 1, connects
+
+
+def test_the_extras_bring_what_the_frameworks_import_undeclared() -> None:
+    from importlib.metadata import requires
+
+    reqs = requires("toolhost-client") or []
+
+    def extra(name: str, package: str) -> bool:
+        return any(
+            r.startswith(package) and r.replace("'", '"').endswith(f'extra == "{name}"') for r in reqs
+        )
+
+    assert extra("lagent", "lagent") and extra("lagent", "cachetools")
+    assert extra("qwen", "qwen-agent") and extra("qwen", "soundfile") and extra("qwen", "tqdm")

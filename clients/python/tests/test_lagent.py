@@ -96,3 +96,38 @@ def test_a_session_keeps_the_workspace(client: Client) -> None:
 def test_unknown_toolkits_are_refused(client: Client) -> None:
     with pytest.raises(ValueError, match="nosuchkit"):
         lagent_actions(client, ["calc", "nosuchkit"])
+
+
+def test_an_agent_keeps_one_session_until_its_client_closes(server: Server, tmp_path: Path) -> None:
+    """Built as the README shows (no session given), the actions share the
+    client's agent session: a file written by one call is read by the next;
+    closing the client closes the session (its workspace deleted)."""
+    workspaces = server.root / "data" / "workspaces"
+    client = Client(server.url)
+    executor = ActionExecutor(lagent_actions(client, ["files"], output_dir=str(tmp_path)))
+    ret = executor("files.write", '{"path": "notes/kept.txt", "content": "kept between calls"}')
+    assert ret.state == ActionStatusCode.SUCCESS, ret.errmsg
+    ret = executor("files.read", '{"path": "notes/kept.txt"}')
+    assert ret.state == ActionStatusCode.SUCCESS, ret.errmsg
+    assert "kept between calls" in ret.result[0]["content"]
+    sid = client.agent_session().id
+    assert len(sid) == 32 and (workspaces / sid / "notes" / "kept.txt").is_file()
+    client.close()
+    assert not (workspaces / sid).exists(), "closed with the client"
+
+    # A new session per call only when asked: the read finds nothing.
+    with Client(server.url) as apart:
+        executor = ActionExecutor(lagent_actions(apart, ["files"], per_call_sessions=True))
+        ret = executor("files.write", '{"path": "gone.txt", "content": "x"}')
+        assert ret.state == ActionStatusCode.SUCCESS, ret.errmsg
+        ret = executor("files.read", '{"path": "gone.txt"}')
+        assert ret.state != ActionStatusCode.SUCCESS
+
+
+def test_an_agent_session_no_call_used_closes_quietly(server: Server) -> None:
+    with Client(server.url) as client:
+        lagent_actions(client, ["calc"])
+        client.agent_session()
+    # Left to the end of the process: closed at exit (a finalizer), quietly.
+    client = Client(server.url)
+    assert client.agent_session().id != ""

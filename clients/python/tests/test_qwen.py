@@ -130,3 +130,19 @@ def test_direct_calls_and_dict_arguments(client: Client, tmp_path: Path) -> None
     assert calc.call("[1, 2]").startswith("Error: ")
     with pytest.raises(ValueError, match="no_such_tool"):
         qwen_tools(client, ["no_such_tool"])
+
+
+def test_qwen_tools_share_the_client_s_agent_session(server: Server, tmp_path: Path) -> None:
+    workspaces = server.root / "data" / "workspaces"
+    client = Client(server.url)
+    write, read = qwen_tools(client, ["files_write", "files_read"], work_dir=str(tmp_path))
+    assert "Error" not in write.call({"path": "q/kept.txt", "content": "one session"})
+    assert "one session" in read.call({"path": "q/kept.txt"})
+    sid = client.agent_session().id
+    assert (workspaces / sid / "q" / "kept.txt").is_file()
+    client.close()
+    assert not (workspaces / sid).exists()
+    with Client(server.url) as apart:
+        write, read = qwen_tools(apart, ["files_write", "files_read"], per_call_sessions=True)
+        write.call({"path": "gone.txt", "content": "x"})
+        assert read.call({"path": "gone.txt"}).startswith("Error")

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import uuid
+import weakref
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Union, cast
 
 import httpx
 
 from . import _wire
 from ._wire import StreamEvent
-from .errors import ProtocolError
+from .errors import NotFoundError, ProtocolError, ToolhostError
 from .types import Result, Tool
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -42,6 +44,7 @@ class Client:
         )
         if http is not None and token:
             self._http.headers["authorization"] = f"Bearer {token}"
+        self._agent: Optional[Session] = None
 
     # -- plumbing --------------------------------------------------------
 
@@ -60,6 +63,14 @@ class Client:
         return _wire.json_of(self._send(method, path, **kw))
 
     def close(self) -> None:
+        """Close the agent session, if one was used, and the connections.
+        The session's close is best effort: a server that is gone, or that
+        refuses, leaves it to the server's idle timeout."""
+        if self._agent is not None:
+            try:
+                self._agent.close()
+            except ToolhostError:
+                pass
         self._http.close()
 
     def __enter__(self) -> "Client":
@@ -190,14 +201,44 @@ class Client:
         """Close a session: its nodes are removed and its workspace deleted."""
         self._json("DELETE", f"/sessions/{session_id}")
 
+    def agent_session(self) -> "Session":
+        """The session the framework adapters (Lagent, Qwen-Agent) share by
+        default, so that an agent's calls see each other's files, shell
+        state and variables: named here (128 random bits), made on the
+        server by its first call, closed by `close()` (or the `with` block's
+        end, or at the interpreter's exit). A new one after it is closed."""
+        if self._agent is None or self._agent.closed:
+            self._agent = Session(self, uuid.uuid4().hex, lazy=True)
+            # At exit, if nobody closed it: its nodes are not left running
+            # until the server's idle timeout.
+            self._agent._finalizer = weakref.finalize(
+                self._agent, _close_quietly, self._http, self.url, self._agent.id
+            )
+        return self._agent
+
+
+def _close_quietly(http: httpx.Client, url: str, session_id: str) -> None:
+    """Close a session at exit, whatever comes of it (it may never have been
+    made, the server may be gone)."""
+    if http.is_closed:
+        return
+    try:
+        http.delete(f"{url}/sessions/{session_id}", timeout=5.0)
+    except Exception:  # noqa: BLE001 - at exit, nothing to tell
+        pass
+
 
 class Session:
     """A session of a `Client`: calls sharing one workspace."""
 
-    def __init__(self, client: Client, session_id: str) -> None:
+    def __init__(self, client: Client, session_id: str, *, lazy: bool = False) -> None:
         self.client = client
         self.id = session_id
         self.closed = False
+        # Named here, made by the server on its first call: closing one that
+        # no call made is no error.
+        self._lazy = lazy
+        self._finalizer: Optional["weakref.finalize[Any, Any]"] = None
 
     def invoke(
         self,
@@ -247,7 +288,13 @@ class Session:
         """Close the session (nodes removed, workspace deleted); once."""
         if not self.closed:
             self.closed = True
-            self.client.close_session(self.id)
+            if self._finalizer is not None:
+                self._finalizer.detach()
+            try:
+                self.client.close_session(self.id)
+            except NotFoundError:
+                if not self._lazy:
+                    raise
 
     def __enter__(self) -> "Session":
         return self

@@ -65,6 +65,7 @@ class ToolhostToolkit(BaseAction):  # type: ignore[misc]  # lagent is untyped
         *,
         description: str = "",
         session: Optional[str] = None,
+        per_call_sessions: bool = False,
         output_dir: Optional[str] = None,
         parser: Type[BaseParser] = JsonParser,
         enable: bool = True,
@@ -74,6 +75,9 @@ class ToolhostToolkit(BaseAction):  # type: ignore[misc]  # lagent is untyped
             raise ValueError(f"toolkit `{toolkit}` has no tools")
         self._client = client
         self._session = session
+        # Without a session named: the client's agent session, shared by all
+        # its adapters (a new session per call only when asked).
+        self._shared = session is None and not per_call_sessions
         self._output_dir = output_dir
         self._tool_ids = {t.name: t.tool_id for t in tools}
         spec = {
@@ -111,7 +115,8 @@ class ToolhostToolkit(BaseAction):  # type: ignore[misc]  # lagent is untyped
         except ParseError as e:
             return ActionReturn(fallback, type=self.name, errmsg=e.err_msg, state=ActionStatusCode.ARGS_ERROR)
         try:
-            result = self._client.invoke(tool_id, args, session=self._session)
+            session = self._client.agent_session().id if self._shared else self._session
+            result = self._client.invoke(tool_id, args, session=session)
         except InvalidInputError as e:
             return ActionReturn(args, type=self.name, errmsg=str(e), state=ActionStatusCode.ARGS_ERROR)
         except ToolhostConnectionError as e:
@@ -136,11 +141,14 @@ def lagent_actions(
     toolkits: Optional[Iterable[str]] = None,
     *,
     session: Optional[str] = None,
+    per_call_sessions: bool = False,
     output_dir: Optional[str] = None,
     parser: Type[BaseParser] = JsonParser,
 ) -> List[ToolhostToolkit]:
     """One `ToolhostToolkit` per toolkit of the server (or of `toolkits`),
-    its tools as APIs; calls run in `session` when given."""
+    its tools as APIs. Calls run in `session` when given, else in the
+    client's agent session (`Client.agent_session`: one for all of them,
+    closed with the client), or each in a new one with `per_call_sessions`."""
     wanted = set(toolkits) if toolkits is not None else None
     by_kit: Dict[str, List[Tool]] = {}
     for tool in client.list_tools(schemas=True):
@@ -150,6 +158,14 @@ def lagent_actions(
         missing = ", ".join(sorted(wanted - set(by_kit)))
         raise ValueError(f"no active tools in toolkit(s) {missing} at {client.url}")
     return [
-        ToolhostToolkit(client, kit, tools, session=session, output_dir=output_dir, parser=parser)
+        ToolhostToolkit(
+            client,
+            kit,
+            tools,
+            session=session,
+            per_call_sessions=per_call_sessions,
+            output_dir=output_dir,
+            parser=parser,
+        )
         for kit, tools in by_kit.items()
     ]

@@ -45,6 +45,8 @@ class ToolhostQwenTool(BaseTool):  # type: ignore[misc]  # qwen-agent is untyped
     toolhost_client: Optional[Client] = None
     toolhost_tool_id: str = ""
     toolhost_session: Optional[str] = None
+    #: No session named: the client's agent session (`Client.agent_session`).
+    toolhost_shared: bool = False
 
     @property
     def work_dir(self) -> str:
@@ -64,7 +66,8 @@ class ToolhostQwenTool(BaseTool):  # type: ignore[misc]  # qwen-agent is untyped
         if not isinstance(args, dict):
             return f"Error: the arguments of `{self.name}` must be a JSON object, not {type(args).__name__}"
         try:
-            result = client.invoke(self.toolhost_tool_id, args, session=self.toolhost_session)
+            session = client.agent_session().id if self.toolhost_shared else self.toolhost_session
+            result = client.invoke(self.toolhost_tool_id, args, session=session)
         except ToolhostError as e:
             return f"Error: {e}"
         return self._answer(result)
@@ -87,11 +90,15 @@ def qwen_tool_class(
     tool: Tool,
     *,
     session: Optional[str] = None,
+    per_call_sessions: bool = False,
     register: bool = True,
     allow_overwrite: bool = True,
 ) -> Type[ToolhostQwenTool]:
     """The `BaseTool` subclass of one tool (with its schema), registered with
-    Qwen's `register_tool` under the tool id unless `register` is false."""
+    Qwen's `register_tool` under the tool id unless `register` is false.
+    Calls run in `session` when given, else in the client's agent session
+    (one for every tool of the client, closed with it), or each in a new one
+    with `per_call_sessions`."""
     if tool.input_schema is None:
         tool = client.tool(tool.tool_id)
     attrs: Dict[str, Any] = {
@@ -100,6 +107,7 @@ def qwen_tool_class(
         "toolhost_client": client,
         "toolhost_tool_id": tool.tool_id,
         "toolhost_session": session,
+        "toolhost_shared": session is None and not per_call_sessions,
         "__doc__": tool.description,
     }
     cls: Type[ToolhostQwenTool] = type(f"Toolhost_{tool.tool_id}", (ToolhostQwenTool,), attrs)
@@ -127,6 +135,7 @@ def register_qwen_tools(
     tool_ids: Optional[Iterable[str]] = None,
     *,
     session: Optional[str] = None,
+    per_call_sessions: bool = False,
     allow_overwrite: bool = True,
 ) -> List[str]:
     """Register the server's tools (or `tool_ids`) with Qwen-Agent; returns
@@ -134,7 +143,9 @@ def register_qwen_tools(
     `code_interpreter`, `storage`) is taken over unless `allow_overwrite` is
     false (then Qwen raises)."""
     return [
-        qwen_tool_class(client, t, session=session, allow_overwrite=allow_overwrite).name
+        qwen_tool_class(
+            client, t, session=session, per_call_sessions=per_call_sessions, allow_overwrite=allow_overwrite
+        ).name
         for t in _selected(client, tool_ids)
     ]
 
@@ -144,6 +155,7 @@ def qwen_tools(
     tool_ids: Optional[Iterable[str]] = None,
     *,
     session: Optional[str] = None,
+    per_call_sessions: bool = False,
     work_dir: Optional[str] = None,
     register: bool = False,
 ) -> List[BaseTool]:
@@ -151,5 +163,6 @@ def qwen_tools(
     unless `register`."""
     cfg = {"work_dir": work_dir} if work_dir else None
     return [
-        qwen_tool_class(client, t, session=session, register=register)(cfg) for t in _selected(client, tool_ids)
+        qwen_tool_class(client, t, session=session, per_call_sessions=per_call_sessions, register=register)(cfg)
+        for t in _selected(client, tool_ids)
     ]
