@@ -348,8 +348,14 @@ impl Server {
                 config.sessions.mcp_unfinished_timeout_s,
             ),
         };
+        let auth = surfaces::auth::CallerAuth::from_config(&config.auth);
+        let callers = match &auth {
+            Some(auth) => auth.callers(),
+            None => vec![crate::callers::Caller::anonymous()],
+        };
         surfaces::router(
             AppState {
+                callers: Arc::new(callers),
                 dispatcher: self.dispatcher.clone(),
                 plugins: self.plugins.clone(),
                 admin_token: config.auth.admin_token.as_deref().map(AdminToken::new),
@@ -369,7 +375,7 @@ impl Server {
                 &config.server.allowed_hosts,
                 &config.server.allowed_origins,
             ),
-            surfaces::auth::CallerAuth::from_config(&config.auth),
+            auth,
         )
         // The Docker engines, for `GET /plugins` and the drain route.
         .layer(axum::Extension(surfaces::engines::Engines(

@@ -6,8 +6,9 @@
 //! the session ids it sends live in its own namespace ([`Caller::session_key`]):
 //! two callers sending the same id name two sessions, with two workspaces.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
+use std::time::Duration;
 
 /// Longest caller name.
 pub const MAX_NAME_LEN: usize = 64;
@@ -32,10 +33,36 @@ struct Inner {
     name: String,
     /// Calls running now ([`Policy::max_concurrent_calls`]).
     running: AtomicUsize,
+    usage: Tally,
     /// Prefix of its sessions' keys; none for the anonymous caller, whose
     /// keys are the ids as sent.
     space: Option<String>,
     policy: Policy,
+}
+
+/// A caller's calls since the server started.
+#[derive(Default)]
+struct Tally {
+    ok: AtomicU64,
+    failed: AtomicU64,
+    refused: AtomicU64,
+    busy_us: AtomicU64,
+}
+
+/// A caller's usage since the server started ([`Caller::usage`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Usage {
+    /// Calls that answered a result.
+    pub ok: u64,
+    /// Calls that ended with an error (the tool's, a limit's, the host's).
+    pub failed: u64,
+    /// Calls its policy refused (a tool outside its patterns, too many
+    /// running).
+    pub refused: u64,
+    /// Time its calls ran, summed, in milliseconds.
+    pub busy_ms: u64,
+    /// Calls running now.
+    pub running: u64,
 }
 
 /// What a caller may do beyond calling tools: the limits and permissions
@@ -84,6 +111,7 @@ static ANONYMOUS: LazyLock<Caller> = LazyLock::new(|| {
     Caller(Arc::new(Inner {
         name: "anonymous".into(),
         running: AtomicUsize::new(0),
+        usage: Tally::default(),
         space: None,
         policy: Policy::default(),
     }))
@@ -102,6 +130,7 @@ impl Caller {
         Caller(Arc::new(Inner {
             name: name.to_owned(),
             running: AtomicUsize::new(0),
+            usage: Tally::default(),
             space: Some(name.to_owned()),
             policy,
         }))
@@ -115,6 +144,7 @@ impl Caller {
         Caller(Arc::new(Inner {
             name: name.to_owned(),
             running: AtomicUsize::new(0),
+            usage: Tally::default(),
             space: Some(space.to_owned()),
             policy,
         }))
@@ -168,6 +198,32 @@ impl Caller {
                 Ok(_) => return Ok(Running(Some(self.clone()))),
                 Err(seen) => now = seen,
             }
+        }
+    }
+
+    /// Count one call that ran for `elapsed` and ended `ok` or not.
+    pub fn note_call(&self, ok: bool, elapsed: Duration) {
+        let tally = &self.0.usage;
+        if ok { &tally.ok } else { &tally.failed }.fetch_add(1, Ordering::Relaxed);
+        tally
+            .busy_us
+            .fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// Count one call its policy refused.
+    pub fn note_refused(&self) {
+        self.0.usage.refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Its usage since the server started.
+    pub fn usage(&self) -> Usage {
+        let tally = &self.0.usage;
+        Usage {
+            ok: tally.ok.load(Ordering::Relaxed),
+            failed: tally.failed.load(Ordering::Relaxed),
+            refused: tally.refused.load(Ordering::Relaxed),
+            busy_ms: tally.busy_us.load(Ordering::Relaxed) / 1000,
+            running: self.0.running.load(Ordering::Relaxed) as u64,
         }
     }
 
@@ -265,5 +321,14 @@ mod tests {
         let _three = c.start_call().unwrap();
         drop(two);
         assert!(Caller::anonymous().start_call().is_ok());
+        c.note_call(true, Duration::from_millis(3));
+        c.note_call(false, Duration::from_millis(2));
+        c.note_refused();
+        let usage = c.usage();
+        assert_eq!(
+            (usage.ok, usage.failed, usage.refused, usage.busy_ms),
+            (1, 1, 1, 5)
+        );
+        assert_eq!(usage.running, 1, "`_three` runs");
     }
 }

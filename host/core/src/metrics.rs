@@ -35,6 +35,9 @@ pub struct Metrics {
     calls: IntCounterVec,
     duration: HistogramVec,
     queue_wait: HistogramVec,
+    /// Per caller, brought up to date at each scrape ([`Metrics::observe_callers`]).
+    caller_calls: IntCounterVec,
+    caller_busy: IntCounterVec,
 }
 
 /// Seconds: 100 us .. 60 s.
@@ -100,6 +103,18 @@ impl Metrics {
             time(),
             &["tool"],
         );
+        let caller_calls = counter(
+            r,
+            "caller_calls_total",
+            "Tool calls by caller (the configured ones: a bounded set) and outcome (`ok`, `failed`, `refused` by its policy).",
+            &["caller", "outcome"],
+        );
+        let caller_busy = counter(
+            r,
+            "caller_busy_milliseconds_total",
+            "Time a caller's tool calls ran, summed.",
+            &["caller"],
+        );
         Metrics {
             enabled: true,
             series: RwLock::default(),
@@ -107,6 +122,8 @@ impl Metrics {
             calls,
             duration,
             queue_wait,
+            caller_calls,
+            caller_busy,
         }
     }
 
@@ -120,6 +137,31 @@ impl Metrics {
 
     pub fn is_enabled(&self) -> bool {
         self.enabled
+    }
+
+    /// Bring the per-caller series up to `callers`' usage (before a scrape).
+    pub fn observe_callers(&self, callers: &[crate::callers::Caller]) {
+        if !self.enabled {
+            return;
+        }
+        let catch_up = |counter: prometheus::IntCounter, total: u64| {
+            let now = counter.get();
+            if total > now {
+                counter.inc_by(total - now);
+            }
+        };
+        for caller in callers {
+            let usage = caller.usage();
+            let name = caller.name();
+            for (outcome, total) in [
+                ("ok", usage.ok),
+                ("failed", usage.failed),
+                ("refused", usage.refused),
+            ] {
+                catch_up(self.caller_calls.with_label_values(&[name, outcome]), total);
+            }
+            catch_up(self.caller_busy.with_label_values(&[name]), usage.busy_ms);
+        }
     }
 
     /// The registry, for a backend's own series (registered once, at its

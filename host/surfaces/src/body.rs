@@ -205,7 +205,16 @@ const LINGER_TIME: Duration = Duration::from_secs(1);
 /// Read and drop `body` until it ends, `bytes` were read or `time` passed,
 /// whichever comes first; returns what was read. Memory stays at one chunk.
 async fn linger(body: Body, bytes: u64, time: Duration) -> u64 {
-    let mut chunks = body.into_data_stream();
+    linger_rest(&mut body.into_data_stream(), bytes, time).await
+}
+
+/// Read and drop what is left of a refused body, as [`linger`] does, before
+/// its refusal is sent (with `Connection: close`, [`close_unread`]).
+pub async fn drain_refused(chunks: &mut axum::body::BodyDataStream) {
+    linger_rest(chunks, LINGER_BYTES, LINGER_TIME).await;
+}
+
+async fn linger_rest(chunks: &mut axum::body::BodyDataStream, bytes: u64, time: Duration) -> u64 {
     let mut read = 0u64;
     let _ = tokio::time::timeout(time, async {
         while read < bytes {

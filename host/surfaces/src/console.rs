@@ -83,6 +83,7 @@ pub fn routes() -> Router<AppState> {
             routing::get(|Path(file): Path<String>, h: HeaderMap| async move { asset(&file, &h) }),
         )
         .route("/sessions", routing::get(sessions))
+        .route("/callers", routing::get(callers))
 }
 
 /// Whether `path` is one of the console's static files, served without a
@@ -162,6 +163,36 @@ async fn sessions(
         "idle_timeout_s": secs(sessions.idle_timeout()),
         "caller": who.name(),
     })))
+}
+
+/// `GET /callers` (admin): every caller a token names, its policy and its
+/// usage since the server started: `{"callers":[{"name","admin","tools",
+/// "max_sessions","max_concurrent_calls","sessions_open","usage":{"ok",
+/// "failed","refused","busy_ms","running"}}]}`.
+async fn callers(
+    State(state): State<AppState>,
+    Who(who): Who,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    super::auth::check(state.admin_token.as_ref(), &headers, &who)?;
+    let sessions = state.dispatcher.sessions();
+    let list: Vec<Value> = state
+        .callers
+        .iter()
+        .map(|c| {
+            let policy = c.policy();
+            json!({
+                "name": c.name(),
+                "admin": policy.admin,
+                "tools": policy.tools,
+                "max_sessions": policy.max_sessions,
+                "max_concurrent_calls": policy.max_concurrent_calls,
+                "sessions_open": sessions.list(Some(c)).len(),
+                "usage": c.usage(),
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "callers": list })))
 }
 
 #[cfg(test)]

@@ -123,8 +123,10 @@ async fn upload(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {
+        let (parts, body) = request.into_parts();
+        crate::body::drain_refused(&mut body.into_data_stream()).await;
         let refused = too_large(max).into_response();
-        return Ok(crate::body::close_unread(request.headers(), refused));
+        return Ok(crate::body::close_unread(&parts.headers, refused));
     }
     if !is_valid_session_id(&id) {
         return Err(toolhost_core::sessions::SessionError::InvalidId.into());
@@ -137,7 +139,8 @@ async fn upload(
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
         .map_err(error)?;
     let mut file = tokio::fs::File::from_std(file);
-    let mut body = request.into_body().into_data_stream();
+    let (parts, body) = request.into_parts();
+    let mut body = body.into_data_stream();
     let mut written = 0usize;
     let streamed: Result<(), ApiError> = async {
         while let Some(chunk) = body.next().await {
@@ -162,7 +165,15 @@ async fn upload(
     })
     .await
     .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
-    let path = done?;
+    let path = match done {
+        Ok(path) => path,
+        Err(e) => {
+            // What the client is still sending is read and dropped first, so
+            // that it reads the refusal rather than a reset.
+            crate::body::drain_refused(&mut body).await;
+            return Ok(crate::body::close_unread(&parts.headers, e.into_response()));
+        }
+    };
     Ok((
         StatusCode::CREATED,
         Json(json!({"session": id, "path": path, "size": written})),

@@ -100,6 +100,7 @@ async fn metrics(State(state): State<AppState>) -> Response {
         return ApiError::not_found("metrics are off ([server] metrics = false)").into_response();
     }
     state.plugins.observe(state.dispatcher.metrics());
+    state.dispatcher.metrics().observe_callers(&state.callers);
     (
         [(
             header::CONTENT_TYPE,

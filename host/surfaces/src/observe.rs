@@ -65,7 +65,11 @@ pub async fn refusals(request: AxumRequest, next: Next) -> Response {
     ) && within_rate()
     {
         let dropped = AUDIT_DROPPED.swap(0, Ordering::Relaxed);
-        tracing::warn!(target: "toolhost::audit", status = status.as_u16(), %method, path, dropped, "request refused");
+        let caller = response
+            .extensions()
+            .get::<toolhost_core::callers::Caller>()
+            .map_or("-", |c| c.name());
+        tracing::warn!(target: "toolhost::audit", status = status.as_u16(), %method, path, caller, dropped, "request refused");
     }
     response
 }

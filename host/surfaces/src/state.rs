@@ -16,6 +16,9 @@ pub struct AppState {
     pub plugins: Arc<PluginManager>,
     /// Unset: the admin routes are refused.
     pub admin_token: Option<AdminToken>,
+    /// Every caller a token names (the anonymous one on a server without
+    /// tokens): their usage, for `/metrics` and `GET /callers`.
+    pub callers: Arc<Vec<toolhost_core::callers::Caller>>,
     pub limits: ApiLimits,
     /// Tool retrieval index (XAgent's `/retrieving_tools`).
     pub retriever: Arc<retrieval::Retriever>,

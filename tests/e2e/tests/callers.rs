@@ -404,6 +404,67 @@ fn a_caller_s_policy_limits_its_tools_and_sessions() {
     assert_eq!(status, 200, "its open sessions still work: {body}");
     let (status, body) = invoke(&s, ALICE, "a9", "calc_evaluate", json!({"expression": "1"}));
     assert_eq!(status, 200, "{body}");
+
+    // Per-caller accounting: the admin's view, /metrics, the audit log.
+    let (status, body) = json_of(
+        s.client()
+            .get(s.url("/callers"))
+            .bearer_auth(ADMIN)
+            .send()
+            .unwrap(),
+    );
+    assert_eq!(status, 200, "{body}");
+    let of = |name: &str| {
+        body["callers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} in {body}"))
+    };
+    let limited = of("calc-only");
+    // Calls that ran: 6*7 in c1, 1 in c2, 1 in c1 again; refused: files_list
+    // natively and over MCP (the session limit refuses before any call).
+    assert_eq!(limited["usage"]["ok"], 3, "{limited}");
+    assert_eq!(limited["usage"]["refused"], 2, "{limited}");
+    assert_eq!(limited["sessions_open"], 2, "{limited}");
+    assert_eq!(limited["tools"], json!(["calc_*"]));
+    assert_eq!(of("alice")["usage"]["ok"], 1);
+    assert_eq!(of("admin")["admin"], true);
+    let r = s
+        .client()
+        .get(s.url("/callers"))
+        .bearer_auth(ALICE)
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403, "the view is the admin's");
+    let metrics = s
+        .client()
+        .get(s.url("/metrics"))
+        .bearer_auth(ADMIN)
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics.contains(r#"toolhost_caller_calls_total{caller="calc-only",outcome="ok"} 3"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"toolhost_caller_calls_total{caller="calc-only",outcome="refused"} 2"#)
+    );
+    let log = s.log();
+    assert!(
+        log.lines().any(|l| l.contains("toolhost::audit")
+            && l.contains("request refused")
+            && l.contains("\"calc-only\"")),
+        "the audit line names the caller: {}",
+        log.lines()
+            .filter(|l| l.contains("refused"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
 
 #[test]

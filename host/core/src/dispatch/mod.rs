@@ -109,6 +109,7 @@ impl Dispatcher {
         };
         let owner = session.owner();
         if !owner.policy().allows_tool(tool_id) {
+            owner.note_refused();
             tracing::info!(
                 caller = owner.name(),
                 tool = tool_id,
@@ -120,6 +121,7 @@ impl Dispatcher {
             )));
         }
         let _running = owner.start_call().map_err(|running| {
+            owner.note_refused();
             tracing::info!(
                 caller = owner.name(),
                 tool = tool_id,
@@ -154,6 +156,7 @@ impl Dispatcher {
         let asked = result.is_err() && ask.is_some_and(|a| a.ended_the_call());
         if !asked {
             tool.record.stats.record(elapsed, result.is_ok());
+            owner.note_call(result.is_ok(), elapsed);
         }
         let outcome = match &result {
             _ if asked => "input_required",
@@ -163,7 +166,15 @@ impl Dispatcher {
         self.metrics
             .record_call(tool_id, tool.toolkit.backend.name(), outcome, elapsed);
         match &result {
-            Ok(_) => tracing::debug!(tool = tool_id, session = session.id(), ?elapsed, "call ok"),
+            Ok(_) => {
+                tracing::debug!(
+                    tool = tool_id,
+                    session = session.id(),
+                    caller = owner.name(),
+                    ?elapsed,
+                    "call ok"
+                )
+            }
             Err(_) if asked => {
                 tracing::debug!(
                     tool = tool_id,
@@ -173,7 +184,7 @@ impl Dispatcher {
                 )
             }
             Err(e) => {
-                tracing::info!(tool = tool_id, session = session.id(), ?elapsed, kind = %e.kind(), error = %e, "call failed")
+                tracing::info!(tool = tool_id, session = session.id(), caller = owner.name(), ?elapsed, kind = %e.kind(), error = %e, "call failed")
             }
         }
         let fuel = usage.fuel.load(Ordering::Relaxed);

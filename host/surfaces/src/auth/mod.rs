@@ -116,6 +116,11 @@ impl CallerAuth {
         }))
     }
 
+    /// Every caller a token names.
+    pub fn callers(&self) -> Vec<Caller> {
+        self.known.iter().map(|k| k.caller.clone()).collect()
+    }
+
     /// The index of the caller whose token is presented, checked against
     /// every known token without an early exit.
     fn identify(&self, presented: &Presented) -> Option<usize> {
@@ -208,13 +213,23 @@ pub async fn require_token(
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+        response
+            .extensions_mut()
+            .insert(auth.known[key].caller.clone());
         return close(response);
     }
+    let caller = &auth.known[key].caller;
     let mut request = request;
-    request
-        .extensions_mut()
-        .insert(auth.known[key].caller.clone());
-    next.run(request).await
+    request.extensions_mut().insert(caller.clone());
+    let mut response = next.run(request).await;
+    // A refusal names its caller to the audit log ([`super::observe::refusals`]).
+    if matches!(
+        response.status(),
+        StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
+    ) {
+        response.extensions_mut().insert(caller.clone());
+    }
+    response
 }
 
 /// The configured admin token.
