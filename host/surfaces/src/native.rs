@@ -205,11 +205,21 @@ fn find(state: &AppState, id: &str) -> Result<Arc<ToolEntry>, ApiError> {
         .ok_or_else(|| ApiError::not_found(format!("unknown tool `{id}`")))
 }
 
+/// [`find`], for a caller: a tool outside its policy's patterns is unknown
+/// to it, as in its lists.
+fn find_for(state: &AppState, who: &Caller, id: &str) -> Result<Arc<ToolEntry>, ApiError> {
+    if !who.policy().allows_tool(id) {
+        return Err(ApiError::not_found(format!("unknown tool `{id}`")));
+    }
+    find(state, id)
+}
+
 async fn describe_tool(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    Who(who): Who,
 ) -> Result<Json<Value>, ApiError> {
-    let t = find(&state, &id)?;
+    let t = find_for(&state, &who, &id)?;
     let mut body = summary(&t);
     body["backend"] = json!(t.toolkit.backend.name());
     // Seed 004's names: the runtime, and how its containers are scheduled.
@@ -285,8 +295,9 @@ async fn set_status(
 async fn tool_schema(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    Who(who): Who,
 ) -> Result<Json<Value>, ApiError> {
-    let t = find(&state, &id)?;
+    let t = find_for(&state, &who, &id)?;
     Ok(Json(json!({
         "tool_id": t.id,
         "input_schema": t.descriptor.input_schema,

@@ -291,6 +291,23 @@ fn a_caller_s_policy_limits_its_tools_and_sessions() {
         "{limited:?}"
     );
     assert!(tools(ALICE).iter().any(|t| t.starts_with("files_")));
+    for path in ["/tools/files_list", "/tools/files_list/schema"] {
+        let status = |token: &str| {
+            s.client()
+                .get(s.url(path))
+                .bearer_auth(token)
+                .send()
+                .unwrap()
+                .status()
+                .as_u16()
+        };
+        assert_eq!(
+            status(CALC_ONLY),
+            404,
+            "{path}: unknown to it, as in its lists"
+        );
+        assert_eq!(status(ALICE), 200, "{path}");
+    }
 
     // A tool outside its patterns: 403 `forbidden`, on every surface; the
     // rule is in the log only.
@@ -628,4 +645,41 @@ fn native_workspace_routes_under_the_caller_s_own_session() {
 /// chunked).
 fn unsized_body(n: usize) -> impl std::io::Read + Send + 'static {
     std::io::Read::take(std::io::repeat(0), n as u64)
+}
+
+#[test]
+fn another_caller_s_mcp_task_is_unknown() {
+    use toolhost_e2e::mcp::McpClient;
+    let s = Server::start_with(PluginsDir::new().add("hostile", "hostile"), Some(&config()))
+        .expect("server starts");
+    let client = |token: &str| {
+        let mut c = McpClient::new(&s);
+        c.header = Some(("authorization".into(), format!("Bearer {token}")));
+        c.initialize_with(
+            "2025-11-25",
+            json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+        );
+        c
+    };
+    let alice = client(ALICE);
+    let created = alice.call(1, "hostile_sleep", json!({"ms": 3000}));
+    let id = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_owned();
+    let bob = client(BOB);
+    let never = "00000000-0000-4000-8000-000000000000";
+    for method in ["tasks/get", "tasks/cancel"] {
+        let theirs = bob.request(2, method, json!({"taskId": id}));
+        let none = bob.request(2, method, json!({"taskId": never}));
+        assert!(theirs["error"].is_object(), "{method}: {theirs}");
+        assert_eq!(
+            theirs.to_string().replace(&id, "<id>"),
+            none.to_string().replace(never, "<id>"),
+            "{method}: the same answer as for a task never made"
+        );
+    }
+    // Alice's task was neither read nor cancelled by Bob.
+    let got = alice.request(3, "tasks/get", json!({"taskId": id}));
+    assert_eq!(got["result"]["status"], "working", "{got}");
 }
