@@ -471,7 +471,7 @@ async fn invoke(
         }
     };
     let mut response = if req.stream || wants_sse(&headers) {
-        invoke_sse(state, session, id, params, req.limits, replay).into_response()
+        invoke_sse(state, session, who, id, params, req.limits, replay).into_response()
     } else {
         let options = CallOptions {
             limits: req.limits,
@@ -480,6 +480,7 @@ async fn invoke(
             ask: replay
                 .clone()
                 .map(|r| r as Arc<dyn toolhost_core::input::Asker>),
+            caller: Some(who),
             ..CallOptions::default()
         };
         let result = state
@@ -541,6 +542,7 @@ async fn close_session(
 fn invoke_sse(
     state: AppState,
     session: Held,
+    who: Caller,
     id: String,
     params: Value,
     limits: LimitOverrides,
@@ -555,6 +557,7 @@ fn invoke_sse(
             ask: replay
                 .clone()
                 .map(|r| r as Arc<dyn toolhost_core::input::Asker>),
+            caller: Some(who),
             ..CallOptions::default()
         };
         let result = state

@@ -40,6 +40,10 @@ pub struct CallOptions {
     /// the workspace is looked at before and after the call (not for a
     /// toolkit that relays another server's answers: [`crate::backend::Toolkit::relays`]).
     pub note_written: bool,
+    /// Who calls: its policy applies (an OAuth caller's scopes are its
+    /// token's, not those of whoever made the session). None: the session's
+    /// owner.
+    pub caller: Option<crate::callers::Caller>,
 }
 
 /// Workspace files looked at to tell what a call wrote; a larger workspace
@@ -107,7 +111,10 @@ impl Dispatcher {
             Some(tool) => tool,
             None => self.wait_for_tool(tool_id, &options).await?,
         };
-        let owner = session.owner();
+        let owner = match &options.caller {
+            Some(caller) => caller.clone(),
+            None => session.owner().clone(),
+        };
         if !owner.policy().allows_tool(tool_id) {
             owner.note_refused();
             tracing::info!(

@@ -1,6 +1,7 @@
 //! `[auth]`: the admin token, the callers and their policies.
 
 use serde::{Deserialize, Serialize};
+use toolhost_core::callers::oauth::OAuthConfig;
 use toolhost_core::callers::{self, Caller, Policy};
 
 use super::Token;
@@ -22,6 +23,9 @@ pub struct AuthConfig {
     pub tokens: Vec<String>,
     /// Named callers, each with its token and policy.
     pub callers: Vec<CallerConfig>,
+    /// OAuth 2.1 access tokens (JWT) of one authorization server as callers
+    /// too (MCP's authorization spec): `[auth.oauth]`.
+    pub oauth: Option<OAuthConfig>,
     /// Requests per second each caller may make, sustained (0: no limit),
     /// unless its own entry says otherwise. Beyond it: 429 with `Retry-After`.
     pub rate_limit_per_s: u32,
@@ -62,6 +66,7 @@ impl Default for AuthConfig {
             admin_token: None,
             tokens: Vec::new(),
             callers: Vec::new(),
+            oauth: None,
             rate_limit_per_s: 0,
             rate_limit_burst: 50,
         }
@@ -81,7 +86,7 @@ pub(super) struct Known {
 impl AuthConfig {
     /// Whether callers must present a token.
     pub fn required(&self) -> bool {
-        !self.tokens.is_empty() || !self.callers.is_empty()
+        !self.tokens.is_empty() || !self.callers.is_empty() || self.oauth.is_some()
     }
 
     /// Why these settings cannot work, if they cannot.
@@ -97,6 +102,9 @@ impl AuthConfig {
             return Err(
                 "auth.rate_limit_burst must be at least 1 when auth.rate_limit_per_s is set".into(),
             );
+        }
+        if let Some(oauth) = &self.oauth {
+            oauth.check()?;
         }
         let mut names = std::collections::HashSet::new();
         for c in &self.callers {

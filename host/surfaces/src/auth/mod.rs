@@ -28,6 +28,7 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use sha2::{Digest, Sha256};
 use toolhost_core::callers::Caller;
+use toolhost_core::callers::oauth::{Refusal, Verifier};
 
 use super::error::ApiError;
 use config::Known;
@@ -89,6 +90,8 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
 /// The caller check of the whole router.
 pub struct CallerAuth {
     known: Vec<Known>,
+    /// OAuth access tokens' checker (`[auth.oauth]`).
+    oauth: Option<Verifier>,
     /// One per known caller whose rate is limited, in the same order.
     limiters: Vec<Option<DefaultDirectRateLimiter>>,
     clock: DefaultClock,
@@ -109,8 +112,14 @@ impl CallerAuth {
                     .map(|rate| RateLimiter::direct(Quota::per_second(rate).allow_burst(burst)))
             })
             .collect();
+        let oauth = auth.oauth.clone().and_then(|c| {
+            Verifier::new(c)
+                .inspect_err(|e| tracing::error!(error = %e, "OAuth: no verifier; access tokens will be refused"))
+                .ok()
+        });
         Some(Arc::new(CallerAuth {
             known,
+            oauth,
             limiters,
             clock: DefaultClock::default(),
         }))
@@ -179,6 +188,12 @@ pub async fn require_token(
     if path == "/health" || is_public(path) {
         return next.run(request).await;
     }
+    // RFC 9728: where clients learn which authorization server to ask.
+    if let Some(oauth) = &auth.oauth
+        && path.starts_with("/.well-known/oauth-protected-resource")
+    {
+        return axum::Json(oauth.config().metadata()).into_response();
+    }
     // A readiness probe carries no secret (Kubernetes' httpGet probes send
     // literal headers only): without a token it hears ready or not, and
     // nothing of which plugins hold it back.
@@ -188,13 +203,49 @@ pub async fn require_token(
         return next.run(request).await;
     }
     let close = |response: Response| super::body::close_unread(request.headers(), response);
-    let Some(presented) = bearer(request.headers()).map(Presented::new) else {
-        return close(unauthorized(
-            "this server needs `Authorization: Bearer <token>`",
-        ));
+    let Some(token) = bearer(request.headers()) else {
+        return close(auth.unauthorized("this server needs `Authorization: Bearer <token>`", None));
     };
-    let Some(key) = auth.identify(&presented) else {
-        return close(unauthorized("unknown token"));
+    let Some(key) = auth.identify(&Presented::new(token)) else {
+        // Not a configured token: an OAuth access token, if they are taken.
+        let verified = match &auth.oauth {
+            Some(oauth) if Verifier::looks_like_jwt(token) => {
+                // Owned: the request (not `Sync`) is not held across the wait.
+                let token = token.to_owned();
+                oauth.verify(&token).await
+            }
+            _ => Err(Refusal::Invalid("unknown token".into())),
+        };
+        let caller = match verified {
+            Ok(caller) => caller,
+            Err(Refusal::Invalid(why)) => {
+                let refused = auth.unauthorized(&why, Some("invalid_token"));
+                return super::body::close_unread(request.headers(), refused);
+            }
+            Err(Refusal::InsufficientScope(scope)) => {
+                let mut response = ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "forbidden",
+                    format!("the token lacks scope `{scope}`"),
+                )
+                .into_response();
+                let challenge = format!("Bearer error=\"insufficient_scope\", scope=\"{scope}\"");
+                if let Ok(v) = HeaderValue::from_str(&challenge) {
+                    response.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+                }
+                return super::body::close_unread(request.headers(), response);
+            }
+        };
+        let mut request = request;
+        request.extensions_mut().insert(caller.clone());
+        let mut response = next.run(request).await;
+        if matches!(
+            response.status(),
+            StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
+        ) {
+            response.extensions_mut().insert(caller);
+        }
+        return response;
     };
     if let Some(limiter) = &auth.limiters[key]
         && let Err(not_until) = limiter.check()
@@ -298,11 +349,29 @@ pub async fn required(
     }
 }
 
-fn unauthorized(message: &'static str) -> Response {
-    let mut response =
-        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
-    response
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    response
+impl CallerAuth {
+    /// A 401: `WWW-Authenticate: Bearer`, with the resource metadata's URL
+    /// (RFC 9728 §5.1) and the error when OAuth tokens are taken.
+    fn unauthorized(&self, message: &str, error: Option<&str>) -> Response {
+        let mut response =
+            ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
+        let challenge = match &self.oauth {
+            Some(oauth) => {
+                let mut c = format!(
+                    "Bearer resource_metadata=\"{}\"",
+                    oauth.config().metadata_url()
+                );
+                if let Some(error) = error {
+                    c.push_str(&format!(", error=\"{error}\""));
+                }
+                c
+            }
+            None => "Bearer".to_owned(),
+        };
+        let value = HeaderValue::from_str(&challenge).unwrap_or(HeaderValue::from_static("Bearer"));
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+        response
+    }
 }

@@ -8,6 +8,7 @@ fn config(tokens: &[&str], rate: u32, burst: u32) -> AuthConfig {
         admin_token: Some("admin-admin-admin-admin".into()),
         tokens: tokens.iter().map(|t| t.to_string()).collect(),
         callers: Vec::new(),
+        oauth: None,
         rate_limit_per_s: rate,
         rate_limit_burst: burst,
     }

@@ -77,6 +77,7 @@ impl McpHandler {
                         note_written: lasting(&context),
                         notify: session_mode.then(|| context.peer.clone()),
                         rounds,
+                        caller: super::handler::caller(&context),
                     },
                     asker,
                     on_end,
@@ -123,15 +124,14 @@ impl McpHandler {
         let (progress_tx, mut progress_rx) = ProgressSink::channel();
         let token = context.meta.get_progress_token();
         let progress = token.is_some().then_some(progress_tx);
-        let call = call(
-            &self.state,
-            &session,
-            name,
-            input,
+        let options = CallOptions {
             progress,
             ask,
-            lasting(&context),
-        );
+            note_written: lasting(&context),
+            caller: Some(super::handler::caller(&context)),
+            ..CallOptions::default()
+        };
+        let call = call(&self.state, &session, name, input, options);
         // Progress goes out while the call runs, and all of it before the
         // result: the forwarder ends when the call drops its sender.
         let forward = async {
@@ -179,16 +179,8 @@ pub(super) async fn call(
     session: &Arc<Session>,
     name: &str,
     input: Value,
-    progress: Option<ProgressSink>,
-    ask: Option<Arc<dyn toolhost_core::input::Asker>>,
-    note_written: bool,
+    options: CallOptions,
 ) -> Result<CallToolResult, McpError> {
-    let options = CallOptions {
-        progress,
-        ask,
-        note_written,
-        ..CallOptions::default()
-    };
     // Boxed here, once: the wasm call's future is large, and the futures
     // around this one are moved (into select!s, tasks, boxes) on their way.
     let dispatch = Box::pin(state.dispatcher.dispatch(session, name, input, options));

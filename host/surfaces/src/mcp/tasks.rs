@@ -106,6 +106,8 @@ pub struct Call {
     /// end the call with [`Outcome::Asked`]; the next round's call, with the
     /// answers, goes on (as a task).
     pub rounds: Option<Arc<Replay>>,
+    /// Who calls (its policy applies; the task is its).
+    pub caller: Caller,
 }
 
 /// What a `tools/call` comes to: a result now, or a task.
@@ -145,13 +147,13 @@ impl Tasks {
         }
     }
 
-    /// Record `task`'s caller; forget those of tasks past twice their TTL.
-    fn note_owner(&self, task: &Task, session: &Session) {
+    /// Record `task`'s caller (its namespace); forget those of tasks past
+    /// twice their TTL.
+    fn note_owner(&self, task: &Task, owner: &str) {
         let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
         let keep = Duration::from_millis(2 * TTL_MS);
         owners.retain(|_, (_, made)| made.elapsed() < keep);
-        let owner = session.owner().space().unwrap_or("").to_owned();
-        owners.insert(task.task_id.clone(), (owner, Instant::now()));
+        owners.insert(task.task_id.clone(), (owner.to_owned(), Instant::now()));
     }
 
     /// Run `tool` for a client that can follow a task: the result if it
@@ -173,6 +175,7 @@ impl Tasks {
             note_written,
             notify,
             rounds,
+            caller,
         } = call;
         let ask: Arc<dyn toolhost_core::input::Asker> = match &rounds {
             Some(replay) => Arc::new(Rounds {
@@ -181,14 +184,16 @@ impl Tasks {
             }),
             None => Arc::new(asker.clone()),
         };
+        let owner = caller.space().unwrap_or("").to_owned();
         let options = CallOptions {
             ask: Some(ask),
             note_written,
+            caller: Some(caller),
             ..CallOptions::default()
         };
         let mut running = Running::start(
             state.dispatcher.clone(),
-            session.clone(),
+            session,
             tool.clone(),
             input,
             options,
@@ -216,7 +221,7 @@ impl Tasks {
                 let task = self
                     .manager
                     .spawn(options, move |_| Box::pin(std::future::ready(ended)));
-                self.note_owner(&task, &session);
+                self.note_owner(&task, &owner);
                 return Outcome::Task(CreateTaskResult::new(task));
             }
         }
@@ -233,7 +238,7 @@ impl Tasks {
                 outcome
             })
         });
-        self.note_owner(&task, &session);
+        self.note_owner(&task, &owner);
         tracing::debug!(tool, task = %task.task_id, "MCP: the call goes on as a task");
         if let Some(peer) = notify {
             tokio::spawn(tell_status(

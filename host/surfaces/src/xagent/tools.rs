@@ -193,7 +193,10 @@ pub(super) async fn execute_tool(
         id.clone(),
         arguments,
         // XAgent's client cannot answer a tool's questions.
-        CallOptions::default(),
+        CallOptions {
+            caller: Some(who),
+            ..CallOptions::default()
+        },
     );
     let result = match running.wait(state.parked.patience).await {
         Some(done) => done,

@@ -61,6 +61,7 @@ use crate::body::read_bytes;
 use crate::native::SESSION_HEADER;
 use crate::state::AppState;
 use toolhost_core::callers::Caller;
+use toolhost_core::dispatch::CallOptions;
 use toolhost_core::input::Nobody;
 use toolhost_core::sessions::{Held, Session, Sessions, Unnamed, is_valid_session_id};
 
@@ -418,9 +419,14 @@ impl Direct {
             let ask = nobody
                 .clone()
                 .map(|n| n as Arc<dyn toolhost_core::input::Asker>);
+            let options = CallOptions {
+                ask,
+                note_written,
+                caller: Some(crate::auth::caller_of(&parts.extensions)),
+                ..CallOptions::default()
+            };
             async move {
-                let result =
-                    super::call(&state, &session, &name, input, None, ask, note_written).await;
+                let result = super::call(&state, &session, &name, input, options).await;
                 match nobody.and_then(|n| super::input::missing_capability(&result, &*n)) {
                     Some(e) => Err(e),
                     None => result,

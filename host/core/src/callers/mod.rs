@@ -6,6 +6,8 @@
 //! the session ids it sends live in its own namespace ([`Caller::session_key`]):
 //! two callers sending the same id name two sessions, with two workspaces.
 
+pub mod oauth;
+
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
