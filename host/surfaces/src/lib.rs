@@ -12,6 +12,7 @@ pub mod error;
 pub mod files;
 pub mod formats;
 pub mod guard;
+pub mod health;
 pub mod mcp;
 pub mod native;
 pub mod observe;
@@ -56,6 +57,7 @@ pub fn router(
     let routes = Router::new()
         .merge(mcp)
         .merge(builder)
+        .merge(health::routes())
         .merge(native::routes())
         .merge(files::routes(limits.max_upload_bytes))
         .merge(tasks::routes(state.clone()))

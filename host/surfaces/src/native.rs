@@ -9,7 +9,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json, Router, routing};
+use axum::{Json, Router, routing};
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -35,80 +35,12 @@ pub const VERSION_HEADER: &str = "x-toolhost-plugin-version";
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/health", routing::get(health))
-        .route("/health/ready", routing::get(ready))
-        .route("/metrics", routing::get(metrics))
         .route("/tools", routing::get(list_tools))
         .route("/tools/{id}", routing::get(describe_tool))
         .route("/tools/{id}/schema", routing::get(tool_schema))
         .route("/tools/{id}/invoke", routing::post(invoke))
         .route("/tools/{id}/status", routing::put(set_status))
         .route("/sessions/{id}", routing::delete(close_session))
-}
-
-async fn health() -> Json<Value> {
-    Json(json!({"status": "ok"}))
-}
-
-/// Readiness: 200 once no plugin of the directory is compiling, 503 (with
-/// `Retry-After`) while some are, naming them with their progress. Plugins
-/// that failed are listed but do not hold readiness back (they will not get
-/// ready by waiting). With caller tokens, a request without a token (a
-/// probe: Kubernetes' probes cannot send a secret) gets the status code and
-/// `{"ready": …}` alone; the plugins' names need a token.
-async fn ready(
-    State(state): State<AppState>,
-    anonymous: Option<Extension<super::auth::Anonymous>>,
-) -> Response {
-    let statuses = state.plugins.list();
-    let compiling: Vec<Value> = statuses
-        .iter()
-        .filter(|s| s.state == toolhost_core::plugins::State::Compiling)
-        .map(|s| json!({"name": s.name, "progress": s.progress}))
-        .collect();
-    let failed: Vec<&str> = statuses
-        .iter()
-        .filter(|s| s.state == toolhost_core::plugins::State::Failed)
-        .map(|s| s.name.as_str())
-        .collect();
-    let ready = compiling.is_empty();
-    let body = Json(if anonymous.is_some() {
-        json!({"ready": ready})
-    } else {
-        json!({
-            "ready": ready,
-            "compiling": compiling,
-            "failed": failed,
-            "tools": state.dispatcher.catalog().tools().len(),
-        })
-    });
-    if ready {
-        body.into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            [(header::RETRY_AFTER, HeaderValue::from_static("1"))],
-            body,
-        )
-            .into_response()
-    }
-}
-
-/// Prometheus text exposition (see [`toolhost_core::metrics`]).
-async fn metrics(State(state): State<AppState>) -> Response {
-    if !state.dispatcher.metrics().is_enabled() {
-        return ApiError::not_found("metrics are off ([server] metrics = false)").into_response();
-    }
-    state.plugins.observe(state.dispatcher.metrics());
-    state.dispatcher.metrics().observe_callers(&state.callers);
-    (
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-        )],
-        state.dispatcher.metrics().render(),
-    )
-        .into_response()
 }
 
 #[derive(Deserialize, Default)]
