@@ -619,26 +619,13 @@ fn native_workspace_routes_under_the_caller_s_own_session() {
             .unwrap(),
     );
     assert_eq!(listed["files"].as_array().unwrap().len(), 2, "{listed}");
-    let r = file(reqwest::Method::GET, ALICE, "/sessions/w1/files/none.txt")
-        .send()
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 404);
-    let r = file(
-        reqwest::Method::DELETE,
-        ALICE,
-        "/sessions/w1/files/notes/a.txt",
-    )
-    .send()
-    .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
-    let r = file(
-        reqwest::Method::GET,
-        ALICE,
-        "/sessions/w1/files/notes/a.txt",
-    )
-    .send()
-    .unwrap();
-    assert_eq!(r.status().as_u16(), 404);
+    let status = |method: reqwest::Method, url: &str| {
+        file(method, ALICE, url).send().unwrap().status().as_u16()
+    };
+    use reqwest::Method as M;
+    assert_eq!(status(M::GET, "/sessions/w1/files/none.txt"), 404);
+    assert_eq!(status(M::DELETE, "/sessions/w1/files/notes/a.txt"), 200);
+    assert_eq!(status(M::GET, "/sessions/w1/files/notes/a.txt"), 404);
 }
 
 /// A reader of `n` zero bytes whose length the client does not know (sent

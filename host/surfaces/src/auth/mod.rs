@@ -236,16 +236,7 @@ pub async fn require_token(
                 return super::body::close_unread(request.headers(), response);
             }
         };
-        let mut request = request;
-        request.extensions_mut().insert(caller.clone());
-        let mut response = next.run(request).await;
-        if matches!(
-            response.status(),
-            StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
-        ) {
-            response.extensions_mut().insert(caller);
-        }
-        return response;
+        return run_as(caller, request, next).await;
     };
     if let Some(limiter) = &auth.limiters[key]
         && let Err(not_until) = limiter.check()
@@ -269,16 +260,19 @@ pub async fn require_token(
             .insert(auth.known[key].caller.clone());
         return close(response);
     }
-    let caller = &auth.known[key].caller;
-    let mut request = request;
+    run_as(auth.known[key].caller.clone(), request, next).await
+}
+
+/// Serve `request` as `caller`'s; a refusal names its caller to the audit
+/// log ([`super::observe::refusals`]).
+async fn run_as(caller: Caller, mut request: Request, next: Next) -> Response {
     request.extensions_mut().insert(caller.clone());
     let mut response = next.run(request).await;
-    // A refusal names its caller to the audit log ([`super::observe::refusals`]).
     if matches!(
         response.status(),
         StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
     ) {
-        response.extensions_mut().insert(caller.clone());
+        response.extensions_mut().insert(caller);
     }
     response
 }
