@@ -204,7 +204,8 @@ fuzz: plugins
 
 ## Soak: SOAK_MINUTES (default 10) of mixed load on loopback: wasm calls, hot
 ## swaps, hostile calls, shell/notebook sessions opened and closed; reports
-## calls by outcome, RSS growth and containers left.
+## calls by outcome, RSS growth and containers left; fails when RSS grew past
+## SOAK_MAX_GROWTH_PCT (5) after the warm-up.
 SOAK_MINUTES ?= 10
 soak: plugins fixtures build node-image
 	SOAK_MINUTES=$(SOAK_MINUTES) $(CARGO) run --release -p toolhost-bench -- soak

@@ -257,11 +257,28 @@ pub async fn run(plugins: &Path, minutes: u64) -> anyhow::Result<()> {
     }
 
     tokio::time::sleep(warmup).await;
-    let rss_warm = rss_kib(pid);
+    // RSS every 5 s from the end of the warm-up: the first is the base, the
+    // median of the last three the end (one sample is noise).
+    let samples = Arc::new(Mutex::new(vec![rss_kib(pid)]));
+    let sampler = {
+        let samples = samples.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                samples.lock().unwrap().push(rss_kib(pid));
+            }
+        })
+    };
     for t in tasks {
         t.await?;
     }
-    let rss_end = rss_kib(pid);
+    sampler.abort();
+    let samples = samples.lock().unwrap().clone();
+    let rss_warm = samples[0];
+    let mut last: Vec<u64> = samples.iter().rev().take(3).copied().collect();
+    last.sort_unstable();
+    let rss_end = last[last.len() / 2];
+    let rss_max = samples.iter().copied().max().unwrap_or(0);
     let elapsed = started.elapsed();
     toolhost_e2e::stop_gracefully(&mut server.child, Duration::from_secs(30));
     let left = if docker {
@@ -282,11 +299,19 @@ pub async fn run(plugins: &Path, minutes: u64) -> anyhow::Result<()> {
     show("ok", &ok);
     show("expected errors (hostile calls)", &expected);
     show("UNEXPECTED errors", &unexpected);
+    let growth = (rss_end as f64 / rss_warm.max(1) as f64 - 1.0) * 100.0;
     println!(
-        "server RSS: {rss_warm} KiB after {} s warm-up, {rss_end} KiB at the end ({:+.1}%)",
+        "server RSS: {rss_warm} KiB after {} s warm-up, {rss_end} KiB at the end ({growth:+.1}%), \
+         at most {rss_max} KiB ({} samples, 5 s apart)",
         warmup.as_secs(),
-        (rss_end as f64 / rss_warm.max(1) as f64 - 1.0) * 100.0
+        samples.len()
     );
     println!("Docker containers left after the server stopped: {left}");
+    // `make soak` fails past SOAK_MAX_GROWTH_PCT (5) after the warm-up.
+    let limit = crate::env_num("SOAK_MAX_GROWTH_PCT", 5) as f64;
+    anyhow::ensure!(
+        growth <= limit,
+        "server RSS grew {growth:+.1}% after the warm-up, over the {limit}% allowed (SOAK_MAX_GROWTH_PCT)"
+    );
     Ok(())
 }
