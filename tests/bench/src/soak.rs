@@ -56,6 +56,21 @@ async fn request(
     ))
 }
 
+/// Ids of every container a toolhost made (label `toolhost.scope`); none
+/// without a Docker engine.
+fn toolhost_containers() -> Vec<String> {
+    std::process::Command::new("docker")
+        .args(["ps", "-aq", "--filter", "label=toolhost.scope"])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -103,6 +118,8 @@ pub async fn run(plugins: &Path, minutes: u64) -> anyhow::Result<()> {
             }
         }
     }
+    // Containers of other toolhost runs (a killed server's) are not this one's.
+    let before = toolhost_containers();
     let data = tempfile::tempdir()?;
     let mut server = ServerProcess::start_in(dir.path(), data.path())?;
     let addr = server.addr.clone();
@@ -282,10 +299,10 @@ pub async fn run(plugins: &Path, minutes: u64) -> anyhow::Result<()> {
     let elapsed = started.elapsed();
     toolhost_e2e::stop_gracefully(&mut server.child, Duration::from_secs(30));
     let left = if docker {
-        let out = std::process::Command::new("docker")
-            .args(["ps", "-aq", "--filter", "label=toolhost.scope"])
-            .output()?;
-        String::from_utf8_lossy(&out.stdout).lines().count()
+        toolhost_containers()
+            .iter()
+            .filter(|c| !before.contains(c))
+            .count()
     } else {
         0
     };
