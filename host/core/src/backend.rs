@@ -290,7 +290,7 @@ impl Backend for Detached {
 pub fn content_hash(bytes: &[u8]) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(bytes);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    crate::text::hex(&digest)
 }
 
 /// The name of a plugins-directory child `<name>.<ext>` with one of `exts`,

@@ -150,7 +150,7 @@ pub fn binary_file_name(media_type: &str, data: &[u8], name: Option<&str>) -> St
     }
     use sha2::Digest;
     let digest = sha2::Sha256::digest(data);
-    let stem: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+    let stem = crate::text::hex(&digest[..6]);
     format!("{stem}.{}", extension_of(media_type))
 }
 

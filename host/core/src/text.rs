@@ -1,4 +1,9 @@
-//! Text cut to fit, always on a character boundary.
+//! Text cut to fit, always on a character boundary; bytes as hex.
+
+/// `bytes` in lowercase hex, two digits a byte.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
 
 /// `s` cut to at most `max` bytes on a char boundary.
 pub fn truncate(s: &str, max: usize) -> &str {

@@ -62,8 +62,7 @@ static ETAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
         .iter()
         .map(|(_, bytes, _)| {
             let digest = Sha256::digest(bytes);
-            let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
-            format!("\"{hex}\"")
+            format!("\"{}\"", toolhost_core::text::hex(&digest[..12]))
         })
         .collect()
 });

@@ -128,14 +128,7 @@ impl Caller {
     /// A configured caller: `name` must pass [`is_valid_name`]; it is also
     /// its sessions' namespace.
     pub fn named(name: &str, policy: Policy) -> Caller {
-        debug_assert!(is_valid_name(name), "caller name {name:?}");
-        Caller(Arc::new(Inner {
-            name: name.to_owned(),
-            running: AtomicUsize::new(0),
-            usage: Tally::default(),
-            space: Some(name.to_owned()),
-            policy,
-        }))
+        Caller::with_space(name, name, policy)
     }
 
     /// A caller whose name is not a valid namespace (an OAuth subject, say):

@@ -266,8 +266,7 @@ impl Verifier {
     /// adding up) for every token of that subject and scopes.
     fn caller(&self, sub: &str, scopes: &[String]) -> Caller {
         let digest = Sha256::digest(format!("{}\n{sub}", self.config.issuer).as_bytes());
-        let space: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
-        let space = format!("oauth-{space}");
+        let space = format!("oauth-{}", crate::text::hex(&digest[..12]));
         let key = format!("{space} {}", scopes.join(" "));
         let mut callers = self.callers.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = callers.get(&key) {

@@ -311,16 +311,8 @@ impl Sessions {
             }
             // Its caller is known by the namespace alone until it opens
             // the session again.
-            let session = Arc::new(Session {
-                id: key.to_owned(),
-                client_id: id.to_owned(),
-                owner: OnceLock::new(),
-                workspace: sessions.root.join(key),
-                created: OnceLock::from(Ok(())),
-                last_used: AtomicU64::new(sessions.now_ms()),
-                marked: AtomicU64::new(0),
-                logs: tokio::sync::broadcast::channel(LOG_BUFFER).0,
-            });
+            let session = sessions.make(key.to_owned(), id, OnceLock::new());
+            let _ = session.created.set(Ok(()));
             sessions.lock().insert(key.to_owned(), session);
         }
         Ok(sessions)
@@ -350,13 +342,13 @@ impl Sessions {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn make(&self, owner: &Caller, client_id: &str) -> Arc<Session> {
-        let id = owner.session_key(client_id);
+    /// Session `id` (its key), named `client_id` by its caller, `owner`.
+    fn make(&self, id: String, client_id: &str, owner: OnceLock<Caller>) -> Arc<Session> {
         Arc::new(Session {
             workspace: self.root.join(&id),
             id,
             client_id: client_id.to_owned(),
-            owner: OnceLock::from(owner.clone()),
+            owner,
             created: OnceLock::new(),
             last_used: AtomicU64::new(self.now_ms()),
             marked: AtomicU64::new(0),
@@ -399,9 +391,9 @@ impl Sessions {
         let mut created = false;
         let session = map
             .entry(key)
-            .or_insert_with(|| {
+            .or_insert_with_key(|key| {
                 created = true;
-                self.make(caller, &client_id)
+                self.make(key.clone(), &client_id, OnceLock::from(caller.clone()))
             })
             .clone();
         drop(map);
@@ -561,7 +553,7 @@ impl Sessions {
 fn new_id() -> String {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).expect("the system's random source");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::text::hex(&bytes)
 }
 
 fn remove_dir_if_exists(path: &Path) -> io::Result<()> {

@@ -37,6 +37,8 @@ use sha2::Sha256;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+use crate::text::hex;
+
 /// The folder of a plugins directory where `toolhost precompile` (run by
 /// `make plugins` and `toolhost build`) puts compiled components, for
 /// servers to read when their own cache has no entry (a fresh data
@@ -153,10 +155,6 @@ impl CacheKey {
         mac.update(payload);
         mac
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 const HEADER: usize = MAGIC.len() + 32;
 const EXTENSION: &str = "cwasm";

@@ -51,7 +51,9 @@ fn named_callers_with_plain_or_hashed_tokens() {
         },
         CallerConfig {
             name: "bob".into(),
-            token_sha256: Some(hex(&Sha256::digest(b"bob-token-bbbbbbbbbb"))),
+            token_sha256: Some(toolhost_core::text::hex(&Sha256::digest(
+                b"bob-token-bbbbbbbbbb",
+            ))),
             rate_limit_per_s: Some(1),
             ..CallerConfig::default()
         },
@@ -98,10 +100,6 @@ fn named_callers_with_plain_or_hashed_tokens() {
         let err = bad.check().unwrap_err();
         assert!(err.contains(says), "{err}");
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[test]
