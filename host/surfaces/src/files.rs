@@ -27,7 +27,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use crate::workspace::{self, Upload, WorkspaceError};
 use toolhost_core::callers::Caller;
-use toolhost_core::sessions::{Session, is_valid_session_id};
+use toolhost_core::sessions::Session;
 
 /// Files listed at most.
 const MAX_LISTED: usize = 10_000;
@@ -47,41 +47,9 @@ pub fn routes(max_upload_bytes: usize) -> Router<AppState> {
         .layer(axum::extract::DefaultBodyLimit::disable())
 }
 
-fn error(e: WorkspaceError) -> ApiError {
-    match e {
-        WorkspaceError::BadPath(_) => ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_input",
-            e.to_string(),
-        ),
-        WorkspaceError::NotFound(_) => ApiError::not_found(e.to_string()),
-        WorkspaceError::TooLarge(_) => ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "invalid_input",
-            e.to_string(),
-        ),
-        WorkspaceError::Io(_) => {
-            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-        }
-    }
-}
-
 /// The caller's open session `id` (404 as for one never made).
 fn existing(state: &AppState, who: &Caller, id: &str) -> Result<Arc<Session>, ApiError> {
     Ok(state.dispatcher.sessions().resume(who, id)?)
-}
-
-/// Run blocking workspace work on the session's directory.
-async fn blocking<T: Send + 'static>(
-    session: Arc<Session>,
-    work: impl FnOnce(&std::path::Path) -> Result<T, WorkspaceError> + Send + 'static,
-) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(move || {
-        let root = session.workspace().map_err(ApiError::from)?;
-        work(root).map_err(error)
-    })
-    .await
-    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
 }
 
 async fn list(
@@ -128,16 +96,10 @@ async fn upload(
         let refused = too_large(max).into_response();
         return Ok(crate::body::close_unread(&parts.headers, refused));
     }
-    if !is_valid_session_id(&id) {
-        return Err(toolhost_core::sessions::SessionError::InvalidId.into());
-    }
     let (session, _) = state.dispatcher.sessions().open(&who, Some(&id))?;
-    let root = session.prepare_workspace().await?.to_owned();
     let target = path.clone();
-    let (upload, file) = tokio::task::spawn_blocking(move || Upload::create(&root, &target))
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
-        .map_err(error)?;
+    let (upload, file) =
+        workspace::in_session(&session, move |root| Upload::create(root, &target)).await?;
     let mut file = tokio::fs::File::from_std(file);
     let (parts, body) = request.into_parts();
     let mut body = body.into_data_stream();
@@ -150,14 +112,14 @@ async fn upload(
             if written > max {
                 return Err(too_large(max));
             }
-            file.write_all(&chunk).await.map_err(|e| error(e.into()))?;
+            file.write_all(&chunk).await.map_err(WorkspaceError::from)?;
         }
-        file.flush().await.map_err(|e| error(e.into()))
+        Ok(file.flush().await.map_err(WorkspaceError::from)?)
     }
     .await;
     drop(file);
     let done = tokio::task::spawn_blocking(move || match streamed {
-        Ok(()) => upload.finish().map_err(error),
+        Ok(()) => upload.finish().map_err(ApiError::from),
         Err(e) => {
             upload.abandon();
             Err(e)
@@ -195,7 +157,8 @@ async fn download(
     Path((id, path)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let session = existing(&state, &who, &id)?;
-    let (file, size) = blocking(session, move |root| workspace::open_file(root, &path)).await?;
+    let (file, size) =
+        workspace::in_session(&session, move |root| workspace::open_file(root, &path)).await?;
     let stream = tokio_util::io::ReaderStream::new(tokio::fs::File::from_std(file));
     let mut response = Body::from_stream(stream).into_response();
     let h = response.headers_mut();
@@ -214,6 +177,6 @@ async fn delete(
 ) -> Result<Json<Value>, ApiError> {
     let session = existing(&state, &who, &id)?;
     let target = path.clone();
-    blocking(session, move |root| workspace::remove(root, &target)).await?;
+    workspace::in_session(&session, move |root| workspace::remove(root, &target)).await?;
     Ok(Json(json!({"session": id, "deleted": path})))
 }

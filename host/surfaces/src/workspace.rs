@@ -5,9 +5,15 @@
 use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
 
+use std::sync::Arc;
+
+use axum::http::StatusCode;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use serde_json::{Value, json};
+use toolhost_core::sessions::Session;
+
+use crate::error::ApiError;
 
 /// Entries listed by [`tree`] at most.
 const MAX_TREE_ENTRIES: usize = 10_000;
@@ -22,6 +28,33 @@ pub enum WorkspaceError {
     TooLarge(String),
     #[error("workspace I/O failed: {0}")]
     Io(#[from] std::io::Error),
+}
+
+impl From<WorkspaceError> for ApiError {
+    fn from(e: WorkspaceError) -> Self {
+        let (status, kind) = match e {
+            WorkspaceError::BadPath(_) => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"),
+            WorkspaceError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            WorkspaceError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "invalid_input"),
+            WorkspaceError::Io(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        };
+        ApiError::new(status, kind, e.to_string())
+    }
+}
+
+/// Run `work` on `session`'s workspace (created if need be) on the blocking
+/// pool: file-system work never runs on a request thread.
+pub async fn in_session<T: Send + 'static>(
+    session: &Arc<Session>,
+    work: impl FnOnce(&Path) -> Result<T, WorkspaceError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let session = session.clone();
+    tokio::task::spawn_blocking(move || {
+        let root = session.workspace()?;
+        Ok(work(root)?)
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
 }
 
 /// `path` as a clean relative path: a leading `/workspace/` or `workspace/`

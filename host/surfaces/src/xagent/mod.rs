@@ -161,13 +161,7 @@ impl From<super::error::ApiError> for Detail {
 
 impl From<WorkspaceError> for Detail {
     fn from(e: WorkspaceError) -> Self {
-        let status = match e {
-            WorkspaceError::BadPath(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            WorkspaceError::NotFound(_) => StatusCode::NOT_FOUND,
-            WorkspaceError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            WorkspaceError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        Detail::new(status, e.to_string())
+        Detail::from(super::error::ApiError::from(e))
     }
 }
 
@@ -279,19 +273,12 @@ async fn release_session(
     ))
 }
 
-/// Run `work` on the session's workspace (created if need be) on the
-/// blocking pool: file-system work never runs on a request thread.
+/// [`workspace::in_session`], its failures in XAgent's shape.
 async fn in_workspace<T: Send + 'static>(
     session: &Arc<Session>,
     work: impl FnOnce(&std::path::Path) -> Result<T, WorkspaceError> + Send + 'static,
 ) -> Result<T, Detail> {
-    let session = session.clone();
-    let done = tokio::task::spawn_blocking(move || match session.workspace() {
-        Ok(dir) => work(dir).map_err(Detail::from),
-        Err(e) => Err(Detail::from(crate::error::ApiError::from(e))),
-    })
-    .await;
-    done.map_err(|e| Detail::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+    Ok(workspace::in_session(session, work).await?)
 }
 
 #[cfg(test)]
