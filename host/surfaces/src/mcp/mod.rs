@@ -149,14 +149,8 @@ struct SessionCap {
     manager: Arc<LocalSessionManager>,
     max: usize,
     max_body_bytes: usize,
-    /// The caller (its namespace; `""` for the anonymous one) of every MCP
-    /// session, recorded from the answer that made it.
-    owners: std::sync::Mutex<std::collections::HashMap<String, String>>,
-}
-
-/// The key of a caller in [`SessionCap::owners`].
-fn owner_key(who: &Caller) -> &str {
-    who.space().unwrap_or("")
+    /// The caller of every MCP session, recorded from the answer that made it.
+    owners: std::sync::Mutex<std::collections::HashMap<String, Caller>>,
 }
 
 impl SessionCap {
@@ -169,7 +163,7 @@ impl SessionCap {
         };
         let id = id.to_str().unwrap_or_default();
         let owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
-        let theirs = owners.get(id).is_some_and(|owner| owner != owner_key(who));
+        let theirs = owners.get(id).is_some_and(|owner| !owner.same(who));
         drop(owners);
         if theirs {
             tracing::info!(
@@ -193,7 +187,7 @@ impl SessionCap {
         };
         let full = {
             let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
-            owners.insert(id, owner_key(who).to_owned());
+            owners.insert(id, who.clone());
             owners.len() > self.max.saturating_mul(2).max(64)
         };
         if full {

@@ -85,9 +85,9 @@ pub fn resolve(catalog: &Catalog, name: &str) -> Option<String> {
 #[derive(Clone, Default)]
 pub struct Tasks {
     pub manager: TaskManager,
-    /// The caller (its namespace, `""` for the anonymous one) of every task,
-    /// and when it was made: another caller's task is unknown to a caller.
-    owners: Arc<Mutex<HashMap<String, (String, Instant)>>>,
+    /// The caller of every task, and when it was made: another caller's task
+    /// is unknown to a caller.
+    owners: Arc<Mutex<HashMap<String, (Caller, Instant)>>>,
 }
 
 /// A call that may become a task.
@@ -131,7 +131,7 @@ impl Tasks {
     pub fn check_owner(&self, id: &str, who: &Caller) -> Result<(), McpError> {
         let owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
         match owners.get(id) {
-            Some((owner, _)) if owner != who.space().unwrap_or("") => {
+            Some((owner, _)) if !owner.same(who) => {
                 tracing::info!(
                     caller = who.name(),
                     task = id,
@@ -147,13 +147,12 @@ impl Tasks {
         }
     }
 
-    /// Record `task`'s caller (its namespace); forget those of tasks past
-    /// twice their TTL.
-    fn note_owner(&self, task: &Task, owner: &str) {
+    /// Record `task`'s caller; forget those of tasks past twice their TTL.
+    fn note_owner(&self, task: &Task, owner: &Caller) {
         let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
         let keep = Duration::from_millis(2 * TTL_MS);
         owners.retain(|_, (_, made)| made.elapsed() < keep);
-        owners.insert(task.task_id.clone(), (owner.to_owned(), Instant::now()));
+        owners.insert(task.task_id.clone(), (owner.clone(), Instant::now()));
     }
 
     /// Run `tool` for a client that can follow a task: the result if it
@@ -184,11 +183,10 @@ impl Tasks {
             }),
             None => Arc::new(asker.clone()),
         };
-        let owner = caller.space().unwrap_or("").to_owned();
         let options = CallOptions {
             ask: Some(ask),
             note_written,
-            caller: Some(caller),
+            caller: Some(caller.clone()),
             ..CallOptions::default()
         };
         let mut running = Running::start(
@@ -221,7 +219,7 @@ impl Tasks {
                 let task = self
                     .manager
                     .spawn(options, move |_| Box::pin(std::future::ready(ended)));
-                self.note_owner(&task, &owner);
+                self.note_owner(&task, &caller);
                 return Outcome::Task(CreateTaskResult::new(task));
             }
         }
@@ -238,7 +236,7 @@ impl Tasks {
                 outcome
             })
         });
-        self.note_owner(&task, &owner);
+        self.note_owner(&task, &caller);
         tracing::debug!(tool, task = %task.task_id, "MCP: the call goes on as a task");
         if let Some(peer) = notify {
             tokio::spawn(tell_status(
