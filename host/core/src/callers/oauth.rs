@@ -178,7 +178,10 @@ impl Verifier {
         };
         let policy = crate::outbound::HttpPolicy::parse(&[allow], &["GET".to_owned()])?
             .named("[auth.oauth] jwks_uri");
+        // No proxy from the environment: a proxy would resolve the name
+        // itself, past the allow-list.
         let http = reqwest::Client::builder()
+            .no_proxy()
             .timeout(Duration::from_secs(10))
             .redirect(reqwest::redirect::Policy::none())
             .dns_resolver(Arc::new(crate::outbound::PolicyResolver(Arc::new(policy))))
