@@ -53,7 +53,10 @@ impl Callbacks {
             crate::outbound::HttpPolicy::parse(allow, &["POST".to_owned()])?
                 .named("[tasks] callback_allow"),
         );
+        // No proxy from the environment: a proxy would resolve the name
+        // itself, past the allow-list.
         let client = reqwest::Client::builder()
+            .no_proxy()
             .timeout(Duration::from_secs(10))
             .redirect(reqwest::redirect::Policy::none())
             .dns_resolver(Arc::new(crate::outbound::PolicyResolver(policy.clone())))
