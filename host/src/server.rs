@@ -356,6 +356,7 @@ impl Server {
         surfaces::router(
             AppState {
                 callers: Arc::new(callers),
+                auth: auth.clone(),
                 dispatcher: self.dispatcher.clone(),
                 plugins: self.plugins.clone(),
                 admin_token: config.auth.admin_token.as_deref().map(AdminToken::new),

@@ -9,7 +9,6 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::StreamExt;
@@ -147,54 +146,56 @@ fn caused_by<E: std::error::Error + 'static>(error: &(dyn std::error::Error + 's
     false
 }
 
-/// Middleware: a request whose `Content-Length` is over `max` bytes is
-/// refused without being handled (413, and the connection closed): its
+/// The `Content-Length` of a request that declares more than `max` bytes,
+/// which is then refused without being handled ([`refuse_declared`]): its
 /// body is never buffered, and a client declaring a gigabyte and sending
 /// nothing is not waited for until `body_timeout_ms`. The upload routes
 /// (`PUT /plugins/{name}`, XAgent's `/upload_file`, `PUT
-/// /sessions/{id}/files/{path}`) have larger limits of
-/// their own and check them themselves.
-///
-/// Before the answer, what the client is sending is read and dropped for a
-/// short while ([`linger`]): a server that closes on a client still writing
-/// makes the client's write fail (a broken pipe, a reset) before it reads
-/// the 413, and the client sees a network error instead of the reason
-/// (RFC 9112 §9.6).
-pub async fn declared_size(
-    axum::extract::State(max): axum::extract::State<usize>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// /sessions/{id}/files/{path}`) have larger limits of their own and check
+/// them themselves.
+pub fn declared_over(request: &Request, max: usize) -> Option<u64> {
     use axum::http::header;
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse::<u64>()
+        .ok()?;
+    if declared <= max as u64 {
+        return None;
+    }
     let path = request.uri().path();
     let upload = path.starts_with("/plugins/")
         || path == "/upload_file"
         || (request.method() == axum::http::Method::PUT
             && path.starts_with("/sessions/")
             && path.contains("/files/"));
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    match declared {
-        Some(n) if !upload && n > max as u64 => {
-            let (parts, body) = request.into_parts();
-            linger(body, LINGER_BYTES, LINGER_TIME).await;
-            close_unread(
-                &parts.headers,
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "invalid_input",
-                    format!(
-                        "the request body is {n} bytes, over the limit of {max} (`[server] max_body_kb`)"
-                    ),
-                )
-                .into_response(),
-            )
-        }
-        _ => next.run(request).await,
-    }
+    (!upload).then_some(declared)
+}
+
+/// The refusal of a request [`declared_over`] `max` (413, and the
+/// connection closed).
+///
+/// Before the answer, what the client is sending is read and dropped for a
+/// short while ([`linger`]): a server that closes on a client still writing
+/// makes the client's write fail (a broken pipe, a reset) before it reads
+/// the 413, and the client sees a network error instead of the reason
+/// (RFC 9112 §9.6).
+pub async fn refuse_declared(request: Request, declared: u64, max: usize) -> Response {
+    let (parts, body) = request.into_parts();
+    linger(body, LINGER_BYTES, LINGER_TIME).await;
+    close_unread(
+        &parts.headers,
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_input",
+            format!(
+                "the request body is {declared} bytes, over the limit of {max} (`[server] max_body_kb`)"
+            ),
+        )
+        .into_response(),
+    )
 }
 
 /// How much of a refused body is read and dropped before the answer.
@@ -228,17 +229,13 @@ async fn linger_rest(chunks: &mut axum::body::BodyDataStream, bytes: u64, time: 
     read
 }
 
-/// Middleware: a request body must arrive whole within `total` of the
-/// request's start (a slow-loris body ends with 408; the connection and its
-/// task are freed). A deadline for the whole body, not per chunk, so a client
-/// trickling a byte at a time cannot hold the server.
-pub async fn body_deadline(
-    axum::extract::State(total): axum::extract::State<Duration>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// `request` with a body that must arrive whole within `total` of now (a
+/// slow-loris body ends with 408; the connection and its task are freed). A
+/// deadline for the whole body, not per chunk, so a client trickling a byte
+/// at a time cannot hold the server.
+pub fn with_deadline(request: Request, total: Duration) -> Request {
     let deadline = tokio::time::Instant::now() + total;
-    let request = request.map(|body| {
+    request.map(|body| {
         let chunks = body.into_data_stream();
         let timed = futures::stream::unfold(Some(chunks), move |chunks| async move {
             let mut chunks = chunks?;
@@ -249,8 +246,7 @@ pub async fn body_deadline(
             }
         });
         Body::from_stream(timed)
-    });
-    next.run(request).await
+    })
 }
 
 /// Parse a body; an empty body reads as `{}`.

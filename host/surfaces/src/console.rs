@@ -22,6 +22,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::{Json, Router, routing};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use toolhost_core::callers::Caller;
 
 use super::error::ApiError;
 use crate::auth::Who;
@@ -175,21 +176,37 @@ async fn callers(
 ) -> Result<Json<Value>, ApiError> {
     super::auth::check(state.admin_token.as_ref(), &headers, &who)?;
     let sessions = state.dispatcher.sessions();
-    let list: Vec<Value> = state
-        .callers
-        .iter()
-        .map(|c| {
-            let policy = c.policy();
-            json!({
-                "name": c.name(),
-                "admin": policy.admin,
-                "tools": policy.tools,
-                "max_sessions": policy.max_sessions,
-                "max_concurrent_calls": policy.max_concurrent_calls,
-                "sessions_open": sessions.list(Some(c)).len(),
-                "usage": c.usage(),
-            })
+    let row = |c: &Caller, kind: &str| {
+        let policy = c.policy();
+        json!({
+            "name": c.name(),
+            "kind": kind,
+            "admin": policy.admin,
+            "tools": policy.tools,
+            "max_sessions": policy.max_sessions,
+            "max_concurrent_calls": policy.max_concurrent_calls,
+            "sessions_open": sessions.list(Some(c)).len(),
+            "usage": c.usage(),
+            "usage_by_tool": c.usage_by_tool(),
         })
+    };
+    let oauth = state
+        .auth
+        .as_ref()
+        .map(|a| a.oauth_callers())
+        .unwrap_or_default();
+    let list: Vec<Value> = (state.callers.iter())
+        .map(|c| {
+            row(
+                c,
+                if c.is_anonymous() {
+                    "anonymous"
+                } else {
+                    "token"
+                },
+            )
+        })
+        .chain(oauth.iter().map(|c| row(c, "oauth")))
         .collect();
     Ok(Json(json!({ "callers": list })))
 }

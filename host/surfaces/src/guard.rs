@@ -21,11 +21,8 @@
 //! [`super::body`]): the types a page may send without a preflight
 //! (`text/plain`, forms) never parse as a tool call.
 
-use std::sync::Arc;
-
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
@@ -179,55 +176,65 @@ fn same_origin(origin: &str, host: &str) -> bool {
     strip(authority) == strip(host)
 }
 
-/// The middleware: refuse what the guard refuses, answer listed origins'
-/// preflights, and mark listed origins' answers readable.
-pub async fn check(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
-    let origin = match guard.verdict(request.headers(), request.uri().host()) {
-        Ok(Some(listed)) => listed,
-        Ok(None) => return next.run(request).await,
-        Err(reason) => {
-            tracing::warn!(
-                method = %request.method(),
-                path = %request.uri().path(),
-                reason = %reason,
-                "request refused by the browser guard"
-            );
-            let refused = ApiError::new(StatusCode::FORBIDDEN, "forbidden", reason).into_response();
-            return super::body::close_unread(request.headers(), refused);
-        }
-    };
-    if request.method() == Method::OPTIONS
-        && request
-            .headers()
-            .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
-    {
-        let mut response = StatusCode::NO_CONTENT.into_response();
-        let h = response.headers_mut();
-        h.insert(
-            header::ACCESS_CONTROL_ALLOW_METHODS,
-            HeaderValue::from_static(METHODS),
-        );
-        if let Some(asked) = request
-            .headers()
-            .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
+impl Guard {
+    /// Admit a request (`Ok`, with the listed origin whose answer gets CORS
+    /// headers, [`expose`]) or answer it here (`Err`): a refusal, or a
+    /// listed origin's preflight.
+    pub fn admit(&self, request: &Request) -> Result<Option<HeaderValue>, Box<Response>> {
+        let origin = match self.verdict(request.headers(), request.uri().host()) {
+            Ok(Some(listed)) => listed,
+            Ok(None) => return Ok(None),
+            Err(reason) => {
+                tracing::warn!(
+                    method = %request.method(),
+                    path = %request.uri().path(),
+                    reason = %reason,
+                    "request refused by the browser guard"
+                );
+                let refused =
+                    ApiError::new(StatusCode::FORBIDDEN, "forbidden", reason).into_response();
+                return Err(Box::new(super::body::close_unread(
+                    request.headers(),
+                    refused,
+                )));
+            }
+        };
+        if request.method() == Method::OPTIONS
+            && request
+                .headers()
+                .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
         {
-            h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, asked.clone());
+            let mut response = StatusCode::NO_CONTENT.into_response();
+            let h = response.headers_mut();
+            h.insert(
+                header::ACCESS_CONTROL_ALLOW_METHODS,
+                HeaderValue::from_static(METHODS),
+            );
+            if let Some(asked) = request
+                .headers()
+                .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
+            {
+                h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, asked.clone());
+            }
+            h.insert(
+                header::ACCESS_CONTROL_MAX_AGE,
+                HeaderValue::from_static(MAX_AGE),
+            );
+            allow(h, origin);
+            return Err(Box::new(response));
         }
-        h.insert(
-            header::ACCESS_CONTROL_MAX_AGE,
-            HeaderValue::from_static(MAX_AGE),
-        );
-        allow(h, origin);
-        return response;
+        Ok(Some(origin))
     }
-    let mut response = next.run(request).await;
+}
+
+/// Mark the answer to a listed origin readable by its page.
+pub fn expose(response: &mut Response, origin: HeaderValue) {
     let h = response.headers_mut();
     h.insert(
         header::ACCESS_CONTROL_EXPOSE_HEADERS,
         HeaderValue::from_static(EXPOSED),
     );
     allow(h, origin);
-    response
 }
 
 fn allow(h: &mut HeaderMap, origin: HeaderValue) {

@@ -11,6 +11,7 @@ pub mod engines;
 pub mod error;
 pub mod files;
 pub mod formats;
+pub mod front;
 pub mod guard;
 pub mod health;
 pub mod mcp;
@@ -70,38 +71,19 @@ pub fn router(
             |uri: Uri| async move { ApiError::not_found(format!("no route for {}", uri.path())) },
         )
         .with_state(state);
-    // The layers every request passes wrap the routing table once, as its
+    // The checks every request passes wrap the routing table once, as its
     // fallback: `Router::layer` on the table itself would wrap each route
-    // apart, and a request would clone and box that route's whole stack, one
-    // level per layer (`toolhost-bench invoke`, GET /health under load: 60.3k and 60.6k
+    // apart, and a request would clone and box that route's whole stack
+    // (`toolhost-bench invoke`, GET /health under load: 60.3k and 60.6k
     // req/s that way, 68.3k and 67.9k this way, alternating in one run).
     let router = Router::new()
         .fallback_service(routes)
         .layer(DefaultBodyLimit::max(max_body_bytes))
-        .layer(axum::middleware::from_fn_with_state(
+        .layer(front::FrontLayer::new(front::Checks {
+            guard,
+            callers: callers.map(|c| (c, console::is_public as auth::IsPublic)),
             max_body_bytes,
-            body::declared_size,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            limits.body_timeout,
-            body::body_deadline,
-        ));
-    let router = match callers {
-        Some(callers) => router.layer(axum::middleware::from_fn_with_state(
-            (callers, console::is_public as auth::IsPublic),
-            auth::require_token,
-        )),
-        None => router,
-    };
-    // Outside authentication: a refused page learns nothing more, and a
-    // listed origin's preflight (which carries no token) is answered.
-    let router = router.layer(axum::middleware::from_fn_with_state(
-        Arc::new(guard),
-        guard::check,
-    ));
-    // Outside the shared layers, so their errors get XAgent's shape too.
-    let router = router.layer(axum::middleware::from_fn(xagent::detail_errors));
-    // Every refusal, whichever layer made it, in the audit log.
-    let router = router.layer(axum::middleware::from_fn(observe::refusals));
+            body_timeout: limits.body_timeout,
+        }));
     observe::layer(router)
 }

@@ -8,9 +8,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::Router;
-use axum::extract::Request as AxumRequest;
-use axum::http::{HeaderName, Request, StatusCode};
-use axum::middleware::Next;
+use axum::http::{HeaderName, Method, Request, StatusCode};
 use axum::response::Response;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
@@ -54,10 +52,9 @@ static AUDIT_SECOND: AtomicU64 = AtomicU64::new(0);
 static AUDIT_COUNT: AtomicU64 = AtomicU64::new(0);
 static AUDIT_DROPPED: AtomicU64 = AtomicU64::new(0);
 
-/// Middleware: a refusal (401, 403, 429) is written to the audit log.
-pub async fn refusals(request: AxumRequest, next: Next) -> Response {
-    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
-    let response = next.run(request).await;
+/// A refusal (401, 403, 429) of a request for `method path` is written to
+/// the audit log.
+pub fn audit(method: &Method, path: &str, response: &Response) {
     let status = response.status();
     if matches!(
         status,
@@ -71,7 +68,6 @@ pub async fn refusals(request: AxumRequest, next: Next) -> Response {
             .map_or("-", |c| c.name());
         tracing::warn!(target: "toolhost::audit", status = status.as_u16(), %method, path, caller, dropped, "request refused");
     }
-    response
 }
 
 /// Whether this refusal fits in this second's share of audit lines.

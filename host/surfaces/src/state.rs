@@ -19,6 +19,8 @@ pub struct AppState {
     /// Every caller a token names (the anonymous one on a server without
     /// tokens): their usage, for `/metrics` and `GET /callers`.
     pub callers: Arc<Vec<toolhost_core::callers::Caller>>,
+    /// The caller check, when tokens are configured: the OAuth callers seen.
+    pub auth: Option<Arc<crate::auth::CallerAuth>>,
     pub limits: ApiLimits,
     /// Tool retrieval index (XAgent's `/retrieving_tools`).
     pub retriever: Arc<retrieval::Retriever>,

@@ -210,7 +210,7 @@ impl Server {
         Self::start_with(plugins, None).expect("server starts")
     }
 
-    /// Start with a config file's text.
+    /// Start with a config file's text (`@PORT@` in it: the server's port).
     pub fn start_with(plugins: PluginsDir, config: Option<&str>) -> anyhow::Result<Server> {
         Self::start_env(plugins, config, &[])
     }
@@ -525,7 +525,8 @@ fn spawn(
         .stderr(std::fs::File::create(&log)?);
     if let Some(text) = config {
         let path = data.join("toolhost.toml");
-        std::fs::write(&path, text)?;
+        // `@PORT@`: the port the server is given (its own URL in a setting).
+        std::fs::write(&path, text.replace("@PORT@", &port.to_string()))?;
         cmd.arg("--config").arg(path);
     }
     let child = cmd.spawn().context("failed to start toolhost")?;

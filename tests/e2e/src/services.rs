@@ -71,6 +71,22 @@ impl Service {
         Self::listening(cmd, port)
     }
 
+    /// A real OpenID provider (npm's `oidc-provider`, installed beside the
+    /// MCP servers; `tests/oauth/provider.mjs`) issuing access tokens for
+    /// `resource` with `scopes` (space-separated), as JWTs or, with
+    /// `opaque`, opaque tokens toolhost introspects. Its issuer is
+    /// [`Service::url`]`("")`.
+    pub fn oidc_provider(port: u16, resource: &str, scopes: &str, opaque: bool) -> Service {
+        let modules = mcp_servers_bin().parent().unwrap().to_path_buf();
+        let mut cmd = Command::new("node");
+        cmd.arg(crate::repo_root().join("tests/oauth/provider.mjs"))
+            .arg("--modules")
+            .arg(modules)
+            .args(["--resource", resource, "--scopes", scopes])
+            .args(["--format", if opaque { "opaque" } else { "jwt" }]);
+        Self::listening(cmd, port)
+    }
+
     /// `cmd` with `PORT` set to `port`, once it listens there.
     fn listening(mut cmd: Command, port: u16) -> Service {
         let child = cmd

@@ -445,6 +445,11 @@ fn a_caller_s_policy_limits_its_tools_and_sessions() {
     // natively and over MCP (the session limit refuses before any call).
     assert_eq!(limited["usage"]["ok"], 3, "{limited}");
     assert_eq!(limited["usage"]["refused"], 2, "{limited}");
+    assert_eq!(
+        limited["usage_by_tool"],
+        json!({"calc_evaluate": {"ok": 3, "failed": 0}}),
+        "{limited}"
+    );
     assert_eq!(limited["sessions_open"], 2, "{limited}");
     assert_eq!(limited["tools"], json!(["calc_*"]));
     assert_eq!(of("alice")["usage"]["ok"], 1);
@@ -482,6 +487,48 @@ fn a_caller_s_policy_limits_its_tools_and_sessions() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+
+    // MCP sessions count too, initialized or not: calc-only may hold two.
+    let initialize = |token: &str| {
+        let r = mcp(
+            &s,
+            token,
+            None,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}}),
+        )
+        .send()
+        .unwrap();
+        let id = r
+            .headers()
+            .get("mcp-session-id")
+            .map(|v| v.to_str().unwrap().to_owned());
+        (r.status().as_u16(), id, r.text().unwrap())
+    };
+    let (status, first, text) = initialize(CALC_ONLY);
+    assert_eq!(status, 200, "{text}");
+    let (status, _, text) = initialize(CALC_ONLY);
+    assert_eq!(status, 200, "{text}");
+    let (status, none, text) = initialize(CALC_ONLY);
+    assert_eq!(status, 429, "{text}");
+    assert!(
+        none.is_none() && text.contains("MCP sessions open, its limit"),
+        "{text}"
+    );
+    let (status, _, text) = initialize(ALICE);
+    assert_eq!(status, 200, "another caller is not locked out: {text}");
+    let r = s
+        .client()
+        .delete(s.url("/mcp"))
+        .bearer_auth(CALC_ONLY)
+        .header("mcp-session-id", first.unwrap())
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    let (status, _, text) = initialize(CALC_ONLY);
+    assert_eq!(status, 200, "a closed session frees its place: {text}");
 }
 
 #[test]

@@ -188,14 +188,85 @@ tools = ["files_*"]
             assert!(challenge.contains("insufficient_scope"), "{challenge}");
         }
     }
-    // A 1 MB token: hyper refuses the header block before toolhost reads it.
-    let (status, _, _) = invoke(
-        &format!("a.{}.b", "x".repeat(1 << 20)),
-        "s2",
-        "calc_evaluate",
-        json!({"expression": "1"}),
-    );
-    assert_eq!(status, 431);
+    // A 1 MB token: hyper refuses the header block before toolhost reads it
+    // (431), and closes; a client still writing the header then sees the
+    // connection closed instead of the answer (seen on a busy machine).
+    let huge = s
+        .client()
+        .post(s.url("/tools/calc_evaluate/invoke"))
+        .bearer_auth(format!("a.{}.b", "x".repeat(1 << 20)))
+        .json(&json!({"params": {"expression": "1"}}))
+        .send();
+    match huge {
+        Ok(r) => assert_eq!(r.status().as_u16(), 431),
+        Err(e) => assert!(
+            format!("{e:?}").contains("BrokenPipe") || format!("{e:?}").contains("ConnectionReset"),
+            "{e:?}"
+        ),
+    }
     let (status, _, _) = invoke(&calc, "s1", "calc_evaluate", json!({"expression": "1"}));
     assert_eq!(status, 200, "the server goes on");
+}
+
+/// An OAuth subject's own rate (`[auth.oauth] rate_limit_per_s`), apart
+/// from another subject's; and an opaque token whose introspection endpoint
+/// does not answer is 503 `auth_unavailable` (the token may be good), not a
+/// 401 sending the client to authorize again.
+#[test]
+fn oauth_subjects_have_a_rate_and_a_silent_introspection_endpoint_is_503() {
+    let port = jwks_server();
+    let dead = free_port().unwrap();
+    let config = format!(
+        r#"
+[auth]
+rate_limit_burst = 5
+
+[auth.oauth]
+issuer = "{ISSUER}"
+resource = "{RESOURCE}"
+jwks_uri = "http://127.0.0.1:{port}/jwks"
+rate_limit_per_s = 1
+
+[auth.oauth.introspection]
+endpoint = "http://127.0.0.1:{dead}/introspect"
+client_id = "toolhost"
+client_secret = "s"
+"#
+    );
+    let s = Server::start_with(PluginsDir::new().add("calc", "calc"), Some(&config))
+        .expect("server starts");
+    let call = |bearer: &str| {
+        let r = s
+            .client()
+            .post(s.url("/tools/calc_evaluate/invoke"))
+            .bearer_auth(bearer)
+            .json(&json!({"params": {"expression": "1+1"}}))
+            .send()
+            .unwrap();
+        let retry = r
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().to_owned());
+        (
+            r.status().as_u16(),
+            retry,
+            r.json::<Value>().unwrap_or(Value::Null),
+        )
+    };
+    let one = token(claims("user-1", "tools"));
+    let statuses: Vec<u16> = (0..12).map(|_| call(&one).0).collect();
+    assert_eq!(statuses[..5], [200; 5], "the burst passes: {statuses:?}");
+    assert!(statuses.contains(&429), "past the burst: {statuses:?}");
+    let (status, retry, body) = call(&one);
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["kind"], "rate_limited");
+    assert!(retry.is_some());
+    // Another subject has a rate of its own.
+    let (status, _, body) = call(&token(claims("user-2", "tools")));
+    assert_eq!(status, 200, "{body}");
+
+    let (status, retry, body) = call("an-opaque-token");
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["kind"], "auth_unavailable");
+    assert_eq!(retry.as_deref(), Some("1"));
 }

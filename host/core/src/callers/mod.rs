@@ -49,6 +49,27 @@ struct Tally {
     failed: AtomicU64,
     refused: AtomicU64,
     busy_us: AtomicU64,
+    /// The same by tool: tools are the catalog's (bounded), and past
+    /// [`TOOLS_TALLIED`] of them the rest are counted in the totals only.
+    by_tool: std::sync::RwLock<std::collections::HashMap<String, Arc<ToolTally>>>,
+}
+
+/// Tools a caller's usage is broken down by, at most.
+pub const TOOLS_TALLIED: usize = 4096;
+
+/// A caller's calls of one tool.
+#[derive(Default)]
+struct ToolTally {
+    ok: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// A caller's calls of one tool since the server started
+/// ([`Caller::usage_by_tool`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ToolUsage {
+    pub ok: u64,
+    pub failed: u64,
 }
 
 /// A caller's usage since the server started ([`Caller::usage`]).
@@ -196,13 +217,48 @@ impl Caller {
         }
     }
 
-    /// Count one call that ran for `elapsed` and ended `ok` or not.
-    pub fn note_call(&self, ok: bool, elapsed: Duration) {
+    /// Count one call of `tool` that ran for `elapsed` and ended `ok` or not.
+    pub fn note_call(&self, tool: &str, ok: bool, elapsed: Duration) {
         let tally = &self.0.usage;
         if ok { &tally.ok } else { &tally.failed }.fetch_add(1, Ordering::Relaxed);
         tally
             .busy_us
             .fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
+        let seen = {
+            let by_tool = tally.by_tool.read().unwrap_or_else(|e| e.into_inner());
+            by_tool.get(tool).cloned()
+        };
+        let of_tool = match seen {
+            Some(t) => t,
+            None => {
+                let mut by_tool = tally.by_tool.write().unwrap_or_else(|e| e.into_inner());
+                if by_tool.len() >= TOOLS_TALLIED && !by_tool.contains_key(tool) {
+                    return;
+                }
+                by_tool.entry(tool.to_owned()).or_default().clone()
+            }
+        };
+        if ok { &of_tool.ok } else { &of_tool.failed }.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Its calls by tool since the server started.
+    pub fn usage_by_tool(&self) -> std::collections::BTreeMap<String, ToolUsage> {
+        let by_tool = self
+            .0
+            .usage
+            .by_tool
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        by_tool
+            .iter()
+            .map(|(tool, t)| {
+                let usage = ToolUsage {
+                    ok: t.ok.load(Ordering::Relaxed),
+                    failed: t.failed.load(Ordering::Relaxed),
+                };
+                (tool.clone(), usage)
+            })
+            .collect()
     }
 
     /// Count one call its policy refused.
@@ -316,8 +372,8 @@ mod tests {
         let _three = c.start_call().unwrap();
         drop(two);
         assert!(Caller::anonymous().start_call().is_ok());
-        c.note_call(true, Duration::from_millis(3));
-        c.note_call(false, Duration::from_millis(2));
+        c.note_call("calc_evaluate", true, Duration::from_millis(3));
+        c.note_call("calc_evaluate", false, Duration::from_millis(2));
         c.note_refused();
         let usage = c.usage();
         assert_eq!(
@@ -325,5 +381,23 @@ mod tests {
             (1, 1, 1, 5)
         );
         assert_eq!(usage.running, 1, "`_three` runs");
+        c.note_call("files_read", true, Duration::ZERO);
+        let by_tool = c.usage_by_tool();
+        assert_eq!(by_tool["calc_evaluate"], ToolUsage { ok: 1, failed: 1 });
+        assert_eq!(by_tool["files_read"], ToolUsage { ok: 1, failed: 0 });
+    }
+
+    #[test]
+    fn usage_by_tool_is_bounded() {
+        let c = Caller::named("a", Policy::default());
+        for i in 0..TOOLS_TALLIED + 10 {
+            c.note_call(&format!("t{i}"), true, Duration::ZERO);
+        }
+        assert_eq!(c.usage_by_tool().len(), TOOLS_TALLIED);
+        assert_eq!(
+            c.usage().ok,
+            (TOOLS_TALLIED + 10) as u64,
+            "the totals count all"
+        );
     }
 }

@@ -6,7 +6,9 @@
 //! `none`, no HMAC, so a token signed with the public key as an HMAC secret
 //! is refused), the issuer, the audience (this resource, RFC 8707), `exp` and
 //! `nbf`, and the scopes the configuration requires. Its subject is the
-//! caller; its scopes map to the caller's policy.
+//! caller; its scopes map to the caller's policy. An opaque token is asked
+//! about at the issuer's introspection endpoint when one is configured
+//! ([`introspect`]), with the same checks.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -18,6 +20,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{Caller, Policy};
+
+mod introspect;
+pub use introspect::IntrospectionConfig;
 
 /// A key id the cached keys lack makes them fetched again, at most this often.
 pub const REFETCH_EVERY: Duration = Duration::from_secs(10);
@@ -52,6 +57,14 @@ pub struct OAuthConfig {
     /// Longest token looked at (longer ones are refused unread).
     #[serde(default = "default_max_token")]
     pub max_token_bytes: usize,
+    /// Requests a second per OAuth subject (none: no limit), as
+    /// `[[auth.callers]] rate_limit_per_s` is for a static caller.
+    #[serde(default)]
+    pub rate_limit_per_s: Option<u32>,
+    /// Opaque (non-JWT) access tokens are asked about here (RFC 7662);
+    /// without it only JWTs are taken.
+    #[serde(default)]
+    pub introspection: Option<IntrospectionConfig>,
 }
 
 fn default_leeway() -> u64 {
@@ -96,6 +109,21 @@ impl OAuthConfig {
                 }
             }
         }
+        if let Some(i) = &self.introspection {
+            match reqwest::Url::parse(&i.endpoint) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => {}
+                _ => {
+                    return Err(format!(
+                        "auth.oauth.introspection.endpoint must be an http(s) URL, not {:?}",
+                        i.endpoint
+                    ));
+                }
+            }
+            i.secret()?;
+        }
+        if self.rate_limit_per_s == Some(0) {
+            return Err("auth.oauth.rate_limit_per_s must be at least 1".into());
+        }
         if self.scopes.iter().any(|s| s.scope.is_empty()) {
             return Err("auth.oauth.scopes: a grant names no scope".into());
         }
@@ -132,13 +160,17 @@ impl OAuthConfig {
 }
 
 /// Why a token is refused: `Invalid` is a 401 (`invalid_token`),
-/// `InsufficientScope` a 403.
+/// `InsufficientScope` a 403, `Unavailable` (the introspection endpoint
+/// did not answer) a 503: the token may be good, so the client is not sent
+/// to authorize again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     #[error("{0}")]
     Invalid(String),
     #[error("the token lacks scope `{0}`")]
     InsufficientScope(String),
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 #[derive(Deserialize)]
@@ -165,34 +197,45 @@ pub struct Verifier {
     /// [`REFETCH_EVERY`]), behind an async lock so one request fetches.
     fetching: tokio::sync::Mutex<Option<Instant>>,
     callers: Mutex<HashMap<String, Caller>>,
+    introspector: Option<introspect::Introspector>,
+}
+
+/// An HTTP client that reaches `url`'s host (and port) only, with `method`,
+/// without redirects or a proxy from the environment (a proxy would
+/// resolve the name itself, past the allow-list); `what` names the setting
+/// in refusals.
+fn client_for(url: &str, method: &str, what: &'static str) -> Result<reqwest::Client, String> {
+    let url = reqwest::Url::parse(url).map_err(|e| format!("{what}: {e}"))?;
+    let host = url.host_str().unwrap_or_default();
+    let allow = match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    };
+    let policy = crate::outbound::HttpPolicy::parse(&[allow], &[method.to_owned()])?.named(what);
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
+        .dns_resolver(Arc::new(crate::outbound::PolicyResolver(Arc::new(policy))))
+        .build()
+        .map_err(|e| e.to_string())
 }
 
 impl Verifier {
     pub fn new(config: OAuthConfig) -> Result<Verifier, String> {
         config.check()?;
-        let jwks = reqwest::Url::parse(&config.jwks_uri()).map_err(|e| e.to_string())?;
-        let host = jwks.host_str().unwrap_or_default();
-        let allow = match jwks.port() {
-            Some(port) => format!("{host}:{port}"),
-            None => host.to_owned(),
+        let http = client_for(&config.jwks_uri(), "GET", "[auth.oauth] jwks_uri")?;
+        let introspector = match &config.introspection {
+            Some(c) => Some(introspect::Introspector::new(c.clone())?),
+            None => None,
         };
-        let policy = crate::outbound::HttpPolicy::parse(&[allow], &["GET".to_owned()])?
-            .named("[auth.oauth] jwks_uri");
-        // No proxy from the environment: a proxy would resolve the name
-        // itself, past the allow-list.
-        let http = reqwest::Client::builder()
-            .no_proxy()
-            .timeout(Duration::from_secs(10))
-            .redirect(reqwest::redirect::Policy::none())
-            .dns_resolver(Arc::new(crate::outbound::PolicyResolver(Arc::new(policy))))
-            .build()
-            .map_err(|e| e.to_string())?;
         Ok(Verifier {
             config,
             http,
             keys: RwLock::new(None),
             fetching: tokio::sync::Mutex::new(None),
             callers: Mutex::new(HashMap::new()),
+            introspector,
         })
     }
 
@@ -200,18 +243,51 @@ impl Verifier {
         &self.config
     }
 
-    /// Whether `token` looks like a JWT (three dot-separated parts): only
-    /// those are checked here.
+    /// The OAuth callers seen lately (up to 10,000), each subject once per
+    /// set of scopes it came with.
+    pub fn seen(&self) -> Vec<Caller> {
+        let callers = self.callers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut seen: Vec<Caller> = callers.values().cloned().collect();
+        seen.sort_by(|a, b| a.name().cmp(b.name()));
+        seen
+    }
+
+    /// Whether `token` looks like a JWT (three dot-separated parts): those
+    /// are checked here, others introspected.
     pub fn looks_like_jwt(token: &str) -> bool {
         token.bytes().filter(|b| *b == b'.').count() == 2
     }
 
     /// The caller `token` names, or why it is refused.
     pub async fn verify(&self, token: &str) -> Result<Caller, Refusal> {
-        let invalid = |m: &str| Refusal::Invalid(m.to_owned());
         if token.len() > self.config.max_token_bytes {
-            return Err(invalid("the token is too large"));
+            return Err(Refusal::Invalid("the token is too large".into()));
         }
+        let (sub, scopes) = if Self::looks_like_jwt(token) {
+            self.verify_jwt(token).await?
+        } else {
+            match &self.introspector {
+                Some(i) => {
+                    let active = i.introspect(&self.config, token).await?;
+                    (active.sub, active.scopes)
+                }
+                None => return Err(Refusal::Invalid("unknown token".into())),
+            }
+        };
+        if let Some(missing) = self
+            .config
+            .required_scopes
+            .iter()
+            .find(|s| !scopes.contains(s))
+        {
+            return Err(Refusal::InsufficientScope(missing.clone()));
+        }
+        Ok(self.caller(&sub, &scopes))
+    }
+
+    /// A JWT's subject and scopes, once its signature and claims are checked.
+    async fn verify_jwt(&self, token: &str) -> Result<(String, Vec<String>), Refusal> {
+        let invalid = |m: &str| Refusal::Invalid(m.to_owned());
         let header =
             jsonwebtoken::decode_header(token).map_err(|_| invalid("the token is not a JWT"))?;
         let family = match header.alg {
@@ -254,15 +330,7 @@ impl Verifier {
             (None, Some(list)) => list,
             (None, None) => Vec::new(),
         };
-        if let Some(missing) = self
-            .config
-            .required_scopes
-            .iter()
-            .find(|s| !scopes.contains(s))
-        {
-            return Err(Refusal::InsufficientScope(missing.clone()));
-        }
-        Ok(self.caller(&sub, &scopes))
+        Ok((sub, scopes))
     }
 
     /// The caller of subject `sub` with `scopes`: the same one (its usage

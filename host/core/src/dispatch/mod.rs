@@ -163,7 +163,7 @@ impl Dispatcher {
         let asked = result.is_err() && ask.is_some_and(|a| a.ended_the_call());
         if !asked {
             tool.record.stats.record(elapsed, result.is_ok());
-            owner.note_call(result.is_ok(), elapsed);
+            owner.note_call(tool_id, result.is_ok(), elapsed);
         }
         let outcome = match &result {
             _ if asked => "input_required",

@@ -25,7 +25,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
 use sha2::{Digest, Sha256};
 use toolhost_core::callers::Caller;
 use toolhost_core::callers::oauth::{Refusal, Verifier};
@@ -94,8 +94,14 @@ pub struct CallerAuth {
     oauth: Option<Verifier>,
     /// One per known caller whose rate is limited, in the same order.
     limiters: Vec<Option<DefaultDirectRateLimiter>>,
+    /// OAuth subjects' rates (`[auth.oauth] rate_limit_per_s`), by caller.
+    oauth_limiter: Option<DefaultKeyedRateLimiter<String>>,
     clock: DefaultClock,
 }
+
+/// OAuth subjects whose rates are remembered; past it, those not seen
+/// lately are forgotten.
+const OAUTH_RATES_KEPT: usize = 10_000;
 
 impl CallerAuth {
     /// `None` when no caller token is configured: nothing to check.
@@ -117,17 +123,28 @@ impl CallerAuth {
                 .inspect_err(|e| tracing::error!(error = %e, "OAuth: no verifier; access tokens will be refused"))
                 .ok()
         });
+        let oauth_limiter = auth
+            .oauth
+            .as_ref()
+            .and_then(|c| NonZeroU32::new(c.rate_limit_per_s?))
+            .map(|rate| RateLimiter::keyed(Quota::per_second(rate).allow_burst(burst)));
         Some(Arc::new(CallerAuth {
             known,
             oauth,
             limiters,
+            oauth_limiter,
             clock: DefaultClock::default(),
         }))
     }
 
-    /// Every caller a token names.
+    /// Every caller a configured token names.
     pub fn callers(&self) -> Vec<Caller> {
         self.known.iter().map(|k| k.caller.clone()).collect()
+    }
+
+    /// The OAuth callers seen lately.
+    pub fn oauth_callers(&self) -> Vec<Caller> {
+        self.oauth.as_ref().map(Verifier::seen).unwrap_or_default()
     }
 
     /// The index of the caller whose token is presented, checked against
@@ -173,75 +190,90 @@ pub struct Anonymous;
 /// Paths served without a token, as the router declares them.
 pub type IsPublic = fn(&str) -> bool;
 
-/// Middleware: refuse requests without a valid token (401) and those over
-/// their token's rate (429 with `Retry-After`). `/health` stays open, so
+/// Admit a request (`Ok`: the request, marked with its caller, and that
+/// caller) or answer it here (`Err`): without a valid token 401, over its
+/// token's rate 429 with `Retry-After`, the RFC 9728 metadata. `/health` stays open, so
 /// load balancers and orchestrators need no secret, and so do the paths
 /// `is_public` names (the console's static files: the page asks for the
 /// token); `/health/ready` without an `Authorization` header answers its
 /// status and `{"ready": …}` only.
-pub async fn require_token(
-    State((auth, is_public)): State<(Arc<CallerAuth>, IsPublic)>,
-    request: Request,
-    next: Next,
-) -> Response {
+pub async fn admit(
+    auth: &CallerAuth,
+    is_public: IsPublic,
+    mut request: Request,
+) -> Result<(Request, Option<Caller>), Response> {
     let path = request.uri().path();
     if path == "/health" || is_public(path) {
-        return next.run(request).await;
+        return Ok((request, None));
     }
     // RFC 9728: where clients learn which authorization server to ask.
     if let Some(oauth) = &auth.oauth
         && path.starts_with("/.well-known/oauth-protected-resource")
     {
-        return axum::Json(oauth.config().metadata()).into_response();
+        return Err(axum::Json(oauth.config().metadata()).into_response());
     }
     // A readiness probe carries no secret (Kubernetes' httpGet probes send
     // literal headers only): without a token it hears ready or not, and
     // nothing of which plugins hold it back.
     if path == "/health/ready" && !request.headers().contains_key(header::AUTHORIZATION) {
-        let mut request = request;
         request.extensions_mut().insert(Anonymous);
-        return next.run(request).await;
+        return Ok((request, None));
     }
     let close = |response: Response| super::body::close_unread(request.headers(), response);
     let Some(token) = bearer(request.headers()) else {
-        return close(auth.unauthorized("this server needs `Authorization: Bearer <token>`", None));
+        return Err(close(auth.unauthorized(
+            "this server needs `Authorization: Bearer <token>`",
+            None,
+        )));
     };
     let Some(key) = auth.identify(&Presented::new(token)) else {
         // Not a configured token: an OAuth access token, if they are taken.
         let verified = match &auth.oauth {
-            Some(oauth) if Verifier::looks_like_jwt(token) => {
+            Some(oauth) => {
                 // Owned: the request (not `Sync`) is not held across the wait.
                 let token = token.to_owned();
                 oauth.verify(&token).await
             }
-            _ => Err(Refusal::Invalid("unknown token".into())),
+            None => Err(Refusal::Invalid("unknown token".into())),
         };
         let caller = match verified {
             Ok(caller) => caller,
-            Err(Refusal::Invalid(why)) => {
-                let refused = auth.unauthorized(&why, Some("invalid_token"));
-                return super::body::close_unread(request.headers(), refused);
-            }
-            Err(Refusal::InsufficientScope(scope)) => {
-                let mut response = ApiError::new(
-                    StatusCode::FORBIDDEN,
-                    "forbidden",
-                    format!("the token lacks scope `{scope}`"),
-                )
-                .into_response();
-                let challenge = format!("Bearer error=\"insufficient_scope\", scope=\"{scope}\"");
-                if let Ok(v) = HeaderValue::from_str(&challenge) {
-                    response.headers_mut().insert(header::WWW_AUTHENTICATE, v);
-                }
-                return super::body::close_unread(request.headers(), response);
+            Err(refusal) => {
+                let answer = refused(auth, refusal);
+                return Err(super::body::close_unread(request.headers(), answer));
             }
         };
-        return run_as(caller, request, next).await;
+        if let Some(limiter) = &auth.oauth_limiter {
+            if limiter.len() > OAUTH_RATES_KEPT {
+                limiter.retain_recent();
+            }
+            if let Err(not_until) =
+                limiter.check_key(&caller.space().unwrap_or_default().to_owned())
+            {
+                let answer = auth.too_fast(not_until, caller);
+                return Err(super::body::close_unread(request.headers(), answer));
+            }
+        }
+        return Ok(run_as(caller, request));
     };
     if let Some(limiter) = &auth.limiters[key]
         && let Err(not_until) = limiter.check()
     {
-        let wait = not_until.wait_time_from(auth.clock.now());
+        return Err(close(
+            auth.too_fast(not_until, auth.known[key].caller.clone()),
+        ));
+    }
+    Ok(run_as(auth.known[key].caller.clone(), request))
+}
+
+impl CallerAuth {
+    /// 429 with `Retry-After` for `caller`, over its rate until `not_until`.
+    fn too_fast(
+        &self,
+        not_until: governor::NotUntil<governor::clock::QuantaInstant>,
+        caller: Caller,
+    ) -> Response {
+        let wait = not_until.wait_time_from(self.clock.now());
         let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
         let mut response = ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -255,26 +287,56 @@ pub async fn require_token(
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+        response.extensions_mut().insert(caller);
         response
-            .extensions_mut()
-            .insert(auth.known[key].caller.clone());
-        return close(response);
     }
-    run_as(auth.known[key].caller.clone(), request, next).await
 }
 
-/// Serve `request` as `caller`'s; a refusal names its caller to the audit
-/// log ([`super::observe::refusals`]).
-async fn run_as(caller: Caller, mut request: Request, next: Next) -> Response {
+/// The answer to an access token refused for `refusal`.
+fn refused(auth: &CallerAuth, refusal: Refusal) -> Response {
+    match refusal {
+        Refusal::Invalid(why) => auth.unauthorized(&why, Some("invalid_token")),
+        Refusal::InsufficientScope(scope) => {
+            let mut response = ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("the token lacks scope `{scope}`"),
+            )
+            .into_response();
+            let challenge = format!("Bearer error=\"insufficient_scope\", scope=\"{scope}\"");
+            if let Ok(v) = HeaderValue::from_str(&challenge) {
+                response.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+            }
+            response
+        }
+        Refusal::Unavailable(why) => {
+            let mut response =
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "auth_unavailable", why)
+                    .into_response();
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            response
+        }
+    }
+}
+
+/// `request` served as `caller`'s; the caller comes back beside it, for
+/// [`named_refusal`].
+fn run_as(caller: Caller, mut request: Request) -> (Request, Option<Caller>) {
     request.extensions_mut().insert(caller.clone());
-    let mut response = next.run(request).await;
+    (request, Some(caller))
+}
+
+/// A refusal of a request served as `caller`'s names its caller to the
+/// audit log ([`super::observe::audit`]).
+pub fn named_refusal(response: &mut Response, caller: Caller) {
     if matches!(
         response.status(),
         StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
     ) {
         response.extensions_mut().insert(caller);
     }
-    response
 }
 
 /// The configured admin token.

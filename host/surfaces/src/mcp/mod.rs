@@ -206,12 +206,31 @@ impl SessionCap {
         }
     }
 
-    /// `request` as it came, or the 503 that refuses it: an `initialize`
-    /// while `max` sessions are open.
-    async fn admit(&self, request: Request) -> Result<Request, Response> {
+    /// The live MCP sessions `who` made.
+    async fn held_by(&self, who: &Caller) -> usize {
+        let live = self.manager.sessions.read().await;
+        let owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        owners
+            .iter()
+            .filter(|(id, owner)| owner.same(who) && live.contains_key(id.as_str()))
+            .count()
+    }
+
+    /// `request` as it came, or the answer that refuses it: an
+    /// `initialize` while `max` sessions are open (503), or while its
+    /// caller holds its `max_sessions` MCP sessions (429): one caller
+    /// cannot take every session, initialized or not.
+    async fn admit(&self, request: Request, who: &Caller) -> Result<Request, Response> {
         let opens = request.method() == Method::POST
             && !request.headers().contains_key(&direct::MCP_SESSION_ID);
-        if !opens || self.manager.sessions.read().await.len() < self.max {
+        if !opens {
+            return Ok(request);
+        }
+        let own = who.policy().max_sessions;
+        let all_full = self.manager.sessions.read().await.len() >= self.max;
+        let held = if own > 0 { self.held_by(who).await } else { 0 };
+        let caller_full = own > 0 && held >= own;
+        if !all_full && !caller_full {
             return Ok(request);
         }
         let (parts, body) = request.into_parts();
@@ -222,23 +241,48 @@ impl SessionCap {
         if message.get("method").and_then(|m| m.as_str()) != Some("initialize") {
             return Ok(Request::from_parts(parts, Body::from(bytes)));
         }
-        tracing::warn!(
-            max = self.max,
-            "MCP: initialize refused: the most sessions are open"
-        );
+        let (status, text) = if caller_full {
+            tracing::info!(
+                caller = who.name(),
+                rule = "auth.callers.max_sessions",
+                held,
+                "MCP: initialize refused: the caller holds its most sessions"
+            );
+            (
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "this caller has {held} MCP sessions open, its limit: close unused ones \
+                     (DELETE /mcp) or retry later"
+                ),
+            )
+        } else {
+            tracing::warn!(
+                max = self.max,
+                "MCP: initialize refused: the most sessions are open"
+            );
+            (
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "too many MCP sessions are open ({}, [sessions] max_mcp_sessions): \
+                     close unused ones (DELETE /mcp) or retry later",
+                    self.max
+                ),
+            )
+        };
         let error = serde_json::json!({
             "jsonrpc": "2.0",
             "id": message.get("id").cloned().unwrap_or_default(),
-            "error": {"code": -32000, "message": format!(
-                "too many MCP sessions are open ({}, [sessions] max_mcp_sessions): \
-                 close unused ones (DELETE /mcp) or retry later", self.max)},
+            "error": {"code": -32000, "message": text},
         });
         let mut response = axum::Json(error).into_response();
-        *response.status_mut() = axum::http::StatusCode::SERVICE_UNAVAILABLE;
+        *response.status_mut() = status;
         response.headers_mut().insert(
             header::RETRY_AFTER,
             axum::http::HeaderValue::from_static("30"),
         );
+        if caller_full {
+            response.extensions_mut().insert(who.clone());
+        }
         Err(response)
     }
 }
@@ -268,7 +312,7 @@ impl tower::Service<Request> for Mcp {
             let mut request = request;
             cap.keep_to_owner(&mut request, &who);
             let opens = !request.headers().contains_key(&direct::MCP_SESSION_ID);
-            Ok(match cap.admit(request).await {
+            Ok(match cap.admit(request, &who).await {
                 Ok(request) => {
                     let response = direct::answer(direct, rmcp, request).await;
                     if opens {

@@ -98,16 +98,18 @@ pub const PATHS: &[&str] = &[
     "/register_new_tool",
 ];
 
-/// Every error on an XAgent route in XAgent's (FastAPI's) shape,
-/// `{"detail": message}`: answers of the layers all surfaces share (caller
-/// tokens, body size and deadline, a wrong method) and of the shared body
-/// extractor carry the native error body; they are reshaped here, so
-/// XAgent's client always finds `detail`. Success answers pass untouched.
-pub async fn detail_errors(request: Request, next: axum::middleware::Next) -> Response {
-    if !PATHS.contains(&request.uri().path()) {
-        return next.run(request).await;
-    }
-    let response = next.run(request).await;
+/// Whether `path` is an XAgent route, whose every error is in XAgent's
+/// (FastAPI's) shape, `{"detail": message}`: answers of the checks all
+/// surfaces share (caller tokens, body size and deadline, a wrong method)
+/// and of the shared body extractor carry the native error body; they are
+/// reshaped by [`detail`], so XAgent's client always finds `detail`.
+pub fn reshapes(path: &str) -> bool {
+    PATHS.contains(&path)
+}
+
+/// An XAgent route's answer with its error in XAgent's shape
+/// ([`reshapes`]); success answers (and 450) pass untouched.
+pub async fn detail(response: Response) -> Response {
     let status = response.status();
     if status.is_success() || status.as_u16() == 450 {
         return response;

@@ -73,6 +73,8 @@ async fn verifier(
         scopes,
         leeway_s: 5,
         max_token_bytes: 8192,
+        rate_limit_per_s: None,
+        introspection: None,
     };
     (Verifier::new(config).unwrap(), served, hits)
 }
@@ -232,6 +234,8 @@ fn metadata_and_its_url() {
         }],
         leeway_s: 30,
         max_token_bytes: 8192,
+        rate_limit_per_s: None,
+        introspection: None,
     };
     assert_eq!(config.check(), Ok(()));
     assert_eq!(config.jwks_uri(), "https://id.example.com/jwks");
