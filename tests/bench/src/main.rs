@@ -31,7 +31,10 @@
 //! 9. MCP gateway (see [`gateway`]): a `tools/call` straight to a real MCP
 //!    server vs through toolhost's `/mcp`, which forwards it.
 //!
-//! `toolhost-bench [invoke|auth|paired|hotload|nodes|languages|startup|api|services|gateway]` runs one
+//! 10. MCP sessions (see [`mcp_sessions`]): what an initialize-only session
+//!     costs in memory, and whether closing them returns it.
+//!
+//! `toolhost-bench [invoke|auth|paired|hotload|nodes|languages|startup|api|services|gateway|mcp-sessions]` runs one
 //! part; no argument runs all (`auth`: the cost of caller auth + metrics
 //! alone; `paired`: the surfaces' CPU time per call, paired, alone).
 //! `toolhost-bench soak` (`make soak`) is separate: `SOAK_MINUTES` (default
@@ -46,6 +49,7 @@ mod api;
 mod gateway;
 mod hotload;
 mod languages;
+mod mcp_sessions;
 mod nodes;
 mod services;
 mod soak;
@@ -107,6 +111,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if part == "gateway" {
         return gateway::run(samples).await;
+    }
+    if part == "mcp-sessions" {
+        return mcp_sessions::run(&plugins, env_num("BENCH_MCP_SESSIONS", 10_000) as usize).await;
     }
     if part == "languages" {
         return languages::run(&plugins, samples).await;
@@ -171,6 +178,7 @@ async fn main() -> anyhow::Result<()> {
         nodes::run(&plugins).await?;
         services::run(samples).await?;
         gateway::run(samples).await?;
+        mcp_sessions::run(&plugins, env_num("BENCH_MCP_SESSIONS", 10_000) as usize).await?;
     }
     Ok(())
 }

@@ -71,7 +71,7 @@ fn toolhost_containers() -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn rss_kib(pid: u32) -> u64 {
+pub(crate) fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {

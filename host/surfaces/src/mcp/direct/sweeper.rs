@@ -32,9 +32,11 @@ pub fn spawn_sweeper(
                 _ = tick.tick() => {}
                 () = shutdown.cancelled() => return,
             }
-            let ids: Vec<_> = manager.sessions.read().await.keys().cloned().collect();
+            let ids: std::collections::HashSet<_> =
+                manager.sessions.read().await.keys().cloned().collect();
             first_seen.retain(|id, _| ids.contains(id));
             let now = direct.now_ms();
+            let mut closed = 0usize;
             for id in ids {
                 let (last, limit) = match direct.link(&id) {
                     Some(link) => (link.last_used_ms.load(Ordering::Relaxed), idle),
@@ -43,10 +45,18 @@ pub fn spawn_sweeper(
                 if now.saturating_sub(last) > limit.as_millis() as u64 {
                     tracing::info!(session = %id, "MCP: closing an idle session");
                     direct.unregister(&id);
-                    if let Err(e) = manager.close_session(&id).await {
-                        tracing::warn!(session = %id, error = %e, "MCP: cannot close an idle session");
+                    match manager.close_session(&id).await {
+                        Ok(()) => closed += 1,
+                        Err(e) => {
+                            tracing::warn!(session = %id, error = %e, "MCP: cannot close an idle session")
+                        }
                     }
                 }
+            }
+            if closed > 0 {
+                // What the sessions held goes back to the system, not only to
+                // the allocator (10,000 closed sessions kept 560 MB).
+                toolhost_core::system::give_back_memory();
             }
         }
     })
