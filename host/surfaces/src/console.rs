@@ -188,6 +188,7 @@ async fn callers(
             "sessions_open": sessions.list(Some(c)).len(),
             "usage": c.usage(),
             "usage_by_tool": c.usage_by_tool(),
+            "grant": c.grant(),
         })
     };
     let oauth = state

@@ -141,6 +141,10 @@ fn common(report: &Value, callers: &Value) {
         alice["usage"]["ok"].as_u64().unwrap_or(0) >= 2,
         "its calls counted: {alice}"
     );
+    // The identity is the subject, its client and its scopes.
+    assert_eq!(alice["grant"]["client"], report["client_id"], "{alice}");
+    let scopes = alice["grant"]["scopes"].as_array().unwrap();
+    assert!(scopes.contains(&json!("calc")) && scopes.contains(&json!("files")), "{alice}");
 }
 
 #[test]

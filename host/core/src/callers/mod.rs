@@ -40,6 +40,17 @@ struct Inner {
     /// keys are the ids as sent.
     space: Option<String>,
     policy: Policy,
+    /// Of an OAuth caller: the client its token was issued to, and the
+    /// token's scopes.
+    grant: Option<Grant>,
+}
+
+/// What an OAuth access token says beside its subject.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Grant {
+    /// `client_id` (RFC 9068, RFC 7662) or `azp`, if the token names one.
+    pub client: Option<String>,
+    pub scopes: Vec<String>,
 }
 
 /// A caller's calls since the server started.
@@ -137,6 +148,7 @@ static ANONYMOUS: LazyLock<Caller> = LazyLock::new(|| {
         usage: Tally::default(),
         space: None,
         policy: Policy::default(),
+        grant: None,
     }))
 });
 
@@ -156,6 +168,12 @@ impl Caller {
     /// its sessions live under `space`, which must pass [`is_valid_name`]
     /// and not be any configured caller's name.
     pub fn with_space(name: &str, space: &str, policy: Policy) -> Caller {
+        Caller::granted(name, space, policy, None)
+    }
+
+    /// An OAuth caller: subject `name`, sessions under `space` (as
+    /// [`Caller::with_space`]), and what its token says beside.
+    pub fn granted(name: &str, space: &str, policy: Policy, grant: Option<Grant>) -> Caller {
         debug_assert!(is_valid_name(space), "caller space {space:?}");
         Caller(Arc::new(Inner {
             name: name.to_owned(),
@@ -163,11 +181,17 @@ impl Caller {
             usage: Tally::default(),
             space: Some(space.to_owned()),
             policy,
+            grant,
         }))
     }
 
     pub fn name(&self) -> &str {
         &self.0.name
+    }
+
+    /// An OAuth caller's client and scopes.
+    pub fn grant(&self) -> Option<&Grant> {
+        self.0.grant.as_ref()
     }
 
     pub fn is_anonymous(&self) -> bool {

@@ -19,7 +19,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{Caller, Policy};
+use super::{Caller, Grant, Policy};
 
 mod introspect;
 pub use introspect::IntrospectionConfig;
@@ -178,6 +178,10 @@ struct Claims {
     #[serde(default)]
     sub: Option<String>,
     #[serde(default)]
+    client_id: Option<String>,
+    #[serde(default)]
+    azp: Option<String>,
+    #[serde(default)]
     scope: Option<String>,
     #[serde(default)]
     scp: Option<Vec<String>>,
@@ -263,17 +267,22 @@ impl Verifier {
         if token.len() > self.config.max_token_bytes {
             return Err(Refusal::Invalid("the token is too large".into()));
         }
-        let (sub, scopes) = if Self::looks_like_jwt(token) {
+        let (sub, grant) = if Self::looks_like_jwt(token) {
             self.verify_jwt(token).await?
         } else {
             match &self.introspector {
                 Some(i) => {
                     let active = i.introspect(&self.config, token).await?;
-                    (active.sub, active.scopes)
+                    let grant = Grant {
+                        client: active.client,
+                        scopes: active.scopes,
+                    };
+                    (active.sub, grant)
                 }
                 None => return Err(Refusal::Invalid("unknown token".into())),
             }
         };
+        let scopes = &grant.scopes;
         if let Some(missing) = self
             .config
             .required_scopes
@@ -282,11 +291,12 @@ impl Verifier {
         {
             return Err(Refusal::InsufficientScope(missing.clone()));
         }
-        Ok(self.caller(&sub, &scopes))
+        Ok(self.caller(&sub, grant))
     }
 
-    /// A JWT's subject and scopes, once its signature and claims are checked.
-    async fn verify_jwt(&self, token: &str) -> Result<(String, Vec<String>), Refusal> {
+    /// A JWT's subject, client and scopes, once its signature and claims
+    /// are checked.
+    async fn verify_jwt(&self, token: &str) -> Result<(String, Grant), Refusal> {
         let invalid = |m: &str| Refusal::Invalid(m.to_owned());
         let header =
             jsonwebtoken::decode_header(token).map_err(|_| invalid("the token is not a JWT"))?;
@@ -330,15 +340,22 @@ impl Verifier {
             (None, Some(list)) => list,
             (None, None) => Vec::new(),
         };
-        Ok((sub, scopes))
+        let client = claims.client_id.or(claims.azp);
+        Ok((sub, Grant { client, scopes }))
     }
 
-    /// The caller of subject `sub` with `scopes`: the same one (its usage
-    /// adding up) for every token of that subject and scopes.
-    fn caller(&self, sub: &str, scopes: &[String]) -> Caller {
+    /// The caller of subject `sub` with `grant`: the same one (its usage
+    /// adding up) for every token of that subject, client and scopes. Its
+    /// sessions are the subject's, whichever client it uses.
+    fn caller(&self, sub: &str, grant: Grant) -> Caller {
         let digest = Sha256::digest(format!("{}\n{sub}", self.config.issuer).as_bytes());
         let space = format!("oauth-{}", crate::text::hex(&digest[..12]));
-        let key = format!("{space} {}", scopes.join(" "));
+        let scopes = &grant.scopes;
+        let key = format!(
+            "{space} {} {}",
+            grant.client.as_deref().unwrap_or("-"),
+            scopes.join(" ")
+        );
         let mut callers = self.callers.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = callers.get(&key) {
             return c.clone();
@@ -359,7 +376,7 @@ impl Verifier {
                 policy.tools.push(String::new());
             }
         }
-        let caller = Caller::with_space(sub, &space, policy);
+        let caller = Caller::granted(sub, &space, policy, Some(grant));
         if callers.len() >= MAX_REMEMBERED {
             callers.clear();
         }

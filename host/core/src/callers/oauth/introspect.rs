@@ -78,6 +78,8 @@ struct Answer {
     nbf: Option<u64>,
     #[serde(default)]
     token_type: Option<String>,
+    #[serde(default)]
+    client_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -87,10 +89,11 @@ enum Audience {
     Many(Vec<String>),
 }
 
-/// A believed answer: the subject and its scopes.
+/// A believed answer: the subject, its client and its scopes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Active {
     pub sub: String,
+    pub client: Option<String>,
     pub scopes: Vec<String>,
 }
 
@@ -228,7 +231,11 @@ fn judge(oauth: &OAuthConfig, answer: Answer, now: u64) -> Result<Active, Refusa
         .split_whitespace()
         .map(str::to_owned)
         .collect();
-    Ok(Active { sub, scopes })
+    Ok(Active {
+        sub,
+        client: answer.client_id,
+        scopes,
+    })
 }
 
 fn unix_now() -> u64 {
@@ -264,6 +271,7 @@ mod tests {
             judge(&oauth(), a, NOW),
             Ok(Active {
                 sub: "alice".into(),
+                client: Some("c1".into()),
                 scopes: vec!["calc".into(), "files".into()]
             })
         );
