@@ -134,6 +134,15 @@ def test_sessions_share_a_workspace(client: Client) -> None:
         assert s.download("notes.txt") == b"hello\n"
         with pytest.raises(NotFoundError):
             s.download("missing.txt")
+        listed = {f["path"]: f["size"] for f in s.list_files()}
+        assert listed["notes.txt"] == 6 and "photos/in.resize.png" in listed
+        s.delete("notes.txt")
+        assert "notes.txt" not in {f["path"] for f in s.list_files()}
+        with pytest.raises(NotFoundError):
+            s.delete("notes.txt")
+        # Names that need quoting in a URL path.
+        assert s.upload("a dir/q?#%.txt", b"odd") == "a dir/q?#%.txt"
+        assert s.download("a dir/q?#%.txt") == b"odd"
         sid = s.id
     assert s.closed
     with pytest.raises(NotFoundError):  # closed, workspace deleted

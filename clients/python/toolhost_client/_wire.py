@@ -7,6 +7,7 @@ import http.cookiejar
 import json
 import posixpath
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from urllib.parse import quote
 
 import httpx
 
@@ -142,6 +143,23 @@ def tools_of(summary: Any, openai: Optional[Any] = None) -> List[Tool]:
             continue  # unloaded between the two requests
         tools.append(Tool.from_summary(item, schemas.get(item.get("tool_id"))))
     return tools
+
+
+def file_route(session: str, path: str) -> str:
+    """The native route of workspace file `path` in `session`
+    (`/sessions/{id}/files/{path}`)."""
+    path = path.strip().lstrip("/")
+    if not posixpath.basename(path):
+        raise ValueError(f"file path {path!r} names no file")
+    return f"/sessions/{quote(session, safe='')}/files/{quote(path, safe='/')}"
+
+
+def files_route(session: str) -> str:
+    """The native route of `session`'s file list."""
+    return f"/sessions/{quote(session, safe='')}/files"
+
+
+OCTETS = {"content-type": "application/octet-stream"}
 
 
 def upload_parts(path: str, data: bytes) -> Tuple[Dict[str, Any], Dict[str, str]]:

@@ -188,11 +188,8 @@ class AsyncSession:
         return self.client.stream(tool_id, params, session=self.id, limits=limits)
 
     async def upload(self, path: str, data: bytes) -> str:
-        files, form = _wire.upload_parts(path, data)
-        body = await self.client._json(
-            "POST", "/upload_file", files=files, data=form, headers=_wire.cookie_headers(self.id)
-        )
-        return str(body.get("file_path", path))
+        body = await self.client._json("PUT", _wire.file_route(self.id, path), content=data, headers=_wire.OCTETS)
+        return str(body.get("path", path))
 
     async def upload_file(self, local: PathLike, path: Optional[str] = None) -> str:
         with open(local, "rb") as f:
@@ -200,12 +197,17 @@ class AsyncSession:
         return await self.upload(path or os.path.basename(os.fspath(local)), data)
 
     async def download(self, path: str) -> bytes:
-        response = await self.client._send(
-            "POST", "/download_file", json={"file_path": path}, headers=_wire.cookie_headers(self.id)
-        )
+        response = await self.client._send("GET", _wire.file_route(self.id, path))
         if response.status_code >= 400:
             raise _wire.error_of(response)
         return response.content
+
+    async def delete(self, path: str) -> None:
+        await self.client._json("DELETE", _wire.file_route(self.id, path))
+
+    async def list_files(self) -> List[Dict[str, Any]]:
+        body = await self.client._json("GET", _wire.files_route(self.id))
+        return cast(List[Dict[str, Any]], body.get("files", []))
 
     async def files(self) -> Dict[str, Any]:
         tree = await self.client._json("POST", "/get_workspace_structure", headers=_wire.cookie_headers(self.id))

@@ -256,13 +256,10 @@ class Session:
         return self.client.stream(tool_id, params, session=self.id, limits=limits)
 
     def upload(self, path: str, data: bytes) -> str:
-        """Write `data` to `path` in the workspace (parents made); returns the
-        path written."""
-        files, form = _wire.upload_parts(path, data)
-        body = self.client._json(
-            "POST", "/upload_file", files=files, data=form, headers=_wire.cookie_headers(self.id)
-        )
-        return str(body.get("file_path", path))
+        """Write `data` to `path` in the workspace (parents made; the
+        session made if new); returns the path written."""
+        body = self.client._json("PUT", _wire.file_route(self.id, path), content=data, headers=_wire.OCTETS)
+        return str(body.get("path", path))
 
     def upload_file(self, local: PathLike, path: Optional[str] = None) -> str:
         """Upload a local file (to `path`, else its own name)."""
@@ -272,15 +269,23 @@ class Session:
 
     def download(self, path: str) -> bytes:
         """A workspace file's bytes; NotFoundError when there is none."""
-        response = self.client._send(
-            "POST", "/download_file", json={"file_path": path}, headers=_wire.cookie_headers(self.id)
-        )
+        response = self.client._send("GET", _wire.file_route(self.id, path))
         if response.status_code >= 400:
             raise _wire.error_of(response)
         return response.content
 
+    def delete(self, path: str) -> None:
+        """Delete a workspace file; NotFoundError when there is none."""
+        self.client._json("DELETE", _wire.file_route(self.id, path))
+
+    def list_files(self) -> List[Dict[str, Any]]:
+        """The workspace's files, `{"path", "size", "modified"}` each."""
+        body = self.client._json("GET", _wire.files_route(self.id))
+        return cast(List[Dict[str, Any]], body.get("files", []))
+
     def files(self) -> Dict[str, Any]:
-        """The workspace as a tree `{"name","type","children":[...]}`."""
+        """The workspace as a tree `{"name","type","children":[...]}` (XAgent's
+        shape; `list_files` is the flat list)."""
         tree = self.client._json("POST", "/get_workspace_structure", headers=_wire.cookie_headers(self.id))
         return cast(Dict[str, Any], tree)
 
