@@ -618,10 +618,31 @@
     await renderSessions();
     if (!r.ok && r.status !== 404) clear($('#session-detail'), h('p', { class: 'msg', text: errorText(r.body, r.status) }));
   }
+  // A session's files, through the native workspace routes (under the
+  // signed-in caller's own session).
+  const filesRoute = (id, path) =>
+    `/sessions/${encodeURIComponent(id)}/files` + (path == null ? '' : `/${path.split('/').map(encodeURIComponent).join('/')}`);
+  // The flat list as a tree: {name, type, size, children}.
+  function fileTree(files) {
+    const root = { children: [] };
+    for (const f of files) {
+      const parts = f.path.split('/');
+      let dir = root;
+      for (const part of parts.slice(0, -1)) {
+        let next = dir.children.find((c) => c.type === 'directory' && c.name === part);
+        if (!next) { next = { name: part, type: 'directory', children: [] }; dir.children.push(next); }
+        dir = next;
+      }
+      dir.children.push({ name: parts[parts.length - 1], type: 'file', size: f.size });
+    }
+    const sort = (n) => { n.children?.sort((a, b) => a.name.localeCompare(b.name)); n.children?.forEach(sort); };
+    sort(root);
+    return root.children;
+  }
   async function showWorkspace(id) {
     openSession = id;
     useCookie(id);
-    const r = await apiJson('/get_workspace_structure', { method: 'POST' });
+    const r = await apiJson(filesRoute(id));
     const box = $('#session-detail');
     for (const li of document.querySelectorAll('#sessions-list li')) li.classList.toggle('sel', li.dataset.session === id);
     if (!r.ok) { clear(box, h('h2', { text: `Session ${id}` }), h('p', { class: 'msg', text: errorText(r.body, r.status) })); return; }
@@ -631,26 +652,25 @@
     const upload = h('form', { class: 'box', id: 'ws-upload' }, h('h3', { text: 'Upload into the workspace' }),
       h('div', { class: 'grid2' }, h('label', { for: 'ws-file' }, 'Files', fileInput), h('label', { for: 'ws-dir' }, 'Folder', dirInput)),
       h('div', { class: 'row' }, h('button', { type: 'submit', text: 'Upload' }),
-        h('button', { type: 'button', class: 'ghost', text: 'Download all (zip)', onclick: () => download(id, '/download_workspace', null, 'workspace.zip') })),
+        h('button', { type: 'button', class: 'ghost', text: 'Download all (zip)', onclick: () => downloadZip(id) })),
       msg);
     upload.addEventListener('submit', async (e) => {
       e.preventDefault();
       const names = [];
+      const dir = dirInput.value.trim().replace(/^\/+|\/+$/g, '');
       for (const f of fileInput.files) {
-        const form = new FormData();
-        form.append('file', f, f.name);
-        if (dirInput.value.trim()) form.append('path', dirInput.value.trim());
-        useCookie(id);
-        const u = await apiJson('/upload_file', { method: 'POST', body: form });
+        const path = dir ? `${dir}/${f.name}` : f.name;
+        const u = await apiJson(filesRoute(id, path), { method: 'PUT', headers: { 'content-type': 'application/octet-stream' }, body: f });
         if (!u.ok) { msg.className = 'msg'; msg.textContent = `${f.name}: ${errorText(u.body, u.status)}`; return; }
-        names.push(u.body.file_path);
+        names.push(u.body.path);
       }
       await showWorkspace(id);
       const m = $('#ws-upload .msg');
       if (m && names.length) { m.className = 'msg ok'; m.textContent = `Uploaded ${names.join(', ')}`; }
     });
+    const tree = fileTree(r.body.files || []);
     clear(box, h('h2', {}, 'Workspace of ', h('code', { text: id })), upload,
-      r.body.children?.length ? h('ul', { class: 'tree ws-tree' }, wsTree(id, r.body.children, ''))
+      tree.length ? h('ul', { class: 'tree ws-tree' }, wsTree(id, tree, ''))
         : h('p', { class: 'muted', text: 'The workspace is empty.' }),
       r.body.truncated ? h('p', { class: 'muted', text: 'More entries are not shown.' }) : null);
   }
@@ -659,12 +679,16 @@
       const path = prefix + c.name;
       if (c.type === 'directory') return h('li', {}, h('details', { open: true }, h('summary', { text: `${c.name}/` }), h('ul', {}, wsTree(id, c.children || [], `${path}/`))));
       return h('li', { 'data-path': path }, `${c.name} `, c.size != null ? h('span', { class: 'muted', text: `${bytes(c.size)} ` }) : null,
-        h('button', { type: 'button', class: 'ghost small', text: 'Download', 'aria-label': `Download ${path}`, onclick: () => download(id, '/download_file', { file_path: path }, c.name) }));
+        h('button', { type: 'button', class: 'ghost small', text: 'Download', 'aria-label': `Download ${path}`, onclick: () => save(api(filesRoute(id, path)), c.name) }));
     });
   }
-  async function download(id, route, body, name) {
+  // The whole workspace as a zip: XAgent's route (the native surface has none).
+  function downloadZip(id) {
     useCookie(id);
-    const res = await api(route, { method: 'POST', headers: { 'content-type': 'application/json' }, body: body ? JSON.stringify(body) : '{}' });
+    save(api('/download_workspace', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' }), 'workspace.zip');
+  }
+  async function save(answer, name) {
+    const res = await answer;
     if (!res.ok) { let b = null; try { b = await res.json(); } catch { /* */ } clear($('#session-detail'), h('p', { class: 'msg', text: errorText(b, res.status) })); return; }
     const url = URL.createObjectURL(await res.blob());
     const a = h('a', { href: url, download: name });
