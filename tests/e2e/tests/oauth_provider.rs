@@ -144,7 +144,10 @@ fn common(report: &Value, callers: &Value) {
     // The identity is the subject, its client and its scopes.
     assert_eq!(alice["grant"]["client"], report["client_id"], "{alice}");
     let scopes = alice["grant"]["scopes"].as_array().unwrap();
-    assert!(scopes.contains(&json!("calc")) && scopes.contains(&json!("files")), "{alice}");
+    assert!(
+        scopes.contains(&json!("calc")) && scopes.contains(&json!("files")),
+        "{alice}"
+    );
 }
 
 #[test]
