@@ -42,6 +42,9 @@ pub struct Config {
     pub kubernetes: Option<KubernetesConfig>,
     /// `[mock]`: tools answering what their manifest says (`crate::mock`).
     pub mock: crate::mock::MockConfig,
+    /// `[pins]`: when mounted toolkits' tool definitions are pinned
+    /// (`crate::pins`).
+    pub pins: crate::pins::PinsConfig,
     /// Named secrets API toolkits reference (`[api.auth] secret`); see
     /// [`SecretValues`].
     pub secrets: SecretValues,

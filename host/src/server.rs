@@ -145,7 +145,23 @@ impl Server {
         let catalog = Arc::new(Catalog::new());
         let mut saved = saved;
         let saved_tasks = std::mem::take(&mut saved.tasks);
+        let saved_pins = std::mem::take(&mut saved.pins)
+            .into_iter()
+            .filter_map(|p| {
+                let definition = serde_json::from_str(&p.definition).ok()?;
+                let pin = crate::pins::Pin {
+                    toolkit: p.toolkit,
+                    digest: p.digest,
+                    definition,
+                };
+                Some((p.tool_id, pin))
+            })
+            .collect();
         catalog.attach_registry(registry.clone(), saved);
+        catalog.attach_pins(Arc::new(crate::pins::Pins::new(
+            config.pins.mode,
+            saved_pins,
+        )));
         let flusher = {
             let catalog = catalog.clone();
             let every = Duration::from_millis(config.registry.flush_ms.max(10));

@@ -86,6 +86,13 @@ pub trait Toolkit: Send + Sync + 'static {
         false
     }
 
+    /// Whether its tools are defined elsewhere at run time (an MCP server's
+    /// list, a spec fetched by URL), so that their definitions are pinned
+    /// ([`crate::pins`]): a change waits for an admin.
+    fn pins_definitions(&self) -> bool {
+        false
+    }
+
     /// Prompts and resources it declares (wasm plugins, in their manifest).
     fn declared(&self) -> Option<&crate::declared::Declared> {
         None

@@ -15,6 +15,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::{Semaphore, watch};
 
 use crate::backend::{Backend, Toolkit};
+use crate::pins::{Judged, Pins};
 use crate::registry::{Registry, Saved, ToolMeta, ToolRecord, ToolStatus, Write};
 pub use crate::registry::{StatsView, ToolStats};
 use crate::tool::{self, Limits, ToolDescriptor};
@@ -125,6 +126,9 @@ pub struct Catalog {
     /// Bumped when a toolkit stops being pending (the tool list itself may
     /// not change, so `changes` is not).
     pending_done: watch::Sender<u64>,
+    /// Pinned tool definitions of the toolkits defined elsewhere
+    /// ([`Toolkit::pins_definitions`]); none: nothing pinned.
+    pins: OnceLock<Arc<Pins>>,
 }
 
 impl Default for Catalog {
@@ -137,6 +141,7 @@ impl Default for Catalog {
             changes: watch::channel(0).0,
             pending: Mutex::new(HashSet::new()),
             pending_done: watch::channel(0).0,
+            pins: OnceLock::new(),
         }
     }
 }
@@ -211,6 +216,16 @@ impl Catalog {
                 .collect(),
             toolkits: current.toolkits.clone(),
         };
+        if toolkit.toolkit.pins_definitions()
+            && let Some(pins) = self.pins.get()
+        {
+            let definitions: Vec<(String, serde_json::Value)> = entries
+                .values()
+                .map(|t| (t.id.clone(), crate::pins::definition(&t.descriptor)))
+                .collect();
+            let judged = pins.judge(&toolkit.name, &definitions);
+            self.apply_pins(judged);
+        }
         if let Some(registry) = self.registry.get() {
             for t in entries.values() {
                 registry.write(Write::Tool(ToolMeta {
@@ -408,6 +423,68 @@ impl Catalog {
             if let Some(row) = record.stats.unpersisted() {
                 registry.write(Write::Stats(id, row));
             }
+        }
+    }
+
+    /// Pin the definitions of toolkits defined elsewhere from now on.
+    /// Before any toolkit is registered.
+    pub fn attach_pins(&self, pins: Arc<Pins>) {
+        let _ = self.pins.set(pins);
+    }
+
+    /// The pinned definitions, if they are kept.
+    pub fn pins(&self) -> Option<&Arc<Pins>> {
+        self.pins.get()
+    }
+
+    /// Approve toolkit `toolkit`'s held definitions (those of `tools`, if
+    /// given): pinned, saved and served. The ids approved.
+    pub fn approve(&self, toolkit: &str, tools: Option<&[String]>) -> Vec<String> {
+        let Some(pins) = self.pins.get() else {
+            return Vec::new();
+        };
+        let approved = pins.approve(toolkit, tools);
+        let ids = approved.iter().map(|(id, _)| id.clone()).collect();
+        self.apply_pins(Judged {
+            pinned: approved.clone(),
+            restored: approved.into_iter().map(|(id, _)| id).collect(),
+            staged: Vec::new(),
+        });
+        self.changes.send_modify(|g| *g += 1);
+        ids
+    }
+
+    /// Hold, serve again and save what pinning decided.
+    fn apply_pins(&self, judged: Judged) {
+        for id in &judged.staged {
+            let record = self.record(id);
+            if record.status() != ToolStatus::Staging {
+                tracing::warn!(tool = %id, "a mounted tool's definition changed or is new: held in staging until an admin approves it");
+                self.save_status(id, &record, ToolStatus::Staging);
+            }
+        }
+        for id in &judged.restored {
+            let record = self.record(id);
+            if record.status() == ToolStatus::Staging {
+                self.save_status(id, &record, ToolStatus::Active);
+            }
+        }
+        if let Some(registry) = self.registry.get() {
+            for (id, pin) in judged.pinned {
+                registry.write(Write::Pin(crate::registry::PinRow {
+                    tool_id: id,
+                    toolkit: pin.toolkit,
+                    digest: pin.digest,
+                    definition: pin.definition.to_string(),
+                }));
+            }
+        }
+    }
+
+    fn save_status(&self, id: &str, record: &ToolRecord, status: ToolStatus) {
+        record.set_status(status);
+        if let Some(registry) = self.registry.get() {
+            registry.write(Write::Status(id.to_owned(), status));
         }
     }
 

@@ -35,6 +35,7 @@ pub mod metrics;
 pub mod mock;
 pub mod nodes;
 pub mod outbound;
+pub mod pins;
 pub mod plugins;
 pub mod registry;
 pub mod scaffold;

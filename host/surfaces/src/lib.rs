@@ -18,6 +18,7 @@ pub mod mcp;
 pub mod native;
 pub mod observe;
 pub mod parked;
+pub mod pins;
 pub mod plugins;
 pub mod render;
 pub mod retrieval;
@@ -65,6 +66,7 @@ pub fn router(
         .merge(system::routes(state.clone()))
         .merge(console::routes())
         .merge(plugins::routes(limits.max_upload_bytes))
+        .merge(pins::routes())
         .merge(engines::routes())
         .merge(xagent::routes(limits.max_upload_bytes))
         .fallback(

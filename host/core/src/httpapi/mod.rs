@@ -158,6 +158,10 @@ impl ApiBackend {
                 .collect::<HashMap<_, _>>(),
             base_url,
             outbound,
+            fetched: api
+                .spec
+                .as_deref()
+                .is_some_and(|s| s.starts_with("http://") || s.starts_with("https://")),
         };
         Ok(Loaded {
             description,

@@ -67,9 +67,15 @@ pub struct ApiToolkit {
     pub routes: HashMap<String, Route>,
     pub base_url: Option<String>,
     pub outbound: Outbound,
+    /// Its spec was fetched by URL: its definitions are pinned.
+    pub fetched: bool,
 }
 
 impl Toolkit for ApiToolkit {
+    fn pins_definitions(&self) -> bool {
+        self.fetched
+    }
+
     fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
         Box::pin(async move {
             let route = self

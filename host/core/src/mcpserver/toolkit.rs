@@ -49,6 +49,10 @@ impl Toolkit for McpToolkit {
         true
     }
 
+    fn pins_definitions(&self) -> bool {
+        true
+    }
+
     fn invoke(self: Arc<Self>, mut call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
         Box::pin(async move {
             let server_name = self

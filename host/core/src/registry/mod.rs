@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use serde::{Deserialize, Serialize};
 
 pub use stats::{StatsRow, StatsView, ToolStats};
-pub use store::{Saved, StoreError, ToolMeta, Write};
+pub use store::{PinRow, Saved, StoreError, ToolMeta, Write};
 
 /// Where a tool is in its lifecycle: `building → staging → active ⇄
 /// inactive`. Only active tools are listed and callable.

@@ -40,6 +40,13 @@ CREATE TABLE IF NOT EXISTS tasks (
     body       TEXT NOT NULL,
     updated_ms INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS pins (
+    tool_id    TEXT PRIMARY KEY,
+    toolkit    TEXT NOT NULL,
+    digest     TEXT NOT NULL,
+    definition TEXT NOT NULL,
+    pinned_ms  INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS stats (
     tool_id          TEXT PRIMARY KEY,
     calls            INTEGER NOT NULL,
@@ -92,6 +99,18 @@ pub enum Write {
     Task(String, String),
     /// A task forgotten (the oldest ended ones beyond what is kept).
     ForgetTask(String),
+    /// A tool's pinned definition ([`crate::pins`]).
+    Pin(PinRow),
+}
+
+/// A pinned definition as the registry keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PinRow {
+    pub tool_id: String,
+    pub toolkit: String,
+    pub digest: String,
+    /// The definition, JSON.
+    pub definition: String,
 }
 
 /// What the registry held at start: per tool id, its status and statistics.
@@ -102,6 +121,7 @@ pub struct Saved {
     pub tools: Vec<ToolMeta>,
     /// Tool-request tasks (JSON), oldest first.
     pub tasks: Vec<String>,
+    pub pins: Vec<PinRow>,
 }
 
 pub struct Store {
@@ -220,6 +240,19 @@ impl Store {
         for row in q.query_map([], |r| r.get::<_, String>(0))? {
             saved.tasks.push(row?);
         }
+        let mut q = self
+            .conn
+            .prepare("SELECT tool_id, toolkit, digest, definition FROM pins ORDER BY tool_id")?;
+        for row in q.query_map([], |r| {
+            Ok(PinRow {
+                tool_id: r.get(0)?,
+                toolkit: r.get(1)?,
+                digest: r.get(2)?,
+                definition: r.get(3)?,
+            })
+        })? {
+            saved.pins.push(row?);
+        }
         Ok(saved)
     }
 
@@ -254,6 +287,13 @@ impl Store {
                 }
                 Write::ForgetTask(id) => {
                     tx.execute("DELETE FROM tasks WHERE task_id = ?1", [id])?;
+                }
+                Write::Pin(p) => {
+                    tx.execute(
+                        "INSERT INTO pins (tool_id, toolkit, digest, definition, pinned_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+                         ON CONFLICT(tool_id) DO UPDATE SET toolkit = ?2, digest = ?3, definition = ?4, pinned_ms = ?5",
+                        params![p.tool_id, p.toolkit, p.digest, p.definition, now],
+                    )?;
                 }
                 Write::Stats(id, s) => {
                     let latency = serde_json::to_string(&s.latency).unwrap_or_else(|_| "[]".into());
@@ -296,6 +336,12 @@ mod tests {
                     Write::Status("calc_evaluate".into(), ToolStatus::Inactive),
                     Write::Stats("calc_evaluate".into(), row(3)),
                     Write::Stats("calc_evaluate".into(), row(4)),
+                    Write::Pin(PinRow {
+                        tool_id: "fs_read".into(),
+                        toolkit: "fs".into(),
+                        digest: "ab".into(),
+                        definition: "{}".into(),
+                    }),
                 ])
                 .unwrap();
         }
@@ -306,6 +352,8 @@ mod tests {
             vec![("calc_evaluate".to_owned(), ToolStatus::Inactive)]
         );
         assert_eq!(saved.stats, vec![("calc_evaluate".to_owned(), row(4))]);
+        assert_eq!(saved.pins.len(), 1);
+        assert_eq!(saved.pins[0].digest, "ab");
     }
 
     #[test]
