@@ -3,8 +3,8 @@
 //! cannot change a tool under its callers. The definition of each tool
 //! (name, title, description, input and output schema, annotations: what a
 //! model reads and what a call is checked against) is hashed and pinned at
-//! its toolkit's first load (`[pins] mode = "first-use"`) or when an admin
-//! approves it (`"approve"`); `"off"` (the default) pins nothing. A later definition that differs,
+//! its toolkit's first load (`[pins] mode = "first-use"`, the default) or
+//! when an admin approves it (`"approve"`); `"off"` pins nothing. A later definition that differs,
 //! and a tool that was not there before, is held in `staging` (neither
 //! listed nor callable) with its change kept for the admin, until approved
 //! (`POST /plugins/{name}/changes/approve`). A definition that goes back to
@@ -25,13 +25,11 @@ use crate::tool::ToolDescriptor;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PinMode {
-    /// Nothing pinned: every definition served as it comes (the default
-    /// for now: servers that add tools right after the handshake, as the
-    /// MCP reference server does, would have those held).
-    #[default]
+    /// Nothing pinned: every definition served as it comes.
     Off,
     /// A toolkit's tools are pinned at its first load; later changes and
     /// new tools wait for an admin.
+    #[default]
     FirstUse,
     /// Every definition waits for an admin, the first ones too.
     Approve,

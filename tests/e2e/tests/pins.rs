@@ -137,3 +137,39 @@ fn a_changed_or_new_tool_waits_for_the_admin() {
     assert_eq!(again[0]["tool_id"], "rug_greet");
     assert_eq!(s.tool_ids(), ["rug_turn", "rug_turn_back"]);
 }
+
+/// The MCP reference server (server-everything), under the default
+/// (`"first-use"`, no `[pins]` table): its tools, the capability-dependent
+/// ones it registers at the handshake included, are all pinned at the
+/// first load and served; nothing is held.
+#[test]
+fn the_reference_server_is_pinned_whole_at_its_first_load_by_default() {
+    let everything = Service::everything();
+    let manifest = format!(
+        "[mcp]\nurl = \"{}\"\nallow = [\"{}\"]\n",
+        everything.url("/mcp"),
+        everything.host()
+    );
+    let config = format!("[auth]\nadmin_token = \"{ADMIN}\"\n");
+    let s = Server::start_with(
+        PluginsDir::new().folder("rug", &[("rug.toml", &manifest)]),
+        Some(&config),
+    )
+    .unwrap();
+    let r = s
+        .client()
+        .get(s.url("/plugins/rug/changes"))
+        .bearer_auth(ADMIN)
+        .send()
+        .unwrap();
+    let body: Value = r.json().unwrap();
+    assert_eq!(body["mode"], "first-use");
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(changes(&s).is_empty(), "{:?}", changes(&s));
+    let listed = s.tool_ids();
+    assert!(
+        listed.contains(&"rug_echo".to_string())
+            && listed.contains(&"rug_trigger-sampling-request".to_string()),
+        "{listed:?}"
+    );
+}
