@@ -753,10 +753,36 @@
       h('th', { scope: 'row', text: p.name }),
       h('td', { text: p.backend }),
       h('td', {}, pluginState(p)),
-      h('td', { title: p.tools.join(', '), text: String(p.tools.length) }),
+      h('td', { title: p.tools.join(', ') }, String(p.tools.length),
+        p.held ? h('div', {}, h('span', { class: 'badge held', text: `${p.held} held` }),
+          S.admin ? h('button', { type: 'button', class: 'ghost small review', text: 'Review', 'aria-label': `Review ${p.name}'s held tools`, onclick: () => reviewPins(p.name) }) : null) : null),
       h('td', { class: 'wide' }, p.version ? h('code', { text: p.version.slice(0, 12) }) : '–',
         p.compile_ms != null ? h('div', { class: 'muted', text: `${fmt(p.compile_ms)} ms (${p.source || 'compiled'})` }) : null),
       h('td', {}, S.admin ? deleteButton(p.name) : null))));
+  }
+  // Tools `[pins]` holds: the pinned and the new definition side by side,
+  // approved one by one or all at once.
+  async function reviewPins(name) {
+    const r = await apiJson(`/plugins/${encodeURIComponent(name)}/changes`);
+    let panel = $('#pins-panel');
+    if (!panel) { panel = h('section', { id: 'pins-panel', class: 'box' }); $('#plugins-table').after(panel); }
+    if (!r.ok) { clear(panel, h('p', { class: 'msg', text: errorText(r.body, r.status) })); return; }
+    const approve = async (tools) => {
+      const a = await apiJson(`/plugins/${encodeURIComponent(name)}/changes/approve`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(tools ? { tools } : {}) });
+      pluginEvent(a.ok ? `${name}: approved ${a.body.approved.join(', ') || 'nothing'}` : `approve ${name}: ${errorText(a.body, a.status)}`, a.ok ? 'ready' : 'failed');
+      await pollPlugins();
+      reviewPins(name);
+    };
+    const side = (label, def) => h('div', {}, h('h4', { text: label }),
+      def ? h('pre', { class: 'def', text: JSON.stringify(def, null, 2) }) : h('p', { class: 'muted', text: 'none: a new tool' }));
+    const items = r.body.changes.map((c) => h('li', { 'data-held': c.tool_id },
+      h('h3', {}, h('code', { text: c.tool_id }), ' ',
+        h('button', { type: 'button', class: 'small', text: 'Approve', onclick: () => approve([c.tool_id]) })),
+      h('div', { class: 'grid2' }, side('Pinned', c.pinned), side('Now', c.now))));
+    clear(panel, h('h2', {}, 'Held tools of ', h('code', { text: name })),
+      items.length ? [h('ul', { class: 'held-list' }, items),
+        h('button', { type: 'button', class: 'approve-all', text: 'Approve all', onclick: () => approve(null) })]
+        : h('p', { class: 'muted', text: 'Nothing is held.' }));
   }
   function deleteButton(name) {
     const b = h('button', { type: 'button', class: 'danger small', text: 'Delete', 'aria-label': `Delete plugin ${name}` });

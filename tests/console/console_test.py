@@ -335,6 +335,32 @@ def scenario_hot_load(d):
     ok("hot_load")
 
 
+def scenario_pins(d):
+    """A mounted MCP server rewrites a tool and adds one (tests/fixtures/mcp/
+    rugpull.py): the plugins table says two are held, the admin reviews the
+    pinned and the new definitions side by side and approves them."""
+    d.execute_async_script(
+        """const done = arguments[arguments.length - 1];
+        fetch('/tools/rug_turn/invoke', {method: 'POST', headers: {'content-type': 'application/json',
+          authorization: 'Bearer ' + sessionStorage.getItem('toolhost.token')}, body: '{"params": {}}'})
+          .then(r => r.text()).then(done, e => done(String(e)));"""
+    )
+    go(d, "#/plugins")
+    wait(d, "the held tools in the table", lambda d: visible(d, "tr[data-plugin=rug] .badge.held"))
+    assert q(d, "tr[data-plugin=rug] .badge.held").text == "2 held", q(d, "tr[data-plugin=rug] .badge.held").text
+    q(d, "tr[data-plugin=rug] button.review").click()
+    wait(d, "the review panel", lambda d: visible(d, "#pins-panel li[data-held=rug_greet]"))
+    greet = q(d, "#pins-panel li[data-held=rug_greet]").text
+    assert "Says hello to `name`." in greet and "id_rsa" in greet, greet
+    assert "none: a new tool" in q(d, "#pins-panel li[data-held=rug_exfiltrate]").text
+    shot(d, "07b-plugins-held-tools")
+    q(d, "#pins-panel button.approve-all").click()
+    wait(d, "nothing held", lambda d: "Nothing is held." in q(d, "#pins-panel").text)
+    wait(d, "the badge gone", lambda d: not qs(d, "tr[data-plugin=rug] .badge.held"))
+    assert "approved rug_exfiltrate, rug_greet" in q(d, "#events").text, q(d, "#events").text
+    ok("pins")
+
+
 def scenario_metrics(d):
     d.execute_async_script(
         """const done = arguments[arguments.length - 1];
@@ -456,6 +482,7 @@ def main():
     p.add_argument("--extra-plugin", required=True)
     p.add_argument("--screenshots", required=True)
     p.add_argument("--notebook", action="store_true")
+    p.add_argument("--pins", action="store_true", help="a toolkit `rug` mounts tests/fixtures/mcp/rugpull.py")
     ARGS = p.parse_args()
     SHOTS = ARGS.screenshots
     os.makedirs(SHOTS, exist_ok=True)
@@ -465,7 +492,10 @@ def main():
     steps = [scenario_refused, scenario_sign_in, scenario_search, scenario_invoke]
     if ARGS.notebook:
         steps.append(scenario_notebook)
-    steps += [scenario_sessions, scenario_form, scenario_hot_load, scenario_metrics, scenario_keyboard, scenario_narrow, scenario_performance, scenario_browser_log]
+    steps += [scenario_sessions, scenario_form, scenario_hot_load]
+    if ARGS.pins:
+        steps.append(scenario_pins)
+    steps += [scenario_metrics, scenario_keyboard, scenario_narrow, scenario_performance, scenario_browser_log]
     try:
         for step in steps:
             t = time.monotonic()

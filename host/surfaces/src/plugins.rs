@@ -1,7 +1,8 @@
 //! Plugin status and the admin routes that change the plugins directory.
 //!
 //! - `GET /plugins`, `GET /plugins/{name}`: status of each plugin (open to
-//!   every caller, like `GET /tools`).
+//!   every caller, like `GET /tools`); the list says how many of each
+//!   plugin's tools `[pins]` holds for the admin (`held`).
 //! - `PUT /plugins/{name}`: upload a component, as the raw body
 //!   (`Content-Type: application/wasm`) or as multipart form fields
 //!   `component` and optional `manifest`. It is loaded first and written into
@@ -40,7 +41,21 @@ async fn list(
     engines: Option<axum::Extension<super::engines::Engines>>,
 ) -> Json<Value> {
     let engines = engines.map(|e| e.0).unwrap_or_default();
-    Json(json!({ "plugins": state.plugins.list(), "engines": engines.list() }))
+    // Each plugin's tools held for the admin by `[pins]` (super::pins).
+    let pins = state.dispatcher.catalog().pins().cloned();
+    let plugins: Vec<Value> = state
+        .plugins
+        .list()
+        .into_iter()
+        .map(|p| {
+            let mut v = json!(p);
+            if let (Some(pins), Some(name)) = (&pins, v["name"].as_str()) {
+                v["held"] = json!(pins.changes(Some(name)).len());
+            }
+            v
+        })
+        .collect();
+    Json(json!({ "plugins": plugins, "engines": engines.list() }))
 }
 
 async fn get_one(

@@ -178,10 +178,20 @@ fn the_console_in_a_real_browser() {
         );
         eprintln!("the notebook step is SKIPPED: no Docker engine");
     }
+    // A mounted MCP server that rewrites a tool: the held-tools review.
+    let rug = toolhost_e2e::services::Service::python_mcp(
+        &repo_root().join("tests/fixtures/mcp/rugpull.py"),
+    );
+    let rug_manifest = format!(
+        "[mcp]\nurl = \"{}\"\nallow = [\"{}\"]\n",
+        rug.url("/mcp"),
+        rug.host()
+    );
     let mut plugins = PluginsDir::new()
         .add("calc", "calc")
         .add("files", "files")
-        .add("image", "image");
+        .add("image", "image")
+        .folder("rug", &[("rug.toml", &rug_manifest)]);
     if docker {
         plugins = plugins.add_toolkit("notebook");
     }
@@ -219,6 +229,7 @@ fn the_console_in_a_real_browser() {
     if docker {
         args.push("--notebook".as_ref());
     }
+    args.push("--pins".as_ref());
     let (ok, report) = run_python(&python, "tests/console/console_test.py", &args);
     assert!(
         ok,
@@ -234,6 +245,7 @@ fn the_console_in_a_real_browser() {
         "sessions",
         "form",
         "hot_load",
+        "pins",
         "metrics",
         "keyboard",
         "narrow",
