@@ -51,7 +51,7 @@ test:
 	@$(PHASE) plugins $(MAKE) --no-print-directory plugins fixtures
 	@$(PHASE) node-image $(MAKE) --no-print-directory node-image
 	@$(PHASE) fmt $(CARGO) fmt --all --check
-	@$(PHASE) audit sh -c 'python3 tests/audit.py --self-test && python3 tests/audit.py'
+	@$(PHASE) audit sh -c 'python3 tests/audit.py --self-test && python3 tests/audit.py && python3 tests/licenses.py --self-test && python3 tests/licenses.py'
 	@$(PHASE) clippy $(CARGO) clippy --workspace --all-targets -- -D warnings
 	@$(PHASE) clippy-guests $(CARGO) clippy --target $(WASM_TARGET) $(GUEST_PKGS:%=-p %) -p toolhost-sdk -- -D warnings
 	@$(PHASE) browser $(MAKE) --no-print-directory browser
