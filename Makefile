@@ -30,7 +30,7 @@ TOOLHOST_BIN ?= $(CURDIR)/target/debug/toolhost
 # `code` (code_interpreter, routing to the notebook or python_run).
 TOOLKITS     := shell notebook browser imagecompress code
 
-.PHONY: browser fuzz soak run test kubernetes py-unit py-client js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build lint bench clean docker node-image driver-test
+.PHONY: browser registry fuzz soak run test kubernetes py-unit py-client js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build lint bench clean docker node-image driver-test
 
 ## Serve the example plugins on $(BIND) (release build). The heavy tools need the
 ## Docker engine and the node image: built here when missing (once, ~2 min);
@@ -55,6 +55,7 @@ test:
 	@$(PHASE) clippy $(CARGO) clippy --workspace --all-targets -- -D warnings
 	@$(PHASE) clippy-guests $(CARGO) clippy --target $(WASM_TARGET) $(GUEST_PKGS:%=-p %) -p toolhost-sdk -- -D warnings
 	@$(PHASE) browser $(MAKE) --no-print-directory browser
+	@$(PHASE) registry $(MAKE) --no-print-directory registry
 	@$(PHASE) cargo-test $(CARGO) test --workspace --no-fail-fast
 	@$(PHASE) conformance tests/conformance/run.sh
 	@$(PHASE) lang-units $(MAKE) --no-print-directory py-unit js-unit c-unit
@@ -169,6 +170,12 @@ build:
 browser:
 	tests/console/ensure-chromium.sh
 	tests/venv.sh tests/console/requirements.txt >/dev/null
+
+## Debian's docker-registry (installed when missing) and ORAS in
+## target/venvs/oci, for the OCI pull test (tests/e2e/tests/oci.rs).
+registry:
+	tests/oci/ensure-registry.sh
+	tests/venv.sh tests/oci/requirements.txt >/dev/null
 
 ## Start the Docker engine when none answers (installs docker.io if needed).
 docker:

@@ -34,6 +34,7 @@ pub mod mcpserver;
 pub mod metrics;
 pub mod mock;
 pub mod nodes;
+pub mod oci;
 pub mod outbound;
 pub mod pins;
 pub mod plugins;
