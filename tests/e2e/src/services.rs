@@ -151,6 +151,16 @@ impl Service {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
+    /// The manifest of a toolkit mounting this service as a remote MCP
+    /// server at `/mcp`, its host allowed (`<name>.toml` of a folder).
+    pub fn mcp_manifest(&self) -> String {
+        format!(
+            "[mcp]\nurl = \"{}\"\nallow = [\"{}\"]\n",
+            self.url("/mcp"),
+            self.host()
+        )
+    }
+
     /// The allow-list entry of this service.
     pub fn host(&self) -> String {
         format!("127.0.0.1:{}", self.port)

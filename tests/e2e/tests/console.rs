@@ -182,16 +182,11 @@ fn the_console_in_a_real_browser() {
     let rug = toolhost_e2e::services::Service::python_mcp(
         &repo_root().join("tests/fixtures/mcp/rugpull.py"),
     );
-    let rug_manifest = format!(
-        "[mcp]\nurl = \"{}\"\nallow = [\"{}\"]\n",
-        rug.url("/mcp"),
-        rug.host()
-    );
     let mut plugins = PluginsDir::new()
         .add("calc", "calc")
         .add("files", "files")
         .add("image", "image")
-        .folder("rug", &[("rug.toml", &rug_manifest)]);
+        .folder("rug", &[("rug.toml", &rug.mcp_manifest())]);
     if docker {
         plugins = plugins.add_toolkit("notebook");
     }

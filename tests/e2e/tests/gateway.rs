@@ -25,14 +25,6 @@ const EVERYTHING_MASKS: &[&str] = &[
     r#"Raw result: (?:[^"\\]|\\.)*"#,
 ];
 
-fn remote(service: &Service) -> String {
-    format!(
-        "[mcp]\nurl = \"{}\"\nallow = [\"{}\"]\n",
-        service.url("/mcp"),
-        service.host()
-    )
-}
-
 fn fixture(name: &str) -> PathBuf {
     repo_root().join("tests/fixtures/gateway").join(name)
 }
@@ -115,8 +107,8 @@ fn remote_servers_look_the_same_through_toolhost() {
     let kinds = Service::python_mcp(&repo_root().join("tests/fixtures/mcp/kinds.py"));
     let s = Server::start(
         PluginsDir::new()
-            .folder("every", &[("every.toml", &remote(&everything))])
-            .folder("kinds", &[("kinds.toml", &remote(&kinds))]),
+            .folder("every", &[("every.toml", &everything.mcp_manifest())])
+            .folder("kinds", &[("kinds.toml", &kinds.mcp_manifest())]),
     );
     for name in ["every", "kinds"] {
         assert_eq!(s.plugin(name).unwrap()["state"], "ready", "{name}");
@@ -221,8 +213,11 @@ fn a_restarted_remote_server_is_reconnected_idle_and_busy() {
     let limit = "timeout_ms = 30000\n";
     let s = Server::start(
         PluginsDir::new()
-            .folder("every", &[("every.toml", &(remote(&everything) + limit))])
-            .folder("kinds", &[("kinds.toml", &(remote(&kinds) + limit))]),
+            .folder(
+                "every",
+                &[("every.toml", &(everything.mcp_manifest() + limit))],
+            )
+            .folder("kinds", &[("kinds.toml", &(kinds.mcp_manifest() + limit))]),
     );
     let echo = || s.invoke("every_echo", json!({"message": "hi"}));
     let count = || s.invoke("kinds_count", json!({"word": "aab"}));
@@ -288,7 +283,10 @@ fn a_mounted_servers_tool_count_is_capped_with_a_warning() {
     let everything = Service::everything();
     let s = Server::start(PluginsDir::new().folder(
         "every",
-        &[("every.toml", &(remote(&everything) + "max_tools = 5\n"))],
+        &[(
+            "every.toml",
+            &(everything.mcp_manifest() + "max_tools = 5\n"),
+        )],
     ));
     let p = s.plugin("every").unwrap();
     assert_eq!(p["state"], "ready", "{p}");
@@ -309,8 +307,9 @@ fn a_mounted_servers_tool_count_is_capped_with_a_warning() {
 fn a_native_caller_answers_the_servers_form() {
     use serde_json::Value;
     let everything = Service::everything();
-    let s =
-        Server::start(PluginsDir::new().folder("every", &[("every.toml", &remote(&everything))]));
+    let s = Server::start(
+        PluginsDir::new().folder("every", &[("every.toml", &everything.mcp_manifest())]),
+    );
     let call =
         |body: Value| s.invoke_body("native-form", "every_trigger-elicitation-request", body);
     let (status, asked) = call(json!({"params": {}}));
@@ -361,8 +360,9 @@ fn a_native_caller_answers_the_servers_form() {
 fn a_task_only_tool_is_called_as_a_task_and_its_question_passed_on() {
     use serde_json::Value;
     let everything = Service::everything();
-    let s =
-        Server::start(PluginsDir::new().folder("every", &[("every.toml", &remote(&everything))]));
+    let s = Server::start(
+        PluginsDir::new().folder("every", &[("every.toml", &everything.mcp_manifest())]),
+    );
     let call = |body: Value| s.invoke_body("research", "every_simulate-research-query", body);
     let (status, done) = call(json!({"params": {"topic": "tides", "ambiguous": false}}));
     assert_eq!(status, 200, "{done}");
@@ -426,7 +426,7 @@ fn a_task_only_tool_is_called_as_a_task_and_its_question_passed_on() {
 fn a_flooding_server_is_held_to_bounded_reloads_and_progress() {
     use std::time::{Duration, Instant};
     let flood = Service::python_mcp(&repo_root().join("tests/fixtures/mcp/flood.py"));
-    let s = Server::start(PluginsDir::new().folder("fl", &[("fl.toml", &remote(&flood))]));
+    let s = Server::start(PluginsDir::new().folder("fl", &[("fl.toml", &flood.mcp_manifest())]));
     assert_eq!(s.plugin("fl").unwrap()["state"], "ready");
     let started = Instant::now();
     let (status, body) = s.invoke("fl_flood", json!({"seconds": 3, "every_ms": 10}));

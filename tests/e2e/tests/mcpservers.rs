@@ -16,11 +16,7 @@ use toolhost_e2e::xagent::XAgent;
 use toolhost_e2e::*;
 
 fn manifest(service: &Service, extra: &str) -> String {
-    format!(
-        "[mcp]\nurl = \"{}\"\nallow = [\"{}\"]\n{extra}\n",
-        service.url("/mcp"),
-        service.host()
-    )
+    format!("{}{extra}\n", service.mcp_manifest())
 }
 
 #[test]

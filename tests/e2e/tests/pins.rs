@@ -13,7 +13,8 @@ use toolhost_e2e::*;
 
 const ADMIN: &str = "admin-token-pins-aaaaaaaa";
 
-fn changes(s: &Server) -> Vec<Value> {
+/// The admin's `GET /plugins/rug/changes`.
+fn changes_answer(s: &Server) -> Value {
     let r = s
         .client()
         .get(s.url("/plugins/rug/changes"))
@@ -21,8 +22,11 @@ fn changes(s: &Server) -> Vec<Value> {
         .send()
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
-    let body: Value = r.json().unwrap();
-    body["changes"].as_array().unwrap().clone()
+    r.json().unwrap()
+}
+
+fn changes(s: &Server) -> Vec<Value> {
+    changes_answer(s)["changes"].as_array().unwrap().clone()
 }
 
 fn approve(s: &Server, body: Value) -> Value {
@@ -49,11 +53,7 @@ fn held(s: &Server, want: usize) -> Vec<Value> {
 #[test]
 fn a_changed_or_new_tool_waits_for_the_admin() {
     let rug = Service::python_mcp(&repo_root().join("tests/fixtures/mcp/rugpull.py"));
-    let manifest = format!(
-        "[mcp]\nurl = \"{}\"\nallow = [\"{}\"]\n",
-        rug.url("/mcp"),
-        rug.host()
-    );
+    let manifest = rug.mcp_manifest();
     let config = format!("[auth]\nadmin_token = \"{ADMIN}\"\n\n[pins]\nmode = \"first-use\"\n");
     let mut s = Server::start_with(
         PluginsDir::new().folder("rug", &[("rug.toml", &manifest)]),
@@ -145,25 +145,14 @@ fn a_changed_or_new_tool_waits_for_the_admin() {
 #[test]
 fn the_reference_server_is_pinned_whole_at_its_first_load_by_default() {
     let everything = Service::everything();
-    let manifest = format!(
-        "[mcp]\nurl = \"{}\"\nallow = [\"{}\"]\n",
-        everything.url("/mcp"),
-        everything.host()
-    );
+    let manifest = everything.mcp_manifest();
     let config = format!("[auth]\nadmin_token = \"{ADMIN}\"\n");
     let s = Server::start_with(
         PluginsDir::new().folder("rug", &[("rug.toml", &manifest)]),
         Some(&config),
     )
     .unwrap();
-    let r = s
-        .client()
-        .get(s.url("/plugins/rug/changes"))
-        .bearer_auth(ADMIN)
-        .send()
-        .unwrap();
-    let body: Value = r.json().unwrap();
-    assert_eq!(body["mode"], "first-use");
+    assert_eq!(changes_answer(&s)["mode"], "first-use");
     std::thread::sleep(Duration::from_secs(2));
     assert!(changes(&s).is_empty(), "{:?}", changes(&s));
     let listed = s.tool_ids();
