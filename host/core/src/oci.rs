@@ -174,18 +174,12 @@ pub async fn pull(reference: &Reference, locked: Option<&str>) -> Result<Pulled,
     let wanted = locked.or(reference.digest.as_deref());
     let at = wanted.or(reference.tag.as_deref()).unwrap_or_default();
     let url = format!("{}/manifests/{at}", reference.base());
-    let response = http
-        .get(&url)
-        .header(reqwest::header::ACCEPT, MANIFEST_TYPE)
-        .send()
-        .await
-        .map_err(|e| format!("{url}: {e}"))?;
-    if !response.status().is_success() {
-        return Err(format!(
-            "{url}: the registry answered {}",
-            response.status()
-        ));
-    }
+    let response = fetch(
+        http.get(&url)
+            .header(reqwest::header::ACCEPT, MANIFEST_TYPE),
+        &url,
+    )
+    .await?;
     let said = response
         .headers()
         .get("docker-content-digest")
@@ -244,17 +238,7 @@ pub async fn pull(reference: &Reference, locked: Option<&str>) -> Result<Pulled,
         ));
     }
     let blob = format!("{}/blobs/{}", reference.base(), layer.digest);
-    let mut response = http
-        .get(&blob)
-        .send()
-        .await
-        .map_err(|e| format!("{blob}: {e}"))?;
-    if !response.status().is_success() {
-        return Err(format!(
-            "{blob}: the registry answered {}",
-            response.status()
-        ));
-    }
+    let mut response = fetch(http.get(&blob), &blob).await?;
     let mut component = Vec::new();
     while let Some(chunk) = response.chunk().await.map_err(|e| format!("{blob}: {e}"))? {
         if component.len() as u64 + chunk.len() as u64 > layer.size {
@@ -277,6 +261,18 @@ pub async fn pull(reference: &Reference, locked: Option<&str>) -> Result<Pulled,
         component_digest: got,
         component,
     })
+}
+
+/// `request`'s answer, if a success; else why not, naming `url`.
+async fn fetch(request: reqwest::RequestBuilder, url: &str) -> Result<reqwest::Response, String> {
+    let response = request.send().await.map_err(|e| format!("{url}: {e}"))?;
+    if !response.status().is_success() {
+        return Err(format!(
+            "{url}: the registry answered {}",
+            response.status()
+        ));
+    }
+    Ok(response)
 }
 
 #[cfg(test)]

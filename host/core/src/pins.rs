@@ -207,6 +207,12 @@ impl Pins {
             .collect()
     }
 
+    /// How many of `toolkit`'s tools are held.
+    pub fn held(&self, toolkit: &str) -> usize {
+        let changes = self.changes.lock().unwrap_or_else(|e| e.into_inner());
+        changes.values().filter(|c| c.toolkit == toolkit).count()
+    }
+
     /// Approve `toolkit`'s held changes (those of `tools` only, if given):
     /// their definitions are pinned; returns the new pins, to save and serve.
     pub fn approve(&self, toolkit: &str, tools: Option<&[String]>) -> Vec<(String, Pin)> {
@@ -280,6 +286,7 @@ mod tests {
         );
         assert_eq!(later.staged, vec!["kit_a".to_string(), "kit_b".to_string()]);
         let changes = pins.changes(Some("kit"));
+        assert_eq!(pins.held("kit"), 2);
         assert_eq!(changes[0].pinned, Some(def("adds")));
         assert_eq!(changes[1].pinned, None);
         // Back to the pinned definition: served again, its change dropped.

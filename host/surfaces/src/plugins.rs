@@ -50,7 +50,7 @@ async fn list(
         .map(|p| {
             let mut v = json!(p);
             if let (Some(pins), Some(name)) = (&pins, v["name"].as_str()) {
-                v["held"] = json!(pins.changes(Some(name)).len());
+                v["held"] = json!(pins.held(name));
             }
             v
         })
