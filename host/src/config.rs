@@ -45,6 +45,11 @@ pub struct Config {
     /// `[pins]`: when mounted toolkits' tool definitions are pinned
     /// (`crate::pins`).
     pub pins: crate::pins::PinsConfig,
+    /// `[oci]`: registry logins (`crate::oci`).
+    pub oci: crate::oci::OciConfig,
+    /// `[trust]`: who must have signed components, by source
+    /// (`crate::trust`).
+    pub trust: crate::trust::TrustConfig,
     /// Named secrets API toolkits reference (`[api.auth] secret`); see
     /// [`SecretValues`].
     pub secrets: SecretValues,
@@ -117,6 +122,8 @@ impl Config {
             "plugins.max_upload_mb must be at least 1"
         );
         self.auth.check().map_err(anyhow::Error::msg)?;
+        crate::trust::Trust::from_config(&self.trust)
+            .map_err(|m| anyhow::anyhow!("[trust]: {m}"))?;
         Ok(())
     }
 }

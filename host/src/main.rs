@@ -11,6 +11,8 @@ use toolhost::config::Config;
 use toolhost::server::{self, Server};
 use toolhost::wasm::WasmBackend;
 
+mod oci_cli;
+
 #[derive(Parser)]
 #[command(name = "toolhost", version, about = "A tool server for LLM agents")]
 struct Cli {
@@ -114,24 +116,8 @@ enum Command {
         #[arg(long, env = "TOOLHOST_CONFIG")]
         config: Option<PathBuf>,
     },
-    /// Pull a component from an OCI registry (`oci://host/repo:tag` or
-    /// `…@sha256:…`, the CNCF wasm layout) into the plugins directory as
-    /// `<name>.wasm`, every byte checked against its digest. The digest the
-    /// reference resolved to is recorded in `<name>.oci.lock`; later pulls
-    /// fetch that digest, wherever the tag has moved, until `--update`.
-    Pull {
-        /// The reference.
-        reference: String,
-        /// The plugins directory.
-        #[arg(long, env = "TOOLHOST_PLUGINS", default_value = "plugins")]
-        plugins: PathBuf,
-        /// The plugin's name [default: the repository's last part].
-        #[arg(long)]
-        name: Option<String>,
-        /// Resolve the reference again and rewrite the lock.
-        #[arg(long)]
-        update: bool,
-    },
+    #[command(flatten)]
+    Oci(oci_cli::OciCommand),
     /// Read a configuration file as `serve` does (every section, key and
     /// limit checked) and start nothing: "ok", or the reason it is refused.
     CheckConfig {
@@ -213,12 +199,7 @@ fn main() -> anyhow::Result<()> {
                 let key = toolhost::wasm::CacheKey::load_or_create(&key)?;
                 precompile(&config, &plugins, None, key).await
             }
-            Command::Pull {
-                reference,
-                plugins,
-                name,
-                update,
-            } => pull(&reference, &plugins, name, update).await,
+            Command::Oci(command) => oci_cli::run(command).await,
             Command::CheckConfig { config } => {
                 Config::from_file(&config)?;
                 println!("{}: ok", config.display());
@@ -454,59 +435,4 @@ fn tempfile_dir() -> anyhow::Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("toolhost-call-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
-}
-
-/// `toolhost pull`.
-async fn pull(
-    text: &str,
-    plugins: &std::path::Path,
-    name: Option<String>,
-    update: bool,
-) -> anyhow::Result<()> {
-    use toolhost::oci::{Lock, Reference};
-    let reference = Reference::parse(text).map_err(anyhow::Error::msg)?;
-    let name = name.unwrap_or_else(|| {
-        reference
-            .repository
-            .rsplit('/')
-            .next()
-            .unwrap_or_default()
-            .to_owned()
-    });
-    anyhow::ensure!(
-        toolhost::tool::is_valid_plugin_name(&name),
-        "`{name}` is not a plugin name: give one with --name"
-    );
-    let lock_path = plugins.join(format!("{name}.oci.lock"));
-    let lock = Lock::read(&lock_path).map_err(anyhow::Error::msg)?;
-    let locked = match &lock {
-        Some(l) if !update && l.reference == text => Some(l.digest.clone()),
-        Some(l) if !update => anyhow::bail!(
-            "{} locks {name} to {}, not {text}: pull with --update to change it",
-            lock_path.display(),
-            l.reference
-        ),
-        _ => None,
-    };
-    let pulled = toolhost::oci::pull(&reference, locked.as_deref())
-        .await
-        .map_err(anyhow::Error::msg)?;
-    std::fs::create_dir_all(plugins)?;
-    // Written aside and renamed into place: the server hot-loads the whole file.
-    let part = plugins.join(format!(".{name}.wasm.part"));
-    std::fs::write(&part, &pulled.component)?;
-    std::fs::rename(&part, plugins.join(format!("{name}.wasm")))?;
-    let lock = Lock {
-        reference: text.to_owned(),
-        digest: pulled.manifest.clone(),
-        component: pulled.component_digest.clone(),
-    };
-    std::fs::write(&lock_path, lock.text())?;
-    println!(
-        "{name}.wasm: {} bytes from {text} ({}), locked in {}",
-        pulled.component.len(),
-        pulled.manifest,
-        lock_path.display()
-    );
-    Ok(())
 }

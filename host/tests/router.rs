@@ -445,6 +445,7 @@ mod echo_backend {
                     tools,
                     compile: None,
                     warnings: Vec::new(),
+                    provenance: None,
                 })
             })
         }

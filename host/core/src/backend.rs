@@ -126,6 +126,9 @@ pub struct Loaded {
     pub compile: Option<(Duration, &'static str)>,
     /// What loaded but should be looked at (shown by `GET /plugins`).
     pub warnings: Vec<String>,
+    /// Where it came from and who signed it, for backends that check
+    /// (`GET /plugins`: the trust policy's verdict).
+    pub provenance: Option<serde_json::Value>,
 }
 
 /// Why a loaded entry cannot serve now ([`Backend::problem`]).

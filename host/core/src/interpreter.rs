@@ -133,6 +133,7 @@ impl InterpreterBackend {
             tools: vec![tool],
             compile: None,
             warnings: Vec::new(),
+            provenance: None,
         })
     }
 }

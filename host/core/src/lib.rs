@@ -46,4 +46,5 @@ pub mod system;
 pub mod tasks;
 pub mod text;
 pub mod tool;
+pub mod trust;
 pub mod wasm;

@@ -8,78 +8,18 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 use serde_json::json;
+use toolhost_e2e::registry::{Registry, oras_push};
 use toolhost_e2e::*;
 
-struct Registry {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The registry, or None (skipped) outside CI when it is not installed.
 fn registry() -> Option<Registry> {
-    let found = Command::new("docker-registry")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "no docker-registry: CI must run the OCI test (make test installs it: tests/oci/ensure-registry.sh)"
-        );
-        eprintln!("SKIPPED: no docker-registry (tests/oci/ensure-registry.sh)");
-        return None;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port().unwrap();
-    let config = dir.path().join("config.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
-            dir.path().join("data").display()
-        ),
-    )
-    .unwrap();
-    let child = Command::new("docker-registry")
-        .arg("serve")
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let up = wait_for(Duration::from_secs(20), || {
-        std::net::TcpStream::connect(("127.0.0.1", port))
-            .ok()
-            .map(|_| ())
-    });
-    assert!(up.is_some(), "docker-registry did not listen");
-    Some(Registry {
-        child,
-        port,
-        _dir: dir,
-    })
+    Registry::start(false)
 }
 
 fn push(target: &str, component: &Path) {
-    let python = python_venv("tests/oci/requirements.txt");
-    let (ok, out) = run_python(
-        &python,
-        "tests/oci/push.py",
-        &[target.as_ref(), component.as_os_str()],
-    );
-    assert!(ok, "ORAS push failed: {out}");
+    oras_push(target, component)
 }
 
 /// `toolhost pull` with `args`: (ok, stdout + stderr).

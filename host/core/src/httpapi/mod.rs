@@ -171,6 +171,7 @@ impl ApiBackend {
             tools,
             compile: None,
             warnings,
+            provenance: None,
         })
     }
 }

@@ -438,6 +438,7 @@ impl McpBackend {
             tools,
             compile: None,
             warnings,
+            provenance: None,
         })
     }
 }

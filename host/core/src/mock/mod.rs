@@ -157,6 +157,7 @@ fn load(name: &str, files: &[EntryFile]) -> Result<Loaded, String> {
         tools: descriptors,
         compile: None,
         warnings: Vec::new(),
+        provenance: None,
     })
 }
 

@@ -75,6 +75,7 @@ impl Backend for NodeBackend {
                 tools: spec.descriptors(),
                 compile: None,
                 warnings: Vec::new(),
+                provenance: None,
             };
             self.serve(spec);
             Ok(loaded)

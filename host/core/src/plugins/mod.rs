@@ -459,6 +459,7 @@ impl PluginManager {
         let version = loaded.version.clone();
         let compile = loaded.compile;
         let warnings = loaded.warnings;
+        let provenance = loaded.provenance;
         let replaced = self.get_key(key).is_some_and(|s| s.version.is_some());
         let mut entry = ToolkitEntry::new(
             backend.clone(),
@@ -487,6 +488,7 @@ impl PluginManager {
             s.tools = ids;
             s.error = None;
             s.warnings = warnings;
+            s.provenance = provenance;
             s.compile_ms = compile.map(|(t, _)| (t.as_secs_f64() * 100_000.0).round() / 100.0);
             s.source = compile.map(|(_, source)| source);
             done = Some(s.clone());

@@ -26,6 +26,7 @@ pub enum State {
 #[derive(Debug, Clone, Serialize)]
 pub struct Progress {
     /// `queued` (on disk, waiting for a compile slot or to be read),
+    /// `fetching` (pulling the component from its registry),
     /// `compiling`, `cached` (loading the compile cache's entry), or
     /// `describing` (asking the plugin for its tools).
     pub phase: &'static str,
@@ -55,6 +56,10 @@ pub struct PluginStatus {
     /// What the serving version's load warns of.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Where the serving version came from and who signed it (wasm: the
+    /// trust policy's verdict: `source`, `policy`, `signed_by`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<serde_json::Value>,
     /// Compile (or cache load) time of the serving version, ms.
     pub compile_ms: Option<f64>,
     /// `compiled` or `cache`.
@@ -87,6 +92,7 @@ impl PluginStatus {
             tools: Vec::new(),
             error: None,
             warnings: Vec::new(),
+            provenance: None,
             compile_ms: None,
             source: None,
             progress: None,

@@ -2,6 +2,8 @@
 //!
 //! ```toml
 //! description = "What the plugin is for."
+//! source = "oci://registry.example.com/tools/calc:1.0"  # fetched from there
+//!                         # when <name>.wasm is missing (`wasm::provenance`)
 //! [limits]            # each key optional; unset keys take the server's [limits]
 //! fuel = 50_000_000
 //! memory_mb = 16
@@ -48,6 +50,9 @@ pub struct Manifest {
     /// What `GET /tools` files its tools under (else the toolkit's name).
     #[serde(default)]
     pub category: Option<String>,
+    /// The registry the component comes from (`wasm::provenance`).
+    #[serde(default)]
+    pub source: Option<String>,
     #[serde(default)]
     pub limits: ManifestLimits,
     #[serde(default)]

@@ -11,6 +11,7 @@ pub mod limits;
 pub mod loader;
 pub mod manifest;
 mod metrics;
+pub mod provenance;
 mod state;
 mod toolkit;
 
@@ -116,6 +117,9 @@ pub struct WasmBackend {
     compile_slots: Semaphore,
     /// Named secrets for `[[http.auth]]` (else only the environment's).
     secrets: std::sync::OnceLock<crate::credentials::Secrets>,
+    /// Where components may come from and who must have signed them
+    /// (unset: anywhere, unchecked).
+    provenance: std::sync::OnceLock<provenance::Provenance>,
     /// Its own series in the server's metrics (none: off, or no server).
     series: std::sync::OnceLock<Arc<metrics::WasmSeries>>,
     _ticker: engine::EpochTicker,
@@ -160,6 +164,7 @@ impl WasmBackend {
             cache,
             compile_slots: Semaphore::new(parallel),
             secrets: std::sync::OnceLock::new(),
+            provenance: std::sync::OnceLock::new(),
             series: std::sync::OnceLock::new(),
             _ticker: ticker,
         }))
@@ -169,6 +174,12 @@ impl WasmBackend {
     /// before plugins load; unset: `TOOLHOST_SECRET_<NAME>` only).
     pub fn set_secrets(&self, secrets: crate::credentials::Secrets) {
         let _ = self.secrets.set(secrets);
+    }
+
+    /// The trust policy and registry logins components are loaded under
+    /// (set once, before plugins load).
+    pub fn set_provenance(&self, provenance: provenance::Provenance) {
+        let _ = self.provenance.set(provenance);
     }
 
     /// Record what each call spends in `metrics` (set once, before plugins
@@ -351,27 +362,43 @@ impl WasmBackend {
 }
 
 /// The wasm backend's side of the backend contract: an entry is
-/// `<name>.wasm` with an optional `<name>.toml` manifest.
+/// `<name>.wasm` with an optional `<name>.toml` manifest, and what says
+/// where it comes from ([`provenance`]): `<name>.oci.lock`,
+/// `<name>.wasm.sig`; a lock, or a manifest naming a `source`, is an entry
+/// before its component is fetched.
 impl crate::backend::Backend for WasmBackend {
     fn name(&self) -> &'static str {
         "wasm"
     }
 
     fn claim(&self, child: &Path) -> Option<String> {
-        crate::backend::file_entry(child, &["wasm", "toml"])
+        let file = child.file_name()?.to_str()?;
+        let stem = file
+            .strip_suffix(".oci.lock")
+            .or_else(|| file.strip_suffix(".wasm.sig"));
+        match stem {
+            Some(stem) if !stem.starts_with('.') => Some(stem.to_owned()),
+            Some(_) => None,
+            None => crate::backend::file_entry(child, &["wasm", "toml"]),
+        }
     }
 
     fn files(&self, dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
         let wasm = dir.join(format!("{name}.wasm"));
-        if !wasm.is_file() {
+        let manifest = dir.join(format!("{name}.toml"));
+        let lock = provenance::lock_file(dir, name);
+        let fetched = lock.is_file()
+            || std::fs::read_to_string(&manifest)
+                .ok()
+                .and_then(|t| provenance::manifest_source(&t))
+                .is_some();
+        if !wasm.is_file() && !fetched {
             return Vec::new();
         }
-        let manifest = dir.join(format!("{name}.toml"));
-        let mut files = vec![wasm];
-        if manifest.is_file() {
-            files.push(manifest);
-        }
-        files
+        [wasm, manifest, lock, provenance::signature_file(dir, name)]
+            .into_iter()
+            .filter(|p| p.is_file())
+            .collect()
     }
 
     fn load<'a>(
@@ -381,23 +408,27 @@ impl crate::backend::Backend for WasmBackend {
         report: &'a (dyn Fn(&'static str) + Sync),
     ) -> crate::backend::BackendFuture<'a, Result<crate::backend::Loaded, String>> {
         Box::pin(async move {
-            let mut component = None;
-            let mut manifest = None;
+            let mut parts = provenance::Parts::default();
             let dir = files
                 .first()
                 .and_then(|f| f.path.parent())
                 .map(std::path::Path::to_owned);
             for file in files {
                 match file.path.extension().and_then(|e| e.to_str()) {
-                    Some("wasm") => component = Some(file.bytes),
+                    Some("wasm") => parts.component = Some(file.bytes),
                     // Not UTF-8: shown as is, the manifest parser says where.
                     Some("toml") => {
-                        manifest = Some(String::from_utf8_lossy(&file.bytes).into_owned())
+                        parts.manifest = Some(String::from_utf8_lossy(&file.bytes).into_owned())
                     }
+                    Some("lock") => parts.lock = Some(file.bytes),
+                    Some("sig") => parts.signature = Some(file.bytes),
                     _ => {}
                 }
             }
-            let component = component.ok_or_else(|| format!("no {name}.wasm"))?;
+            let manifest = parts.manifest.clone();
+            let default = provenance::Provenance::default();
+            let checks = self.provenance.get().unwrap_or(&default);
+            let (component, verdict) = checks.check(name, dir.as_deref(), parts, report).await?;
             let plugin = self
                 .load_reporting(name, component, manifest.as_deref(), dir.as_deref(), report)
                 .await
@@ -409,7 +440,8 @@ impl crate::backend::Backend for WasmBackend {
                 toolkit: plugin.toolkit,
                 tools: plugin.tools,
                 compile: Some((plugin.compile_time, plugin.origin.as_str())),
-                warnings: Vec::new(),
+                warnings: verdict.warning.iter().cloned().collect(),
+                provenance: serde_json::to_value(&verdict).ok(),
             })
         })
     }

@@ -1,0 +1,193 @@
+//! Where a component comes from, checked before it is compiled.
+//!
+//! An entry of the plugins directory is `<name>.wasm` with, beside it, any
+//! of: its manifest `<name>.toml` (whose `source = "oci://…"` names the
+//! registry it comes from), the lock `<name>.oci.lock` (`toolhost pull`
+//! writes it, and the server when it resolves a `source` itself), and
+//! `<name>.wasm.sig` (a signature of its bytes, `cosign sign-blob` /
+//! `toolhost sign`). With a reference (the manifest's, else the lock's):
+//!
+//! - no lock yet, or one of another reference: the reference is resolved
+//!   and pulled, and the lock written;
+//! - a lock and no `<name>.wasm`: the locked digest is pulled;
+//! - a lock and `<name>.wasm`: the file must be the locked component, by
+//!   the chain the lock records (refused otherwise, never overwritten).
+//!
+//! Then the trust policy of the source judges the signatures (the lock's
+//! cosign signatures for a registry source, `<name>.wasm.sig` for a file).
+
+use std::path::Path;
+
+use crate::credentials::Secrets;
+use crate::oci::{Lock, Reference, Registries};
+use crate::trust::{Evidence, Trust, Verdict};
+
+/// What the server trusts and how it reaches registries.
+#[derive(Default)]
+pub struct Provenance {
+    pub trust: Trust,
+    pub registries: Registries,
+    pub secrets: Secrets,
+}
+
+/// The files of an entry that say where its component comes from.
+#[derive(Default)]
+pub(super) struct Parts {
+    pub component: Option<Vec<u8>>,
+    pub manifest: Option<String>,
+    pub lock: Option<Vec<u8>>,
+    pub signature: Option<Vec<u8>>,
+}
+
+/// The lock file of entry `name`.
+pub fn lock_file(dir: &Path, name: &str) -> std::path::PathBuf {
+    dir.join(format!("{name}.oci.lock"))
+}
+
+/// The blob signature file of entry `name`.
+pub fn signature_file(dir: &Path, name: &str) -> std::path::PathBuf {
+    dir.join(format!("{name}.wasm.sig"))
+}
+
+/// The `source` a manifest names, if any (read without the rest of the
+/// manifest, which is checked when the component loads).
+pub fn manifest_source(text: &str) -> Option<String> {
+    let table: toml::Table = text.parse().ok()?;
+    table.get("source")?.as_str().map(str::to_owned)
+}
+
+impl Provenance {
+    /// The component of entry `name` (in `dir`), fetched if it must be, and
+    /// the trust policy's verdict on it; or why it is refused.
+    pub(super) async fn check(
+        &self,
+        name: &str,
+        dir: Option<&Path>,
+        parts: Parts,
+        report: &(dyn Fn(&'static str) + Sync),
+    ) -> Result<(Vec<u8>, Verdict), String> {
+        let lock = parts
+            .lock
+            .as_deref()
+            .map(|bytes| {
+                toml::from_str::<Lock>(&String::from_utf8_lossy(bytes))
+                    .map_err(|e| format!("{name}.oci.lock: {e}"))
+            })
+            .transpose()?;
+        let named = parts.manifest.as_deref().and_then(manifest_source);
+        let Some(text) = named.or_else(|| lock.as_ref().map(|l| l.reference.clone())) else {
+            let component = parts.component.ok_or_else(|| format!("no {name}.wasm"))?;
+            let evidence: Vec<Vec<u8>> = parts
+                .signature
+                .iter()
+                .filter_map(|s| blob_signature(s))
+                .collect();
+            let evidence: Vec<Evidence> = evidence
+                .iter()
+                .map(|signature| Evidence::Blob {
+                    component: &component,
+                    signature,
+                })
+                .collect();
+            let verdict = self.trust.judge(&format!("file:{name}"), &evidence)?;
+            return Ok((component, verdict));
+        };
+        let reference = Reference::parse(&text).map_err(|e| format!("{name}.toml source: {e}"))?;
+        let lock = lock.filter(|l| l.reference == text);
+        let source = reference.source();
+        let (component, lock, fresh) = match (parts.component, lock) {
+            (Some(component), Some(lock)) => {
+                lock.check(&component).map_err(|e| {
+                    format!(
+                        "{name}.wasm is not what {name}.oci.lock locks ({e}): remove {name}.wasm \
+                         to fetch the locked component, or `toolhost pull --update`"
+                    )
+                })?;
+                (component, lock, false)
+            }
+            (_, lock) => {
+                report("fetching");
+                let client = self.registries.client(&reference, &self.secrets)?;
+                let locked = lock.as_ref().map(|l| l.digest.as_str());
+                let pulled = crate::oci::pull(&client, &reference, locked).await?;
+                (pulled.component.clone(), Lock::of(&text, &pulled), true)
+            }
+        };
+        let mut judged = self.judge_lock(&source, &lock, &component);
+        let mut lock = lock;
+        if !fresh && judged.as_ref().map_or(true, |v| v.warning.is_some()) {
+            // Signed since it was locked? The registry may say so now.
+            if let Some(newer) = self.newer_signatures(&reference, &lock).await {
+                lock = newer;
+                judged = self.judge_lock(&source, &lock, &component);
+                if judged.is_ok()
+                    && let Some(dir) = dir
+                {
+                    keep(dir, name, None, &lock);
+                }
+            }
+        }
+        let verdict = judged?;
+        if fresh && let Some(dir) = dir {
+            keep(dir, name, Some(&component), &lock);
+        }
+        Ok((component, verdict))
+    }
+
+    fn judge_lock(&self, source: &str, lock: &Lock, component: &[u8]) -> Result<Verdict, String> {
+        let signatures = lock.check(component)?;
+        let evidence: Vec<Evidence> = signatures
+            .iter()
+            .map(|(payload, signature)| Evidence::Image {
+                payload,
+                signature,
+                digest: &lock.digest,
+            })
+            .collect();
+        self.trust.judge(source, &evidence)
+    }
+
+    /// `lock` with the signatures the registry has for its digest now, if
+    /// it has others than the lock records (none when it cannot be asked).
+    async fn newer_signatures(&self, reference: &Reference, lock: &Lock) -> Option<Lock> {
+        let client = self.registries.client(reference, &self.secrets).ok()?;
+        let found = crate::oci::signatures(&client, reference, &lock.digest)
+            .await
+            .inspect_err(|e| tracing::warn!("signatures of {}: {e}", lock.reference))
+            .ok()?;
+        let newer = lock.with_signatures(&found);
+        (newer != *lock).then_some(newer)
+    }
+}
+
+/// A `cosign sign-blob` signature file: base64 of the DER signature.
+fn blob_signature(text: &[u8]) -> Option<Vec<u8>> {
+    use base64::Engine;
+    let text: Vec<u8> = text
+        .iter()
+        .copied()
+        .filter(|b| !b.is_ascii_whitespace())
+        .collect();
+    base64::engine::general_purpose::STANDARD.decode(text).ok()
+}
+
+/// Write what was pulled into the plugins directory (aside, then renamed;
+/// the lock first, so a component is never seen without its lock), so the
+/// next start needs no registry; a directory the server cannot write (a
+/// read-only volume) only costs a pull per start.
+fn keep(dir: &Path, name: &str, component: Option<&[u8]>, lock: &Lock) {
+    let write = || -> std::io::Result<()> {
+        let part = dir.join(format!(".{name}.oci.lock.part"));
+        std::fs::write(&part, lock.text())?;
+        std::fs::rename(&part, lock_file(dir, name))?;
+        if let Some(component) = component {
+            let part = dir.join(format!(".{name}.wasm.part"));
+            std::fs::write(&part, component)?;
+            std::fs::rename(&part, dir.join(format!("{name}.wasm")))?;
+        }
+        Ok(())
+    };
+    if let Err(e) = write() {
+        tracing::warn!(plugin = name, "the pulled component was not kept: {e}");
+    }
+}

@@ -1,0 +1,322 @@
+//! Where components come from and who signed them (#38 items 1, 2, 5),
+//! against real parts: Debian's `docker-registry` (with and without an
+//! htpasswd login), ORAS reading what `toolhost push` wrote, and OpenSSL
+//! making and checking cosign's blob-signature format. The server resolves
+//! `source = "oci://…"` itself, locks the digest, refuses a component its
+//! lock does not name or its trust policy does not accept (the version
+//! serving keeps serving), and re-fetches by the locked digest.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolhost_e2e::registry::{PASSWORD, Registry, USER, oras_pull, oras_push};
+use toolhost_e2e::*;
+
+/// `toolhost <args>` with `env`: (ok, stdout + stderr).
+fn toolhost(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let out = Command::new(binary())
+        .args(args)
+        .envs(env.iter().copied())
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+fn wasm(name: &str) -> PathBuf {
+    component(name).0
+}
+
+/// The manifest of example plugin `name` with `source` added.
+fn sourced(name: &str, reference: &str) -> String {
+    let own = component(name)
+        .1
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .unwrap_or_default();
+    format!("source = \"{reference}\"\n{own}")
+}
+
+/// Wait until plugin `name`'s status satisfies `ok`; the last status.
+fn wait_status(s: &Server, name: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let mut last = Value::Null;
+    let found = wait_for(Duration::from_secs(30), || {
+        last = s.plugin(name).unwrap_or(Value::Null);
+        ok(&last).then_some(())
+    });
+    assert!(found.is_some(), "{name}: {last:#}\n{}", s.log());
+    last
+}
+
+fn error_of(p: &Value) -> &str {
+    p["error"].as_str().unwrap_or_default()
+}
+
+#[test]
+fn pushes_are_read_by_oras_and_registry_logins_come_from_secrets() {
+    let Some(reg) = Registry::start(true) else {
+        return;
+    };
+    let target = format!("127.0.0.1:{}/tools/calc:1.0", reg.port);
+    let reference = format!("oci://{target}");
+    let calc = wasm("calc");
+    let calc_bytes = std::fs::read(&calc).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let config = work.path().join("toolhost.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[oci.logins.\"127.0.0.1:{}\"]\nusername = \"{USER}\"\nsecret = \"REG_PASSWORD\"\n",
+            reg.port
+        ),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let login = [("TOOLHOST_SECRET_REG_PASSWORD", PASSWORD)];
+
+    // No login: refused, and the message says where a login goes.
+    let (ok, out) = toolhost(&["push", &reference, calc.to_str().unwrap()], &[]);
+    assert!(!ok && out.contains("[oci.logins"), "{out}");
+    // A login whose secret is not set says which secret.
+    let (ok, out) = toolhost(
+        &[
+            "push",
+            &reference,
+            calc.to_str().unwrap(),
+            "--config",
+            config,
+        ],
+        &[],
+    );
+    assert!(!ok && out.contains("TOOLHOST_SECRET_REG_PASSWORD"), "{out}");
+    let (ok, out) = toolhost(
+        &[
+            "push",
+            &reference,
+            calc.to_str().unwrap(),
+            "--config",
+            config,
+        ],
+        &login,
+    );
+    assert!(ok && out.contains("sha256:"), "{out}");
+
+    // ORAS, logged in, reads exactly the component; anonymous, nothing.
+    assert_eq!(oras_pull(&target, true).unwrap(), calc_bytes);
+    let anonymous = reqwest::blocking::get(format!(
+        "http://127.0.0.1:{}/v2/tools/calc/manifests/1.0",
+        reg.port
+    ))
+    .unwrap();
+    assert_eq!(anonymous.status(), 401);
+
+    // toolhost pull with the login.
+    let plugins = work.path().join("plugins");
+    let (ok, out) = toolhost(
+        &[
+            "pull",
+            &reference,
+            "--plugins",
+            plugins.to_str().unwrap(),
+            "--config",
+            config,
+        ],
+        &login,
+    );
+    assert!(ok, "{out}");
+    assert_eq!(
+        std::fs::read(plugins.join("calc.wasm")).unwrap(),
+        calc_bytes
+    );
+
+    // The server resolves `source` itself, with the login from [secrets].
+    let dir = PluginsDir::new().write("calc.toml", sourced("calc", &reference));
+    let server_config = format!(
+        "[oci.logins.\"127.0.0.1:{}\"]\nusername = \"{USER}\"\nsecret = \"REG_PASSWORD\"\n\
+         [secrets]\nREG_PASSWORD = \"{PASSWORD}\"\n",
+        reg.port
+    );
+    let s = Server::start_with(dir, Some(&server_config)).unwrap();
+    let p = wait_status(&s, "calc", |p| p["state"] == "ready");
+    assert_eq!(p["version"], sha256_hex(&calc_bytes));
+    let (status, body) = s.invoke("calc_evaluate", json!({"expression": "6*7"}));
+    assert_eq!(status, 200, "{body}");
+    assert!(s.plugins_dir().join("calc.oci.lock").is_file());
+    drop(s);
+
+    // A wrong password: refused, with the reason, and no component written.
+    let dir = PluginsDir::new().write("calc.toml", sourced("calc", &reference));
+    let wrong = server_config.replace(PASSWORD, "not-the-password");
+    let s = Server::start_with(dir, Some(&wrong)).unwrap();
+    let p = wait_status(&s, "calc", |p| p["state"] == "failed");
+    assert!(error_of(&p).contains("refused the login"), "{p:#}");
+    assert!(!s.plugins_dir().join("calc.wasm").exists());
+}
+
+/// `toolhost keygen` in `dir`: the private key's path and the key's id.
+fn keygen(dir: &Path, name: &str) -> (PathBuf, String) {
+    let base = dir.join(name);
+    let (ok, out) = toolhost(&["keygen", base.to_str().unwrap()], &[]);
+    assert!(ok, "{out}");
+    let id = out.trim().rsplit(' ').next().unwrap().to_owned();
+    assert!(id.starts_with("sha256:"), "{out}");
+    (base.with_extension("key"), id)
+}
+
+fn sign(target: &str, key: &Path) {
+    let (ok, out) = toolhost(&["sign", "--key", key.to_str().unwrap(), target], &[]);
+    assert!(ok, "{out}");
+}
+
+#[test]
+fn the_trust_policy_decides_what_is_served() {
+    let Some(reg) = Registry::start(false) else {
+        return;
+    };
+    let keys = tempfile::tempdir().unwrap();
+    let (acme, acme_id) = keygen(keys.path(), "acme");
+    let (other, _) = keygen(keys.path(), "other");
+    let acme_pub = keys.path().join("acme.pub");
+    let at = |repo: &str| format!("oci://127.0.0.1:{}/tools/{repo}:1.0", reg.port);
+    let (calc, checksum) = (wasm("calc"), wasm("checksum"));
+    let calc_bytes = std::fs::read(&calc).unwrap();
+    let checksum_bytes = std::fs::read(&checksum).unwrap();
+    let (ok, out) = toolhost(&["push", &at("calc"), calc.to_str().unwrap()], &[]);
+    assert!(ok, "{out}");
+    sign(&at("calc"), &acme);
+    // A component a real client pushed, signed with toolhost later.
+    oras_push(&at("checksum")["oci://".len()..], &checksum);
+
+    let config = format!(
+        "[trust]\npolicy = \"off\"\n\
+         [[trust.sources]]\nprefix = \"oci://127.0.0.1:{port}/tools/\"\npolicy = \"require\"\nkeys = [{acme_pub:?}]\n\
+         [[trust.sources]]\nprefix = \"file:\"\npolicy = \"require\"\nkeys = [{acme_pub:?}]\n",
+        port = reg.port
+    );
+    let dir = PluginsDir::new()
+        .write("calc.toml", sourced("calc", &at("calc")))
+        .write("checksum.toml", sourced("checksum", &at("checksum")));
+    let s = Server::start_with(dir, Some(&config)).unwrap();
+    let p = wait_status(&s, "calc", |p| p["state"] == "ready");
+    assert_eq!(p["provenance"]["signed_by"], json!([acme_id]), "{p:#}");
+    assert_eq!(p["provenance"]["policy"], "require");
+    let p = wait_status(&s, "checksum", |p| p["state"] == "failed");
+    assert!(error_of(&p).contains("not signed"), "{p:#}");
+    assert!(!s.plugins_dir().join("checksum.wasm").exists());
+    assert!(!s.tool_ids().iter().any(|t| t.starts_with("checksum_")));
+
+    // Signed by a key the policy does not trust: still refused.
+    sign(&at("checksum"), &other);
+    let touch = |name: &str, reference: &str| {
+        write_then_rename(
+            &s.plugins_dir().join(format!("{name}.toml")),
+            format!(
+                "{}# {:?}\n",
+                sourced(name, reference),
+                std::time::Instant::now()
+            )
+            .as_bytes(),
+        )
+    };
+    touch("checksum", &at("checksum"));
+    wait_status(&s, "checksum", |p| {
+        error_of(p).contains("no trusted key verifies")
+    });
+    // Signed by the trusted key too: served.
+    sign(&at("checksum"), &acme);
+    touch("checksum", &at("checksum"));
+    let p = wait_status(&s, "checksum", |p| p["state"] == "ready");
+    assert_eq!(p["provenance"]["signed_by"], json!([acme_id]));
+
+    // calc.wasm replaced by other bytes: refused, the locked version serves.
+    write_then_rename(&s.plugins_dir().join("calc.wasm"), &checksum_bytes);
+    let p = wait_status(&s, "calc", |p| p["state"] == "failed");
+    assert!(
+        error_of(&p).contains("is not what calc.oci.lock locks"),
+        "{p:#}"
+    );
+    let (status, body) = s.invoke("calc_evaluate", json!({"expression": "6*7"}));
+    assert_eq!(status, 200, "{body}");
+
+    // The tag moves; calc.wasm removed: the locked digest is fetched again.
+    oras_push(&at("calc")["oci://".len()..], &checksum);
+    std::fs::remove_file(s.plugins_dir().join("calc.wasm")).unwrap();
+    touch("calc", &at("calc"));
+    let p = wait_status(&s, "calc", |p| {
+        p["state"] == "ready" && p["error"].is_null()
+    });
+    assert_eq!(p["version"], sha256_hex(&calc_bytes));
+    assert_eq!(
+        std::fs::read(s.plugins_dir().join("calc.wasm")).unwrap(),
+        calc_bytes
+    );
+
+    // A file dropped in: unsigned, refused; signed by OpenSSL in cosign's
+    // blob format, served.
+    let sums = s.plugins_dir().join("sums.wasm");
+    write_then_rename(&sums, &checksum_bytes);
+    let p = wait_status(&s, "sums", |p| p["state"] == "failed");
+    assert!(error_of(&p).contains("file:sums"), "{p:#}");
+    let der = Command::new("openssl")
+        .args(["dgst", "-sha256", "-sign"])
+        .arg(&acme)
+        .arg(&sums)
+        .output()
+        .unwrap();
+    assert!(der.status.success());
+    let b64 = Command::new("base64")
+        .arg("-w0")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(&der.stdout)?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    std::fs::write(s.plugins_dir().join("sums.wasm.sig"), &b64.stdout).unwrap();
+    let p = wait_status(&s, "sums", |p| p["state"] == "ready");
+    assert_eq!(p["provenance"]["source"], "file:sums");
+
+    // And OpenSSL verifies what `toolhost sign` writes for a file.
+    let file = keys.path().join("c.wasm");
+    std::fs::write(&file, &calc_bytes).unwrap();
+    sign(file.to_str().unwrap(), &acme);
+    let sig = std::fs::read_to_string(keys.path().join("c.wasm.sig")).unwrap();
+    let der_path = keys.path().join("c.der");
+    std::fs::write(&der_path, base64_decode(&sig)).unwrap();
+    let verified = Command::new("openssl")
+        .args(["dgst", "-sha256", "-verify"])
+        .arg(&acme_pub)
+        .arg("-signature")
+        .arg(&der_path)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&verified.stdout).contains("Verified OK"),
+        "{verified:?}"
+    );
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    let out = Command::new("base64")
+        .arg("-d")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(text.trim().as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    out.stdout
+}
