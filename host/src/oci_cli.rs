@@ -64,6 +64,34 @@ pub enum OciCommand {
         #[arg(long, env = "TOOLHOST_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Check a component's signature as a server's `require` policy would,
+    /// offline: a Sigstore bundle (keyless: against an identity and issuer;
+    /// key-based: against `--key`) or a cosign blob signature (`--key`).
+    /// Prints who signed it, or why it is refused (exit status 1).
+    Verify {
+        /// The file signed.
+        file: PathBuf,
+        /// A Sigstore bundle (`*.sigstore.json`) [default:
+        /// `<file>.sigstore.json`, else `<file>.sig` as a blob signature].
+        #[arg(long)]
+        bundle: Option<PathBuf>,
+        /// A cosign blob signature (base64) instead of a bundle.
+        #[arg(long, conflicts_with = "bundle")]
+        signature: Option<PathBuf>,
+        /// The signer's certificate identity (SAN), exactly.
+        #[arg(long, requires = "certificate_oidc_issuer")]
+        certificate_identity: Option<String>,
+        /// The OIDC issuer of that identity.
+        #[arg(long, requires = "certificate_identity")]
+        certificate_oidc_issuer: Option<String>,
+        /// A trusted public key (PEM, ECDSA P-256).
+        #[arg(long)]
+        key: Option<PathBuf>,
+        /// The Sigstore trusted root [default: the public-good root of
+        /// this build].
+        #[arg(long)]
+        trusted_root: Option<PathBuf>,
+    },
     /// Make a signing key pair: `<name>.key` (private, mode 0600) and
     /// `<name>.pub` (the public key `[trust]` lists, as cosign.pub is).
     Keygen {
@@ -139,6 +167,68 @@ pub async fn run(command: OciCommand) -> anyhow::Result<()> {
             let key = SigningKey::from_pem(&text)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", key.display()))?;
             sign(&target, &key, &config(path.as_deref())?).await
+        }
+        OciCommand::Verify {
+            file,
+            bundle,
+            signature,
+            certificate_identity,
+            certificate_oidc_issuer,
+            key,
+            trusted_root,
+        } => {
+            let config = toolhost::trust::TrustConfig {
+                policy: toolhost::trust::Policy::Require,
+                keys: key.into_iter().collect(),
+                identities: certificate_identity
+                    .zip(certificate_oidc_issuer)
+                    .map(|(subject, issuer)| toolhost::trust::Identity { subject, issuer })
+                    .into_iter()
+                    .collect(),
+                trusted_root,
+                sources: Vec::new(),
+            };
+            let trust = Trust::from_config(&config).map_err(anyhow::Error::msg)?;
+            let bytes = std::fs::read(&file)
+                .with_context(|| format!("failed to read {}", file.display()))?;
+            let with = |ext: &str| PathBuf::from(format!("{}.{ext}", file.display()));
+            let (bundle, signature) = match (bundle, signature) {
+                (None, None) if !with("sigstore.json").is_file() => (None, Some(with("sig"))),
+                (None, None) => (Some(with("sigstore.json")), None),
+                given => given,
+            };
+            let read = |p: &Path| {
+                std::fs::read_to_string(p)
+                    .with_context(|| format!("failed to read {}", p.display()))
+            };
+            let bundle = bundle.as_deref().map(read).transpose()?;
+            let signature = signature
+                .as_deref()
+                .map(read)
+                .transpose()?
+                .map(|t| toolhost::trust::keys::base64_decode(&t))
+                .transpose()
+                .map_err(anyhow::Error::msg)?;
+            let evidence: Vec<Evidence> = match (&bundle, &signature) {
+                (Some(bundle), _) => vec![Evidence::Bundle {
+                    component: &bytes,
+                    bundle,
+                }],
+                (_, Some(signature)) => vec![Evidence::Blob {
+                    component: &bytes,
+                    signature,
+                }],
+                _ => Vec::new(),
+            };
+            let verdict = trust
+                .judge(&format!("file:{}", file.display()), &evidence)
+                .map_err(anyhow::Error::msg)?;
+            println!(
+                "OK: {} signed by {}",
+                file.display(),
+                verdict.signed_by.join(", ")
+            );
+            Ok(())
         }
         OciCommand::Keygen { name } => {
             let private = name.with_extension("key");

@@ -125,6 +125,14 @@ pub fn base64(bytes: &[u8]) -> String {
     STANDARD.encode(bytes)
 }
 
+/// The bytes of base64 `text` (whitespace ignored): a cosign signature.
+pub fn base64_decode(text: &str) -> Result<Vec<u8>, String> {
+    let text: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    STANDARD
+        .decode(text)
+        .map_err(|e| format!("not base64: {e}"))
+}
+
 /// The DER inside the one PEM block labelled `label` of `text`.
 pub fn pem_decode(text: &str, label: &str) -> Result<Vec<u8>, String> {
     let begin = format!("-----BEGIN {label}-----");

@@ -8,6 +8,9 @@
 //! prefix = "oci://registry.example.com/tools/"   # the longest prefix wins
 //! policy = "require"              # require | warn | off
 //! keys = ["/etc/toolhost/acme.pub"]   # PEM public keys (cosign.pub)
+//! identities = [{ subject = "https://github.com/acme/tools/.github/workflows/release.yml@refs/heads/main",
+//!                 issuer = "https://token.actions.githubusercontent.com" }]   # keyless signers
+//! trusted_root = "/etc/toolhost/trusted_root.json"   # default: the public-good root of this build
 //! [[trust.sources]]
 //! prefix = "file:"                # components dropped into the directory
 //! policy = "warn"
@@ -19,18 +22,22 @@
 //! signatures ([`cosign`]) recorded in its lock; one dropped into the
 //! plugins directory or uploaded has the source `file:<name>` and is vouched
 //! for by `<name>.wasm.sig`, a signature of its bytes (`cosign sign-blob`,
-//! `toolhost sign`). `require`: no signature by a trusted key, no load (the
+//! `toolhost sign`), or `<name>.wasm.sigstore.json`, a Sigstore bundle
+//! ([`sigstore`]: keyless, checked against `identities`, or key-based). `require`: no signature by a trusted key, no load (the
 //! version serving keeps serving, the reason in `GET /plugins`); `warn`:
 //! loaded, the reason among its warnings; `off`: not checked.
 
 pub mod cosign;
 pub mod keys;
+pub mod sigstore;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 pub use keys::{PublicKey, SigningKey};
+pub use sigstore::Identity;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -51,6 +58,12 @@ pub struct TrustConfig {
     /// The keys that policy trusts.
     #[serde(default)]
     pub keys: Vec<PathBuf>,
+    /// The keyless signers it trusts (Sigstore bundles).
+    #[serde(default)]
+    pub identities: Vec<Identity>,
+    /// The Sigstore trusted root bundles are checked against.
+    #[serde(default)]
+    pub trusted_root: Option<PathBuf>,
     #[serde(default)]
     pub sources: Vec<SourceConfig>,
 }
@@ -64,12 +77,19 @@ pub struct SourceConfig {
     pub policy: Policy,
     #[serde(default)]
     pub keys: Vec<PathBuf>,
+    #[serde(default)]
+    pub identities: Vec<Identity>,
+    #[serde(default)]
+    pub trusted_root: Option<PathBuf>,
 }
 
 struct Rule {
     prefix: String,
     policy: Policy,
     keys: Vec<PublicKey>,
+    identities: Vec<Identity>,
+    /// Loaded for rules that check anything.
+    root: Option<Arc<sigstore::Root>>,
 }
 
 /// The policies, their keys read.
@@ -85,6 +105,8 @@ impl Default for Trust {
                 prefix: String::new(),
                 policy: Policy::Off,
                 keys: Vec::new(),
+                identities: Vec::new(),
+                root: None,
             }],
         }
     }
@@ -103,6 +125,11 @@ pub enum Evidence<'a> {
         payload: &'a [u8],
         signature: &'a [u8],
         digest: &'a str,
+    },
+    /// A Sigstore bundle (JSON) over the component's bytes.
+    Bundle {
+        component: &'a [u8],
+        bundle: &'a str,
     },
 }
 
@@ -132,6 +159,26 @@ impl Trust {
                 })
                 .collect()
         };
+        let mut public_good: Option<Arc<sigstore::Root>> = None;
+        let mut root = |policy: Policy, path: &Option<PathBuf>, at: &str| {
+            if policy == Policy::Off {
+                return Ok(None);
+            }
+            let loaded = match path {
+                Some(p) => {
+                    Arc::new(sigstore::Root::load(Some(p)).map_err(|e| format!("{at}: {e}"))?)
+                }
+                None => match &public_good {
+                    Some(r) => r.clone(),
+                    None => {
+                        let r = Arc::new(sigstore::Root::load(None)?);
+                        public_good = Some(r.clone());
+                        r
+                    }
+                },
+            };
+            Ok::<_, String>(Some(loaded))
+        };
         let mut rules = Vec::new();
         for s in &config.sources {
             if s.prefix.is_empty() {
@@ -144,6 +191,8 @@ impl Trust {
                 prefix: s.prefix.clone(),
                 policy: s.policy,
                 keys: read(&s.keys, &at)?,
+                identities: s.identities.clone(),
+                root: root(s.policy, &s.trusted_root, &at)?,
             });
         }
         rules.sort_by_key(|r| std::cmp::Reverse(r.prefix.len()));
@@ -151,15 +200,20 @@ impl Trust {
             prefix: String::new(),
             policy: config.policy,
             keys: read(&config.keys, "[trust]")?,
+            identities: config.identities.clone(),
+            root: root(config.policy, &config.trusted_root, "[trust]")?,
         });
         for r in &rules {
-            if r.policy != Policy::Off && r.keys.is_empty() {
+            if r.policy != Policy::Off && r.keys.is_empty() && r.identities.is_empty() {
                 let name = if r.prefix.is_empty() {
                     "[trust] policy"
                 } else {
                     &r.prefix
                 };
-                return Err(format!("{name}: {:?} with no keys to trust", r.policy).to_lowercase());
+                return Err(format!(
+                    "{name}: {} with no keys or identities to trust",
+                    format!("{:?}", r.policy).to_lowercase()
+                ));
             }
         }
         Ok(Trust { rules })
@@ -184,11 +238,21 @@ impl Trust {
         let mut signed_by = Vec::new();
         let mut problems = Vec::new();
         for e in evidence {
+            if let Evidence::Bundle { component, bundle } = e {
+                let Some(root) = &rule.root else { continue };
+                match root.verify(component, bundle, &rule.identities, &rule.keys) {
+                    Ok(who) if !signed_by.contains(&who) => signed_by.push(who),
+                    Ok(_) => {}
+                    Err(e) => problems.push(e),
+                }
+                continue;
+            }
             let (message, signature) = match e {
                 Evidence::Blob {
                     component,
                     signature,
                 } => (*component, *signature),
+                Evidence::Bundle { .. } => continue,
                 Evidence::Image {
                     payload,
                     signature,
@@ -237,13 +301,14 @@ impl Trust {
             problems.join("; ")
         };
         let reason = format!(
-            "{source}: the trust policy {} a signature by one of {} trusted key(s), and {why}",
+            "{source}: the trust policy {} a signature by one of its {} trusted key(s) \
+             or identities, and {why}",
             if rule.policy == Policy::Require {
                 "requires"
             } else {
                 "asks for"
             },
-            rule.keys.len()
+            rule.keys.len() + rule.identities.len()
         );
         match rule.policy {
             Policy::Require => Err(reason),
@@ -334,7 +399,7 @@ mod tests {
         let trust = Trust::from_config(&TrustConfig {
             policy: Policy::Require,
             keys: vec![acme_pub],
-            sources: Vec::new(),
+            ..Default::default()
         })
         .unwrap();
         let digest = format!("sha256:{}", "1".repeat(64));
@@ -365,7 +430,7 @@ mod tests {
         let missing = Trust::from_config(&TrustConfig {
             policy: Policy::Warn,
             keys: vec!["/nonexistent/k.pub".into()],
-            sources: Vec::new(),
+            ..Default::default()
         });
         assert!(missing.err().unwrap().contains("/nonexistent/k.pub"));
     }

@@ -364,7 +364,8 @@ impl WasmBackend {
 /// The wasm backend's side of the backend contract: an entry is
 /// `<name>.wasm` with an optional `<name>.toml` manifest, and what says
 /// where it comes from ([`provenance`]): `<name>.oci.lock`,
-/// `<name>.wasm.sig`; a lock, or a manifest naming a `source`, is an entry
+/// `<name>.wasm.sig`, `<name>.wasm.sigstore.json`; a lock, or a manifest
+/// naming a `source`, is an entry
 /// before its component is fetched.
 impl crate::backend::Backend for WasmBackend {
     fn name(&self) -> &'static str {
@@ -375,7 +376,8 @@ impl crate::backend::Backend for WasmBackend {
         let file = child.file_name()?.to_str()?;
         let stem = file
             .strip_suffix(".oci.lock")
-            .or_else(|| file.strip_suffix(".wasm.sig"));
+            .or_else(|| file.strip_suffix(".wasm.sig"))
+            .or_else(|| file.strip_suffix(".wasm.sigstore.json"));
         match stem {
             Some(stem) if !stem.starts_with('.') => Some(stem.to_owned()),
             Some(_) => None,
@@ -395,10 +397,17 @@ impl crate::backend::Backend for WasmBackend {
         if !wasm.is_file() && !fetched {
             return Vec::new();
         }
-        [wasm, manifest, lock, provenance::signature_file(dir, name)]
-            .into_iter()
-            .filter(|p| p.is_file())
-            .collect()
+        let signature = provenance::signature_file(dir, name);
+        [
+            wasm,
+            manifest,
+            lock,
+            signature,
+            provenance::bundle_file(dir, name),
+        ]
+        .into_iter()
+        .filter(|p| p.is_file())
+        .collect()
     }
 
     fn load<'a>(
@@ -422,6 +431,7 @@ impl crate::backend::Backend for WasmBackend {
                     }
                     Some("lock") => parts.lock = Some(file.bytes),
                     Some("sig") => parts.signature = Some(file.bytes),
+                    Some("json") => parts.bundle = Some(file.bytes),
                     _ => {}
                 }
             }

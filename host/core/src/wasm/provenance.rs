@@ -5,7 +5,8 @@
 //! registry it comes from), the lock `<name>.oci.lock` (`toolhost pull`
 //! writes it, and the server when it resolves a `source` itself), and
 //! `<name>.wasm.sig` (a signature of its bytes, `cosign sign-blob` /
-//! `toolhost sign`). With a reference (the manifest's, else the lock's):
+//! `toolhost sign`), `<name>.wasm.sigstore.json` (a Sigstore bundle over
+//! its bytes: `cosign sign-blob --bundle`, `sigstore sign`). With a reference (the manifest's, else the lock's):
 //!
 //! - no lock yet, or one of another reference: the reference is resolved
 //!   and pulled, and the lock written;
@@ -37,6 +38,7 @@ pub(super) struct Parts {
     pub manifest: Option<String>,
     pub lock: Option<Vec<u8>>,
     pub signature: Option<Vec<u8>>,
+    pub bundle: Option<Vec<u8>>,
 }
 
 /// The lock file of entry `name`.
@@ -47,6 +49,11 @@ pub fn lock_file(dir: &Path, name: &str) -> std::path::PathBuf {
 /// The blob signature file of entry `name`.
 pub fn signature_file(dir: &Path, name: &str) -> std::path::PathBuf {
     dir.join(format!("{name}.wasm.sig"))
+}
+
+/// The Sigstore bundle file of entry `name`.
+pub fn bundle_file(dir: &Path, name: &str) -> std::path::PathBuf {
+    dir.join(format!("{name}.wasm.sigstore.json"))
 }
 
 /// The `source` a manifest names, if any (read without the rest of the
@@ -82,12 +89,17 @@ impl Provenance {
                 .iter()
                 .filter_map(|s| blob_signature(s))
                 .collect();
+            let bundle = parts.bundle.as_deref().map(String::from_utf8_lossy);
             let evidence: Vec<Evidence> = evidence
                 .iter()
                 .map(|signature| Evidence::Blob {
                     component: &component,
                     signature,
                 })
+                .chain(bundle.as_deref().map(|bundle| Evidence::Bundle {
+                    component: &component,
+                    bundle,
+                }))
                 .collect();
             let verdict = self.trust.judge(&format!("file:{name}"), &evidence)?;
             return Ok((component, verdict));
@@ -162,13 +174,7 @@ impl Provenance {
 
 /// A `cosign sign-blob` signature file: base64 of the DER signature.
 fn blob_signature(text: &[u8]) -> Option<Vec<u8>> {
-    use base64::Engine;
-    let text: Vec<u8> = text
-        .iter()
-        .copied()
-        .filter(|b| !b.is_ascii_whitespace())
-        .collect();
-    base64::engine::general_purpose::STANDARD.decode(text).ok()
+    crate::trust::keys::base64_decode(&String::from_utf8_lossy(text)).ok()
 }
 
 /// Write what was pulled into the plugins directory (aside, then renamed;
@@ -189,5 +195,71 @@ fn keep(dir: &Path, name: &str, component: Option<&[u8]>, lock: &Lock) {
     };
     if let Err(e) = write() {
         tracing::warn!(plugin = name, "the pulled component was not kept: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trust::{Identity, Policy, TrustConfig};
+
+    fn fixtures() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/sigstore")
+    }
+
+    /// A `file:` entry with a Sigstore bundle beside it (a conformance case's
+    /// artifact standing in for a component: the check comes before the
+    /// compile) is judged by the bundle; a `.sig` of other bytes is not.
+    #[tokio::test]
+    async fn a_files_bundle_or_signature_is_judged_by_the_policy() {
+        let case = fixtures().join("bundle-verify/happy-path-v0.3-new-mediaType");
+        let identity = Identity {
+            subject: "https://github.com/sigstore-conformance/extremely-dangerous-public-oidc-beacon/.github/workflows/extremely-dangerous-oidc-beacon.yml@refs/heads/main".into(),
+            issuer: "https://token.actions.githubusercontent.com".into(),
+        };
+        let trust = Trust::from_config(&TrustConfig {
+            policy: Policy::Require,
+            identities: vec![identity.clone()],
+            trusted_root: Some(fixtures().join("trusted_root.production.json")),
+            ..Default::default()
+        })
+        .unwrap();
+        let provenance = Provenance {
+            trust,
+            ..Default::default()
+        };
+        let artifact = std::fs::read(fixtures().join("a.txt")).unwrap();
+        let bundle = std::fs::read(case.join("bundle.sigstore.json")).unwrap();
+        let parts = |bundle: Option<Vec<u8>>, signature: Option<Vec<u8>>| Parts {
+            component: Some(artifact.clone()),
+            bundle,
+            signature,
+            ..Default::default()
+        };
+        let (bytes, verdict) = provenance
+            .check("a", None, parts(Some(bundle), None), &|_| {})
+            .await
+            .unwrap();
+        assert_eq!(bytes, artifact);
+        assert_eq!(verdict.source, "file:a");
+        assert_eq!(
+            verdict.signed_by,
+            vec![format!("{} ({})", identity.subject, identity.issuer)]
+        );
+        let unsigned = provenance
+            .check("a", None, parts(None, None), &|_| {})
+            .await
+            .unwrap_err();
+        assert!(unsigned.contains("not signed"), "{unsigned}");
+        let junk = provenance
+            .check(
+                "a",
+                None,
+                parts(None, Some(b"bm90IGEgc2lnbmF0dXJl".to_vec())),
+                &|_| {},
+            )
+            .await
+            .unwrap_err();
+        assert!(junk.contains("no trusted key verifies"), "{junk}");
     }
 }
