@@ -17,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Json, Router, routing};
 use bytes::Bytes;
 use serde_json::{Value, json};
+use toolhost_core::plugins::admin::Proofs;
 
 use super::auth;
 use super::error::ApiError;
@@ -110,14 +111,14 @@ async fn upload(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("multipart/form-data"));
-    let (component, manifest) = if is_multipart {
+    let (component, manifest, proofs) = if is_multipart {
         let multipart = Multipart::from_request(request, &())
             .await
             .map_err(|e| ApiError::new(e.status(), "invalid_input", e.body_text()))?;
         read_form(multipart).await?
     } else {
         let body = Bytes::from_request(request, &()).await.map_err(too_large)?;
-        (body.to_vec(), None)
+        (body.to_vec(), None, Proofs::default())
     };
     if component.is_empty() {
         return Err(ApiError::bad_request(
@@ -125,7 +126,10 @@ async fn upload(
         ));
     }
     let existed = state.plugins.get(&name).is_some();
-    let status = state.plugins.upload(&name, component, manifest).await?;
+    let status = state
+        .plugins
+        .upload_signed(&name, component, manifest, proofs)
+        .await?;
     let code = if existed {
         StatusCode::OK
     } else {
@@ -144,9 +148,10 @@ fn too_large(rejection: axum::extract::rejection::BytesRejection) -> ApiError {
     ApiError::new(status, "invalid_input", message)
 }
 
-/// The `component` and optional `manifest` fields of a multipart upload.
-async fn read_form(mut form: Multipart) -> Result<(Vec<u8>, Option<Vec<u8>>), ApiError> {
-    let (mut component, mut manifest) = (None, None);
+/// The `component` and optional `manifest`, `signature` (a cosign blob
+/// signature) and `bundle` (a Sigstore bundle) fields of a multipart upload.
+async fn read_form(mut form: Multipart) -> Result<(Vec<u8>, Option<Vec<u8>>, Proofs), ApiError> {
+    let (mut component, mut manifest, mut proofs) = (None, None, Proofs::default());
     loop {
         let field = form.next_field().await.map_err(multipart_error)?;
         let Some(field) = field else { break };
@@ -155,14 +160,17 @@ async fn read_form(mut form: Multipart) -> Result<(Vec<u8>, Option<Vec<u8>>), Ap
         match name.as_str() {
             "component" | "file" => component = Some(bytes),
             "manifest" => manifest = Some(bytes),
+            "signature" => proofs.signature = Some(bytes),
+            "bundle" => proofs.bundle = Some(bytes),
             other => {
                 return Err(ApiError::bad_request(format!(
-                    "unknown form field `{other}`: expected `component` and optional `manifest`"
+                    "unknown form field `{other}`: expected `component` and optional \
+                     `manifest`, `signature` and `bundle`"
                 )));
             }
         }
     }
-    Ok((component.unwrap_or_default(), manifest))
+    Ok((component.unwrap_or_default(), manifest, proofs))
 }
 
 fn multipart_error(e: axum::extract::multipart::MultipartError) -> ApiError {

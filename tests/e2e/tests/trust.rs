@@ -320,3 +320,99 @@ fn base64_decode(text: &str) -> Vec<u8> {
         .unwrap();
     out.stdout
 }
+
+#[test]
+fn uploads_carry_their_signature_and_deletes_take_the_lock() {
+    use reqwest::blocking::multipart;
+    const TOKEN: &str = "test-admin-token-0123456789";
+    let keys = tempfile::tempdir().unwrap();
+    let (acme, _) = keygen(keys.path(), "acme");
+    let (other, _) = keygen(keys.path(), "other");
+    let acme_pub = keys.path().join("acme.pub");
+    let calc = wasm("calc");
+    let calc_bytes = std::fs::read(&calc).unwrap();
+    let signed = keys.path().join("calc.wasm");
+    std::fs::write(&signed, &calc_bytes).unwrap();
+    let config = format!(
+        "[trust]\npolicy = \"off\"\n\
+         [[trust.sources]]\nprefix = \"file:\"\npolicy = \"require\"\nkeys = [{acme_pub:?}]\n"
+    );
+    let s = Server::start_env(
+        PluginsDir::new(),
+        Some(&config),
+        &[("TOOLHOST_ADMIN_TOKEN", TOKEN)],
+    )
+    .unwrap();
+    let client = reqwest::blocking::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let upload = |signature: Option<&Path>| {
+        let mut form = multipart::Form::new().part(
+            "component",
+            multipart::Part::bytes(calc_bytes.clone()).file_name("maths.wasm"),
+        );
+        if let Some(sig) = signature {
+            form = form.part(
+                "signature",
+                multipart::Part::bytes(std::fs::read(sig).unwrap()),
+            );
+        }
+        let r = client
+            .put(s.url("/plugins/maths"))
+            .bearer_auth(TOKEN)
+            .multipart(form)
+            .send()
+            .unwrap();
+        (
+            r.status().as_u16(),
+            r.json::<Value>().unwrap_or(Value::Null),
+        )
+    };
+    // Unsigned, then signed by an untrusted key: refused, nothing written.
+    let (status, body) = upload(None);
+    assert_eq!(status, 422, "{body}");
+    assert!(body.to_string().contains("not signed"), "{body}");
+    sign(signed.to_str().unwrap(), &other);
+    let (status, body) = upload(Some(&keys.path().join("calc.wasm.sig")));
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body.to_string().contains("no trusted key verifies"),
+        "{body}"
+    );
+    assert!(!s.plugins_dir().join("maths.wasm").exists());
+    // Signed by the trusted key: served, the signature kept beside it.
+    sign(signed.to_str().unwrap(), &acme);
+    let (status, body) = upload(Some(&keys.path().join("calc.wasm.sig")));
+    assert_eq!(status, 201, "{body}");
+    assert!(s.plugins_dir().join("maths.wasm.sig").is_file());
+    let (status, out) = s.invoke("maths_evaluate", json!({"expression": "2+2"}));
+    assert_eq!(status, 200, "{out}");
+    // A manifest naming a registry source is refused: the component comes
+    // from there.
+    let form = multipart::Form::new()
+        .part("component", multipart::Part::bytes(calc_bytes.clone()))
+        .text("manifest", "source = \"oci://127.0.0.1:1/tools/calc:1\"\n");
+    let r = client
+        .put(s.url("/plugins/maths"))
+        .bearer_auth(TOKEN)
+        .multipart(form)
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 422);
+    // Deleted: the component and what vouched for it.
+    std::fs::write(
+        s.plugins_dir().join("maths.oci.lock"),
+        "left = \"behind\"\n",
+    )
+    .unwrap();
+    let r = client
+        .delete(s.url("/plugins/maths"))
+        .bearer_auth(TOKEN)
+        .send()
+        .unwrap();
+    assert!(r.status().is_success(), "{:?}", r.text());
+    for f in ["maths.wasm", "maths.wasm.sig", "maths.oci.lock"] {
+        assert!(!s.plugins_dir().join(f).exists(), "{f} left behind");
+    }
+}

@@ -71,6 +71,20 @@ impl PluginManager {
         wasm: Vec<u8>,
         manifest: Option<Vec<u8>>,
     ) -> Result<PluginStatus, ChangeError> {
+        self.upload_signed(name, wasm, manifest, Proofs::default())
+            .await
+    }
+
+    /// [`Self::upload`] with what vouches for the component (judged by the
+    /// trust policy as the load's first step). Proofs of the version it
+    /// replaces, and a registry lock, are removed: they are of other bytes.
+    pub async fn upload_signed(
+        &self,
+        name: &str,
+        wasm: Vec<u8>,
+        manifest: Option<Vec<u8>>,
+        proofs: Proofs,
+    ) -> Result<PluginStatus, ChangeError> {
         if !tool::is_valid_plugin_name(name) {
             return Err(ChangeError::InvalidName(name.to_owned()));
         }
@@ -91,6 +105,18 @@ impl PluginManager {
                 Err(e) => return Err(e.into()),
             },
         };
+        if let Some(source) = manifest
+            .as_deref()
+            .and_then(|m| crate::wasm::provenance::manifest_source(&String::from_utf8_lossy(m)))
+        {
+            return Err(ChangeError::Load {
+                name: name.to_owned(),
+                message: format!(
+                    "its manifest names `source = \"{source}\"`: the component comes from \
+                     there (push it), or upload a manifest without `source`"
+                ),
+            });
+        }
         let mut files = vec![EntryFile {
             path: wasm_path.clone(),
             bytes: wasm,
@@ -100,6 +126,18 @@ impl PluginManager {
                 path: toml_path.clone(),
                 bytes,
             });
+        }
+        let signature_path = crate::wasm::provenance::signature_file(&self.dir, name);
+        let bundle_path = crate::wasm::provenance::bundle_file(&self.dir, name);
+        let mut stale = vec![crate::wasm::provenance::lock_file(&self.dir, name)];
+        for (path, bytes) in [
+            (signature_path, proofs.signature),
+            (bundle_path, proofs.bundle),
+        ] {
+            match bytes {
+                Some(bytes) => files.push(EntryFile { path, bytes }),
+                None => stale.push(path),
+            }
         }
         let old = self.get_key(&key).and_then(|s| s.version);
         let category = super::manifest_category(name, &files);
@@ -113,6 +151,12 @@ impl PluginManager {
         // Written (manifest first, component last: the watcher sees a
         // complete pair) and hashed on a blocking thread.
         let (identity, stamps) = tokio::task::spawn_blocking(move || {
+            for path in &stale {
+                match std::fs::remove_file(path) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                    _ => {}
+                }
+            }
             for file in files.iter().rev() {
                 write_atomic(&file.path, &file.bytes)?;
             }
@@ -145,7 +189,9 @@ impl PluginManager {
         let lock = self.entry_lock(&key);
         let _guard = lock.lock().await;
         let mut found = self.get_key(&key).is_some();
-        for ext in ["wasm", "toml"] {
+        // The component, its manifest, and what said where it came from (a
+        // lock left behind would fetch it again).
+        for ext in ["wasm", "toml", "oci.lock", "wasm.sig", "wasm.sigstore.json"] {
             match tokio::fs::remove_file(self.dir.join(format!("{name}.{ext}"))).await {
                 Ok(()) => found = true,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -158,6 +204,15 @@ impl PluginManager {
         self.unload(&key, "deleted through the admin API");
         Ok(())
     }
+}
+
+/// What an upload brings to vouch for its component.
+#[derive(Default)]
+pub struct Proofs {
+    /// A cosign blob signature (base64), written as `<name>.wasm.sig`.
+    pub signature: Option<Vec<u8>>,
+    /// A Sigstore bundle, written as `<name>.wasm.sigstore.json`.
+    pub bundle: Option<Vec<u8>>,
 }
 
 fn copies(files: &[EntryFile]) -> Vec<EntryFile> {
