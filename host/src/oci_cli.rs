@@ -1,5 +1,7 @@
 //! The commands that move components between registries and the plugins
-//! directory, and sign them: `toolhost pull`, `push`, `sign`, `keygen`.
+//! directory, sign them and check them: `toolhost pull`, `push`, `sign`,
+//! `verify`, `keygen`; and `mcp-install`, which installs a stdio MCP
+//! server's packages from their locks.
 //! Registry logins, secrets and the trust policy come from the server's
 //! config file when one is given (`--config` / `TOOLHOST_CONFIG`).
 
@@ -91,6 +93,20 @@ pub enum OciCommand {
         /// this build].
         #[arg(long)]
         trusted_root: Option<PathBuf>,
+    },
+    /// Install the packages of a stdio MCP server's mount directory from
+    /// its locks: `npm ci` from `package-lock.json` (every package with an
+    /// integrity hash) and `pip install --require-hashes` from
+    /// `requirements.txt` (into `python/`), then record what was installed
+    /// in `.toolhost-mount.lock`, which the server checks before the server
+    /// starts.
+    McpInstall {
+        /// The mount directory.
+        dir: PathBuf,
+        /// The Python whose pip installs (the node's minor version, for
+        /// compiled wheels).
+        #[arg(long, default_value = "python3")]
+        python: String,
     },
     /// Make a signing key pair: `<name>.key` (private, mode 0600) and
     /// `<name>.pub` (the public key `[trust]` lists, as cosign.pub is).
@@ -227,6 +243,25 @@ pub async fn run(command: OciCommand) -> anyhow::Result<()> {
                 "OK: {} signed by {}",
                 file.display(),
                 verdict.signed_by.join(", ")
+            );
+            Ok(())
+        }
+        OciCommand::McpInstall { dir, python } => {
+            let record =
+                toolhost::mcpserver::mount::install(&dir, &python).map_err(anyhow::Error::msg)?;
+            println!(
+                "{}: {} files installed from {}; recorded in {}",
+                dir.display(),
+                record.files,
+                [
+                    record.npm_lock.as_ref().map(|_| "package-lock.json"),
+                    record.pip_lock.as_ref().map(|_| "requirements.txt"),
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(" and "),
+                toolhost::mcpserver::mount::RECORD
             );
             Ok(())
         }

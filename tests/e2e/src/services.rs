@@ -25,6 +25,7 @@ pub struct Service {
 /// `tests/mcpservers/install.sh`).
 pub fn mcp_servers_bin() -> std::path::PathBuf {
     let out = Command::new(crate::repo_root().join("tests/mcpservers/install.sh"))
+        .env("TOOLHOST_BIN", crate::binary())
         .output()
         .expect("run tests/mcpservers/install.sh");
     assert!(

@@ -247,6 +247,11 @@ fn stdio_servers_run_in_nodes_and_are_restarted_when_they_exit() {
     for name in ["evs", "fs", "time"] {
         let p = s.plugin(name).unwrap();
         assert_eq!(p["state"], "ready", "{p}");
+        // The mount was checked against what its locks installed.
+        let record = &p["provenance"]["installed_from_locks"];
+        assert!(record["files"].as_u64().unwrap() > 1000, "{p}");
+        assert!(record["npm_lock"].as_str().unwrap().starts_with("sha256:"));
+        assert!(p.get("warnings").is_none(), "{p}");
     }
     let (status, body) = s.invoke("evs_get-sum", json!({"a": 20, "b": 22}));
     assert_eq!(status, 200, "{body}");

@@ -416,3 +416,90 @@ fn uploads_carry_their_signature_and_deletes_take_the_lock() {
         assert!(!s.plugins_dir().join(f).exists(), "{f} left behind");
     }
 }
+
+/// A stdio MCP server's packages: installed from their locks by `toolhost
+/// mcp-install` (tests/mcpservers/install.sh), checked before the server
+/// starts. A copy of that install with one file of a package changed, a
+/// file added, or its lock changed is refused with the reason (no node is
+/// started for it; the version serving keeps serving); the same copy
+/// restored loads again (Docker needed only for a version to serve).
+#[test]
+fn a_stdio_servers_packages_are_checked_against_their_locks() {
+    let install = toolhost_e2e::services::mcp_servers_bin()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_owned();
+    let copy = tempfile::tempdir().unwrap();
+    let mount = copy.path().join("mcp");
+    let ok = Command::new("cp")
+        .arg("-a")
+        .arg(&install)
+        .arg(&mount)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let manifest = format!(
+        "[mcp]\ncommand = [\"node\", \"/opt/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js\", \"stdio\"]\n\
+         mount = \"{}\"\n",
+        mount.display()
+    );
+    let s = Server::start(PluginsDir::new().folder("evs", &[("evs.toml", &manifest)]));
+    let index = mount.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let original = std::fs::read(&index).unwrap();
+    let reload = |n: u32| {
+        write_then_rename(
+            &s.plugins_dir().join("evs/evs.toml"),
+            format!("{manifest}# {n}\n").as_bytes(),
+        )
+    };
+    let nodes = s.containers().len();
+    // A package's file changed.
+    let mut changed = original.clone();
+    changed.extend_from_slice(b"\n// planted\n");
+    std::fs::write(&index, &changed).unwrap();
+    reload(1);
+    let record = std::fs::read_to_string(mount.join(".toolhost-mount.lock")).unwrap();
+    let files: u64 = record
+        .lines()
+        .find_map(|l| l.strip_prefix("files = "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let same = format!("installed files ({files})");
+    let p = wait_status(&s, "evs", |p| error_of(p).contains(&same));
+    assert_eq!(p["state"], "failed", "{p}");
+    // No node started for it (the version serving keeps its own).
+    assert_eq!(
+        s.containers().len(),
+        nodes,
+        "a node started for a refused mount"
+    );
+    // Restored, then a file added.
+    std::fs::write(&index, &original).unwrap();
+    std::fs::write(mount.join("node_modules/planted.js"), "x").unwrap();
+    reload(2);
+    let added = format!("installed files ({})", files + 1);
+    wait_status(&s, "evs", |p| error_of(p).contains(&added));
+    std::fs::remove_file(mount.join("node_modules/planted.js")).unwrap();
+    // The lock changed since the install.
+    let lock = mount.join("package-lock.json");
+    let text = std::fs::read_to_string(&lock).unwrap();
+    std::fs::write(&lock, format!("{text}\n")).unwrap();
+    reload(3);
+    wait_status(&s, "evs", |p| {
+        error_of(p).contains("package-lock.json changed")
+    });
+    std::fs::write(&lock, text).unwrap();
+    if !require_docker() {
+        return;
+    }
+    reload(4);
+    let p = wait_status(&s, "evs", |p| p["state"] == "ready" && p["error"].is_null());
+    assert!(
+        p["provenance"]["installed_from_locks"]["tree"].is_string(),
+        "{p}"
+    );
+}

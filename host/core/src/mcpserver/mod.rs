@@ -14,6 +14,7 @@ pub mod client;
 mod http;
 mod listing;
 pub mod manifest;
+pub mod mount;
 mod routes;
 mod toolkit;
 
@@ -369,6 +370,17 @@ impl McpBackend {
         let manifest = manifest::parse(text)?;
         let m = &manifest.mcp;
         let identity: String = files.iter().map(|f| content_hash(&f.bytes)).collect();
+        // A stdio server's packages, checked against what was installed
+        // from their locks before the server starts.
+        let (record, mount_warning) = match (&m.command, &m.mount) {
+            (Some(_), Some(mount)) => {
+                let dir = folder.join(mount);
+                tokio::task::spawn_blocking(move || mount::check(&dir))
+                    .await
+                    .map_err(|e| e.to_string())??
+            }
+            _ => (None, None),
+        };
         let conn = self.connection(name, &identity, &folder, m).await?;
         let within = Duration::from_millis(m.init_timeout_ms);
         let (listed, more) =
@@ -391,6 +403,7 @@ impl McpBackend {
                 ),
             );
         }
+        warnings.extend(mount_warning);
         if tools.is_empty() {
             return Err("the MCP server lists no usable tool".into());
         }
@@ -438,7 +451,7 @@ impl McpBackend {
             tools,
             compile: None,
             warnings,
-            provenance: None,
+            provenance: record.map(|r| serde_json::json!({"installed_from_locks": r})),
         })
     }
 }
