@@ -51,10 +51,11 @@ pub enum OciCommand {
         #[arg(long, env = "TOOLHOST_CONFIG")]
         config: Option<PathBuf>,
     },
-    /// Sign a component with an ECDSA P-256 key, as cosign does: a file
-    /// gets `<file>.sig` (`cosign sign-blob`'s format), a registry reference
-    /// a cosign image signature of the digest it resolves to (the
-    /// `sha256-<hex>.sig` tag, `cosign sign --key`'s format).
+    /// Sign a component or a container image with an ECDSA P-256 key, as
+    /// cosign does: a file gets `<file>.sig` (`cosign sign-blob`'s format),
+    /// a registry reference (a component or an image) a cosign image
+    /// signature of the digest it resolves to (the `sha256-<hex>.sig` tag,
+    /// `cosign sign --key`'s format).
     Sign {
         /// A `.wasm` file or an `oci://` reference.
         target: String,
@@ -309,25 +310,19 @@ async fn sign(target: &str, key: &SigningKey, config: &Config) -> anyhow::Result
     }
     let reference = Reference::parse(target).map_err(anyhow::Error::msg)?;
     let client = client(config, &reference)?;
-    // What is signed is what was checked: the manifest pulled and verified.
-    let pulled = toolhost::oci::pull(&client, &reference, None)
+    // What is signed is the digest the reference resolves to, checked
+    // against the bytes the registry served (a component or an image).
+    let digest = toolhost::oci::resolve(&client, &reference)
         .await
         .map_err(anyhow::Error::msg)?;
-    let payload = toolhost::trust::cosign::payload(&reference.repository_path(), &pulled.manifest);
+    let payload = toolhost::trust::cosign::payload(&reference.repository_path(), &digest);
     let signature = key.sign(&payload).map_err(anyhow::Error::msg)?;
-    toolhost::oci::push_signature(
-        &client,
-        &reference,
-        &pulled.manifest,
-        &payload,
-        &b64(&signature),
-    )
-    .await
-    .map_err(anyhow::Error::msg)?;
+    toolhost::oci::push_signature(&client, &reference, &digest, &payload, &b64(&signature))
+        .await
+        .map_err(anyhow::Error::msg)?;
     println!(
-        "{}@{}: signed by {}",
+        "{}@{digest}: signed by {}",
         reference.source(),
-        pulled.manifest,
         key.public().id
     );
     Ok(())

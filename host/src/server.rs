@@ -207,11 +207,17 @@ impl Server {
         }
         let secrets = crate::credentials::Secrets::new(config.secrets.0.clone());
         wasm.set_secrets(secrets.clone());
-        wasm.set_provenance(crate::wasm::provenance::Provenance {
+        // Where code may come from: components, and the images of Docker
+        // toolkits.
+        let provenance = Arc::new(crate::oci::Provenance {
             trust: crate::trust::Trust::from_config(&config.trust).map_err(anyhow::Error::msg)?,
             registries: config.oci.logins.clone(),
             secrets: secrets.clone(),
         });
+        wasm.set_provenance(provenance.clone());
+        if let Some(docker) = &docker {
+            docker.set_provenance(provenance.clone());
+        }
         backends.push(Arc::new(crate::httpapi::ApiBackend::new(secrets.clone())));
         let mcp = crate::mcpserver::McpBackend::new(secrets, docker.clone());
         let resources: Arc<dyn crate::sessions::SessionResources> = mcp.clone();

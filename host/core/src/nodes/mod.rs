@@ -114,6 +114,9 @@ pub struct NodeBackend {
     health: Arc<Health>,
     /// Its series in `/metrics`, registered at the first scrape.
     series: std::sync::OnceLock<metrics::NodeSeries>,
+    /// The trust policy images are judged by before a toolkit serves
+    /// (unset: not checked).
+    provenance: std::sync::OnceLock<Arc<crate::oci::Provenance>>,
 }
 
 /// Label value naming the server that owns a container: a hash of its data
@@ -128,6 +131,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl NodeBackend {
+    /// The trust policy toolkits' images are judged by (set once, before
+    /// toolkits load).
+    pub fn set_provenance(&self, provenance: Arc<crate::oci::Provenance>) {
+        let _ = self.provenance.set(provenance);
+    }
+
     /// A backend on the one local engine, with no allocation limit.
     pub fn new(data: &Path, sessions: Arc<Sessions>) -> Arc<Self> {
         Self::on_engines(data, sessions, docker::engines::Engines::local())
@@ -193,6 +202,7 @@ impl NodeBackend {
             life,
             health,
             series: std::sync::OnceLock::new(),
+            provenance: std::sync::OnceLock::new(),
         })
     }
 

@@ -63,6 +63,12 @@ impl Backend for NodeBackend {
                 all.extend_from_slice(content_hash(&f.bytes).as_bytes());
             }
             let version = content_hash(&all);
+            // An image named by the manifest is judged by the trust policy
+            // before any node of it starts (a built one is the folder's).
+            let verdict = match (&spec.manifest.docker.build, self.provenance.get()) {
+                (None, Some(p)) => Some(p.judge_image(&spec.manifest.docker.image).await?),
+                _ => None,
+            };
             if spec.manifest.docker.build.is_some() {
                 spec.manifest.docker.image = super::docker::build::tag(name, &version);
             }
@@ -74,8 +80,9 @@ impl Backend for NodeBackend {
                 toolkit: Arc::new(DockerToolkit::new(me, spec.clone())),
                 tools: spec.descriptors(),
                 compile: None,
-                warnings: Vec::new(),
-                provenance: None,
+                warnings: verdict.iter().filter_map(|v| v.warning.clone()).collect(),
+                provenance: verdict
+                    .map(|v| serde_json::json!({"image": spec.manifest.docker.image, "trust": v})),
             };
             self.serve(spec);
             Ok(loaded)

@@ -15,6 +15,7 @@
 //! [`push`] move components and signatures.
 
 pub mod client;
+mod provenance;
 mod pull;
 mod push;
 
@@ -27,10 +28,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub use client::{Client, Credentials};
+pub use provenance::Provenance;
 
 /// A cosign signature: the payload and the DER signature of it.
 pub type Signature = (Vec<u8>, Vec<u8>);
-pub use pull::{Pulled, pull, signatures};
+pub use pull::{Pulled, pull, resolve, signatures};
 pub use push::{push, push_signature};
 
 pub const MANIFEST_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";

@@ -137,6 +137,48 @@ pub async fn pull(
     })
 }
 
+/// The digest `reference` resolves to, whatever it is (a component, a
+/// container image, an index), checked against the bytes served.
+pub async fn resolve(client: &Client, reference: &Reference) -> Result<String, String> {
+    let at = reference
+        .digest
+        .as_deref()
+        .or(reference.tag.as_deref())
+        .unwrap_or_default();
+    let url = format!("{}/manifests/{at}", reference.base(client));
+    let accept = [
+        MANIFEST_TYPE,
+        "application/vnd.oci.image.index.v1+json",
+        "application/vnd.docker.distribution.manifest.v2+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+    ]
+    .join(", ");
+    let response = ok(
+        client
+            .send(&Request::get(url.clone()).header("accept", accept))
+            .await?,
+        &url,
+    )?;
+    let said = response
+        .headers()
+        .get("docker-content-digest")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let bytes = response.bytes().await.map_err(|e| format!("{url}: {e}"))?;
+    if bytes.len() > MAX_MANIFEST_BYTES {
+        return Err(format!("{url}: a manifest over 1 MiB"));
+    }
+    let digest = sha256(&bytes);
+    if said.as_ref().is_some_and(|s| *s != digest)
+        || reference.digest.as_ref().is_some_and(|d| *d != digest)
+    {
+        return Err(format!(
+            "{url}: the registry served a manifest whose bytes are {digest}, not the one named"
+        ));
+    }
+    Ok(digest)
+}
+
 /// Blob `digest` of `size` bytes, checked.
 async fn blob(
     client: &Client,

@@ -119,7 +119,7 @@ pub struct WasmBackend {
     secrets: std::sync::OnceLock<crate::credentials::Secrets>,
     /// Where components may come from and who must have signed them
     /// (unset: anywhere, unchecked).
-    provenance: std::sync::OnceLock<provenance::Provenance>,
+    provenance: std::sync::OnceLock<Arc<provenance::Provenance>>,
     /// Its own series in the server's metrics (none: off, or no server).
     series: std::sync::OnceLock<Arc<metrics::WasmSeries>>,
     _ticker: engine::EpochTicker,
@@ -178,7 +178,7 @@ impl WasmBackend {
 
     /// The trust policy and registry logins components are loaded under
     /// (set once, before plugins load).
-    pub fn set_provenance(&self, provenance: provenance::Provenance) {
+    pub fn set_provenance(&self, provenance: Arc<provenance::Provenance>) {
         let _ = self.provenance.set(provenance);
     }
 
@@ -437,7 +437,7 @@ impl crate::backend::Backend for WasmBackend {
             }
             let manifest = parts.manifest.clone();
             let default = provenance::Provenance::default();
-            let checks = self.provenance.get().unwrap_or(&default);
+            let checks = self.provenance.get().map_or(&default, |p| &**p);
             let (component, verdict) = checks.check(name, dir.as_deref(), parts, report).await?;
             let plugin = self
                 .load_reporting(name, component, manifest.as_deref(), dir.as_deref(), report)

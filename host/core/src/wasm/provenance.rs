@@ -19,17 +19,9 @@
 
 use std::path::Path;
 
-use crate::credentials::Secrets;
-use crate::oci::{Lock, Reference, Registries};
-use crate::trust::{Evidence, Trust, Verdict};
-
-/// What the server trusts and how it reaches registries.
-#[derive(Default)]
-pub struct Provenance {
-    pub trust: Trust,
-    pub registries: Registries,
-    pub secrets: Secrets,
-}
+pub use crate::oci::Provenance;
+use crate::oci::{Lock, Reference};
+use crate::trust::{Evidence, Verdict};
 
 /// The files of an entry that say where its component comes from.
 #[derive(Default)]
@@ -201,7 +193,7 @@ fn keep(dir: &Path, name: &str, component: Option<&[u8]>, lock: &Lock) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trust::{Identity, Policy, TrustConfig};
+    use crate::trust::{Identity, Policy, Trust, TrustConfig};
 
     fn fixtures() -> std::path::PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/sigstore")
