@@ -3,7 +3,8 @@
 //! loopback port by the Docker engine itself, signed there by `toolhost
 //! sign` (cosign's format), and a Docker toolkit naming it by digest served
 //! under a `require` policy; named by tag, or signed by a key the policy
-//! does not trust, refused with the reason and no node started.
+//! does not trust, refused with the reason and no node started (a stdio MCP
+//! server's image too).
 
 use std::process::Command;
 use std::time::Duration;

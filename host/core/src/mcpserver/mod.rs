@@ -372,6 +372,11 @@ impl McpBackend {
         let identity: String = files.iter().map(|f| content_hash(&f.bytes)).collect();
         // A stdio server's packages, checked against what was installed
         // from their locks before the server starts.
+        // ... and its image, by the trust policy.
+        let image = match (&m.command, &self.docker) {
+            (Some(_), Some(docker)) => docker.judge_image(&m.image).await?,
+            _ => None,
+        };
         let (record, mount_warning) = match (&m.command, &m.mount) {
             (Some(_), Some(mount)) => {
                 let dir = folder.join(mount);
@@ -404,6 +409,7 @@ impl McpBackend {
             );
         }
         warnings.extend(mount_warning);
+        warnings.extend(image.as_ref().and_then(|v| v.warning.clone()));
         if tools.is_empty() {
             return Err("the MCP server lists no usable tool".into());
         }
@@ -451,7 +457,9 @@ impl McpBackend {
             tools,
             compile: None,
             warnings,
-            provenance: record.map(|r| serde_json::json!({"installed_from_locks": r})),
+            provenance: (record.is_some() || image.is_some()).then(|| {
+                serde_json::json!({"installed_from_locks": record, "image": m.image, "trust": image})
+            }),
         })
     }
 }

@@ -137,6 +137,16 @@ impl NodeBackend {
         let _ = self.provenance.set(provenance);
     }
 
+    /// The trust policy's verdict on container image `image` (none when no
+    /// policy was set), or why it is refused: for every image a node of
+    /// this backend runs (toolkits, services, stdio MCP servers).
+    pub async fn judge_image(&self, image: &str) -> Result<Option<crate::trust::Verdict>, String> {
+        match self.provenance.get() {
+            Some(p) => p.judge_image(image).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// A backend on the one local engine, with no allocation limit.
     pub fn new(data: &Path, sessions: Arc<Sessions>) -> Arc<Self> {
         Self::on_engines(data, sessions, docker::engines::Engines::local())
