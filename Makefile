@@ -172,10 +172,12 @@ browser:
 	tests/venv.sh tests/console/requirements.txt >/dev/null
 
 ## Debian's docker-registry (installed when missing) and ORAS in
-## target/venvs/oci, for the OCI pull test (tests/e2e/tests/oci.rs).
+## target/venvs/oci, for the OCI tests (tests/e2e/tests/oci.rs, trust.rs);
+## Debian's PostgreSQL for the registry's PostgreSQL store.
 registry:
 	tests/oci/ensure-registry.sh
 	tests/venv.sh tests/oci/requirements.txt >/dev/null
+	tests/pg/ensure-postgres.sh
 
 ## Start the Docker engine when none answers (installs docker.io if needed).
 docker:

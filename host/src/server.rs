@@ -96,7 +96,11 @@ impl Server {
         // The registry first: it is locked for this process, so a second
         // server on the same data directory stops here, before it touches
         // the sessions' workspaces or the containers.
-        let (registry, saved) = crate::registry::Registry::open(data)?;
+        let (registry, saved) = crate::registry::Registry::open_with(
+            data,
+            &config.registry,
+            &crate::credentials::Secrets::new(config.secrets.0.clone()),
+        )?;
         tracing::info!(
             statuses = saved.statuses.len(),
             stats = saved.stats.len(),

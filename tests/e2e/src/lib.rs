@@ -9,6 +9,7 @@
 pub mod docs;
 pub mod fake;
 pub mod mcp;
+pub mod pg;
 pub mod registry;
 pub mod services;
 pub mod xagent;

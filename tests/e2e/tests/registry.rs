@@ -120,3 +120,61 @@ fn a_damaged_or_taken_registry_stops_the_start_with_the_reason() {
     // The first one serves on.
     assert_eq!(s.invoke("calc_evaluate", json!({"expression": "1"})).0, 200);
 }
+
+/// The registry on PostgreSQL (`[registry] url`): a status set through one
+/// server is there for another server on the same database (another data
+/// directory: a replica) when it starts, and after a crash of the first;
+/// the password travels apart from the URL; a database that cannot be
+/// reached stops the start with the reason, never a private SQLite file.
+#[test]
+fn the_registry_on_postgresql_is_shared_by_servers() {
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let config = CONFIG.replace(
+        "[registry]\n",
+        &format!(
+            "[secrets]\nPG_PASSWORD = \"unused-under-trust\"\n\
+             [registry]\nurl = \"{}\"\npassword_secret = \"PG_PASSWORD\"\n",
+            pg.url
+        ),
+    );
+    let mut a = Server::start_with(
+        PluginsDir::new()
+            .add("calc", "calc")
+            .add("hostile", "hostile"),
+        Some(&config),
+    )
+    .unwrap();
+    assert_eq!(set_status(&a, "hostile_spin", "inactive").0, 200);
+    assert!(
+        !a.data.path().join("registry.db").exists(),
+        "a private SQLite file"
+    );
+    let b = Server::start_with(
+        PluginsDir::new()
+            .add("calc", "calc")
+            .add("hostile", "hostile"),
+        Some(&config),
+    )
+    .unwrap();
+    let (status, body) = b.invoke("hostile_spin", json!({}));
+    assert_eq!((status, kind(&body)), (409, "not_active"), "{body}");
+    drop(b);
+    a.restart().unwrap();
+    let (_, body) = a.get("/tools/hostile_spin");
+    assert_eq!(body["status"], "inactive", "{body}");
+    drop(a);
+
+    // No database there: refused at start, named, nothing made instead.
+    let gone = "[registry]\nurl = \"postgres://toolhost:s3cret@127.0.0.1:1/postgres\"\n";
+    let err = Server::start_with(PluginsDir::new(), Some(gone))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        err.contains("cannot open the tool registry postgres://toolhost@127.0.0.1:1/postgres"),
+        "{err}"
+    );
+    assert!(!err.contains("s3cret"), "{err}");
+}

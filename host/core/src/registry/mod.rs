@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use serde::{Deserialize, Serialize};
 
 pub use stats::{StatsRow, StatsView, ToolStats};
+use store::Store;
 pub use store::{PinRow, Saved, StoreError, ToolMeta, Write};
 
 /// Where a tool is in its lifecycle: `building → staging → active ⇄
@@ -131,11 +132,56 @@ const BATCH: usize = 4096;
 impl Registry {
     /// Open `<data>/registry.db` and what it holds.
     pub fn open(data: &Path) -> Result<(Arc<Registry>, Saved), StoreError> {
-        let path = data.join("registry.db");
-        let mut store = store::Store::open(&path)?;
-        let saved = store
-            .load()
-            .map_err(|e| StoreError::Corrupt(path.clone(), e.to_string()))?;
+        Self::open_with(data, &RegistryConfig::default(), &Default::default())
+    }
+
+    /// Open the registry `config` names (its `url`, else
+    /// `<data>/registry.db`) and what it holds.
+    pub fn open_with(
+        data: &Path,
+        config: &RegistryConfig,
+        secrets: &crate::credentials::Secrets,
+    ) -> Result<(Arc<Registry>, Saved), StoreError> {
+        let (store, saved, path) = match &config.url {
+            Some(url) => {
+                let password = match &config.password_secret {
+                    Some(name) => Some(
+                        secrets
+                            .get(name)
+                            .map_err(|e| StoreError::Open(store::postgres_shown(url), e))?,
+                    ),
+                    None => None,
+                };
+                let shown = store::postgres_shown(url);
+                // The synchronous client runs a runtime of its own: opened
+                // off any async runtime, on a thread of its own.
+                let url = url.clone();
+                let at = shown.clone();
+                let opened = std::thread::spawn(move || {
+                    let mut store = Store::Postgres(Box::new(store::PostgresStore::open(
+                        &url,
+                        password.as_deref(),
+                    )?));
+                    let saved = store.load().map_err(|e| StoreError::Open(at, e))?;
+                    Ok::<_, StoreError>((store, saved))
+                })
+                .join()
+                .map_err(|_| {
+                    StoreError::Open(shown.clone(), "the opening thread failed".into())
+                })??;
+                (opened.0, opened.1, shown)
+            }
+            None => {
+                let path = data.join("registry.db");
+                let shown = path.display().to_string();
+                let mut store = Store::Sqlite(store::SqliteStore::open(&path)?);
+                let saved = store
+                    .load()
+                    .map_err(|e| StoreError::Corrupt(shown.clone(), e))?;
+                (store, saved, shown)
+            }
+        };
+        let mut store = store;
         let (tx, rx) = mpsc::channel::<Job>();
         let writer = std::thread::Builder::new()
             .name("toolhost-registry".into())
@@ -153,7 +199,7 @@ impl Registry {
                             next = rx.try_recv().ok();
                         }
                     }
-                    let done = store.apply(&writes).map_err(|e| e.to_string());
+                    let done = store.apply(&writes);
                     if let Err(e) = &done {
                         tracing::error!(error = %e, writes = writes.len(), "registry write failed");
                     }
@@ -207,18 +253,28 @@ impl Drop for Registry {
     }
 }
 
-/// The tool registry (`<data>/registry.db`).
+/// The tool registry: `<data>/registry.db`, or the PostgreSQL database of
+/// `url` (`postgres://user:password@host:port/db`; replicas share it).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RegistryConfig {
     /// How often changed call statistics are written, ms: what a crash can
     /// lose at most. Statuses are written before they are acknowledged.
     pub flush_ms: u64,
+    /// A PostgreSQL database instead of the embedded SQLite file.
+    pub url: Option<String>,
+    /// The secret holding its password (`[secrets]`, else
+    /// `TOOLHOST_SECRET_<name>`), so the URL needs none.
+    pub password_secret: Option<String>,
 }
 
 impl Default for RegistryConfig {
     fn default() -> Self {
-        RegistryConfig { flush_ms: 1000 }
+        RegistryConfig {
+            flush_ms: 1000,
+            url: None,
+            password_secret: None,
+        }
     }
 }
 

@@ -1,21 +1,18 @@
-//! The registry's SQLite file (`<data>/registry.db`, WAL): tools' metadata,
-//! statuses and statistics. One connection, on a writer thread of its own
-//! that commits whatever has queued up in one transaction: nothing on the
-//! call path waits for the disk. The file is held with an exclusive lock
-//! while the server runs, so a second server on the same data directory is
-//! refused at start, as is a file that is not a sound SQLite database: it
-//! is never reset silently.
+//! The registry's SQLite file (`<data>/registry.db`, WAL), the embedded
+//! default. The file is held with an exclusive lock while the server runs,
+//! so a second server on the same data directory is refused at start, as is
+//! a file that is not a sound SQLite database: it is never reset silently.
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::path::Path;
+use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, params};
 
-use super::ToolStatus;
-use super::stats::StatsRow;
+use super::{PinRow, Saved, StoreError, ToolMeta, Write, now_ms};
+use crate::registry::ToolStatus;
+use crate::registry::stats::StatsRow;
 
-/// The schema this build writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 1;
+use super::SCHEMA_VERSION;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS tools (
@@ -57,95 +54,23 @@ CREATE TABLE IF NOT EXISTS stats (
 );
 ";
 
-/// Why the registry cannot be opened.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error(
-        "the tool registry {0} is locked by another process (is another toolhost using this data directory?)"
-    )]
-    Locked(PathBuf),
-    #[error(
-        "the tool registry {0} is not a sound SQLite database ({1}): move it away to start with an empty registry (tool statuses and statistics are then lost), or put back a copy"
-    )]
-    Corrupt(PathBuf, String),
-    #[error(
-        "the tool registry {0} was written by a newer toolhost (schema {1}, this one knows {SCHEMA_VERSION})"
-    )]
-    Newer(PathBuf, i64),
-    #[error("cannot open the tool registry {0}: {1}")]
-    Open(PathBuf, String),
-}
-
-/// A tool as the registry keeps it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolMeta {
-    pub tool_id: String,
-    pub toolkit: String,
-    pub name: String,
-    pub description: String,
-    pub category: String,
-    pub backend: String,
-    pub version: String,
-    pub input_schema: String,
-}
-
-/// One change to write.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Write {
-    Tool(ToolMeta),
-    Status(String, ToolStatus),
-    Stats(String, StatsRow),
-    /// A tool-request task, whole (JSON).
-    Task(String, String),
-    /// A task forgotten (the oldest ended ones beyond what is kept).
-    ForgetTask(String),
-    /// A tool's pinned definition ([`crate::pins`]).
-    Pin(PinRow),
-}
-
-/// A pinned definition as the registry keeps it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PinRow {
-    pub tool_id: String,
-    pub toolkit: String,
-    pub digest: String,
-    /// The definition, JSON.
-    pub definition: String,
-}
-
-/// What the registry held at start: per tool id, its status and statistics.
-#[derive(Debug, Default)]
-pub struct Saved {
-    pub statuses: Vec<(String, ToolStatus)>,
-    pub stats: Vec<(String, StatsRow)>,
-    pub tools: Vec<ToolMeta>,
-    /// Tool-request tasks (JSON), oldest first.
-    pub tasks: Vec<String>,
-    pub pins: Vec<PinRow>,
-}
-
-pub struct Store {
+pub struct SqliteStore {
     conn: Connection,
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_millis() as i64
-}
-
-impl Store {
+impl SqliteStore {
     /// Open (or create) the registry at `path`, locked for this process.
-    pub fn open(path: &Path) -> Result<Store, StoreError> {
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         let classify = |e: rusqlite::Error| -> StoreError {
             use rusqlite::ErrorCode::*;
             match e.sqlite_error_code() {
-                Some(DatabaseBusy | DatabaseLocked) => StoreError::Locked(path.to_owned()),
-                Some(NotADatabase | DatabaseCorrupt) => {
-                    StoreError::Corrupt(path.to_owned(), e.to_string())
+                Some(DatabaseBusy | DatabaseLocked) => {
+                    StoreError::Locked(path.display().to_string())
                 }
-                _ => StoreError::Open(path.to_owned(), e.to_string()),
+                Some(NotADatabase | DatabaseCorrupt) => {
+                    StoreError::Corrupt(path.display().to_string(), e.to_string())
+                }
+                _ => StoreError::Open(path.display().to_string(), e.to_string()),
             }
         };
         let conn = Connection::open_with_flags(
@@ -166,7 +91,7 @@ impl Store {
             .map_err(classify)?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(StoreError::Open(
-                path.to_owned(),
+                path.display().to_string(),
                 format!("WAL journal refused (journal_mode = {mode})"),
             ));
         }
@@ -176,20 +101,20 @@ impl Store {
             .query_row("PRAGMA quick_check", [], |r| r.get(0))
             .map_err(classify)?;
         if check != "ok" {
-            return Err(StoreError::Corrupt(path.to_owned(), check));
+            return Err(StoreError::Corrupt(path.display().to_string(), check));
         }
         let version: i64 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(classify)?;
         if version > SCHEMA_VERSION {
-            return Err(StoreError::Newer(path.to_owned(), version));
+            return Err(StoreError::Newer(path.display().to_string(), version));
         }
         // A write takes the exclusive lock now, not at the first flush.
         conn.execute_batch(&format!(
             "BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
         ))
         .map_err(classify)?;
-        Ok(Store { conn })
+        Ok(SqliteStore { conn })
     }
 
     /// Everything saved.
@@ -315,60 +240,19 @@ impl Store {
 mod tests {
     use super::*;
 
-    fn row(calls: u64) -> StatsRow {
-        StatsRow {
-            calls,
-            errors: 1,
-            total_latency_us: 2500,
-            last_used_ms: 1_700_000_000_000,
-            latency: vec![(40, calls)],
-        }
-    }
-
-    #[test]
-    fn what_is_written_is_there_after_reopening() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("registry.db");
-        {
-            let mut store = Store::open(&path).unwrap();
-            store
-                .apply(&[
-                    Write::Status("calc_evaluate".into(), ToolStatus::Inactive),
-                    Write::Stats("calc_evaluate".into(), row(3)),
-                    Write::Stats("calc_evaluate".into(), row(4)),
-                    Write::Pin(PinRow {
-                        tool_id: "fs_read".into(),
-                        toolkit: "fs".into(),
-                        digest: "ab".into(),
-                        definition: "{}".into(),
-                    }),
-                ])
-                .unwrap();
-        }
-        let store = Store::open(&path).unwrap();
-        let saved = store.load().unwrap();
-        assert_eq!(
-            saved.statuses,
-            vec![("calc_evaluate".to_owned(), ToolStatus::Inactive)]
-        );
-        assert_eq!(saved.stats, vec![("calc_evaluate".to_owned(), row(4))]);
-        assert_eq!(saved.pins.len(), 1);
-        assert_eq!(saved.pins[0].digest, "ab");
-    }
-
     #[test]
     fn a_second_opener_and_a_damaged_file_are_refused_with_the_reason() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("registry.db");
-        let first = Store::open(&path).unwrap();
-        let err = Store::open(&path).err().expect("locked");
+        let first = SqliteStore::open(&path).unwrap();
+        let err = SqliteStore::open(&path).err().expect("locked");
         assert!(matches!(err, StoreError::Locked(_)), "{err}");
         drop(first);
-        assert!(Store::open(&path).is_ok(), "free again");
+        assert!(SqliteStore::open(&path).is_ok(), "free again");
 
         let garbage = dir.path().join("garbage.db");
         std::fs::write(&garbage, vec![0x5a; 8192]).unwrap();
-        let err = Store::open(&garbage).err().expect("not a database");
+        let err = SqliteStore::open(&garbage).err().expect("not a database");
         assert!(matches!(err, StoreError::Corrupt(..)), "{err}");
         assert!(err.to_string().contains("move it away"), "{err}");
         // Nothing was reset.

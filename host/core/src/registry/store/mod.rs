@@ -1,0 +1,222 @@
+//! Where the registry keeps what it knows: an embedded SQLite file
+//! (`<data>/registry.db`, [`sqlite`]) by default, or a PostgreSQL database
+//! ([`postgres`], `[registry] url = "postgres://…"`) that replicas share.
+//! One schema for both, versioned: a database written by a newer toolhost
+//! is refused at start, named. One connection, on a writer thread of its
+//! own that commits whatever has queued up in one transaction: nothing on
+//! the call path waits for the database.
+
+mod postgres;
+mod sqlite;
+#[cfg(test)]
+pub(crate) mod testing;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub use self::postgres::{PostgresStore, shown as postgres_shown};
+pub use sqlite::SqliteStore;
+
+use super::ToolStatus;
+use super::stats::StatsRow;
+
+/// The schema this build writes.
+const SCHEMA_VERSION: i64 = 1;
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as i64
+}
+
+/// Why the registry cannot be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "the tool registry {0} is locked by another process (is another toolhost using this data directory?)"
+    )]
+    Locked(String),
+    #[error(
+        "the tool registry {0} is not a sound SQLite database ({1}): move it away to start with an empty registry (tool statuses and statistics are then lost), or put back a copy"
+    )]
+    Corrupt(String, String),
+    #[error(
+        "the tool registry {0} was written by a newer toolhost (schema {1}, this one knows {SCHEMA_VERSION})"
+    )]
+    Newer(String, i64),
+    #[error("cannot open the tool registry {0}: {1}")]
+    Open(String, String),
+}
+
+/// A tool as the registry keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolMeta {
+    pub tool_id: String,
+    pub toolkit: String,
+    pub name: String,
+    pub description: String,
+    pub category: String,
+    pub backend: String,
+    pub version: String,
+    pub input_schema: String,
+}
+
+/// One change to write.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    Tool(ToolMeta),
+    Status(String, ToolStatus),
+    Stats(String, StatsRow),
+    /// A tool-request task, whole (JSON).
+    Task(String, String),
+    /// A task forgotten (the oldest ended ones beyond what is kept).
+    ForgetTask(String),
+    /// A tool's pinned definition ([`crate::pins`]).
+    Pin(PinRow),
+}
+
+/// A pinned definition as the registry keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PinRow {
+    pub tool_id: String,
+    pub toolkit: String,
+    pub digest: String,
+    /// The definition, JSON.
+    pub definition: String,
+}
+
+/// What the registry held at start: per tool id, its status and statistics.
+#[derive(Debug, Default)]
+pub struct Saved {
+    pub statuses: Vec<(String, ToolStatus)>,
+    pub stats: Vec<(String, StatsRow)>,
+    pub tools: Vec<ToolMeta>,
+    /// Tool-request tasks (JSON), oldest first.
+    pub tasks: Vec<String>,
+    pub pins: Vec<PinRow>,
+}
+
+/// A store, whichever kind.
+pub enum Store {
+    Sqlite(SqliteStore),
+    Postgres(Box<PostgresStore>),
+}
+
+impl Store {
+    /// Everything saved.
+    pub fn load(&mut self) -> Result<Saved, String> {
+        match self {
+            Store::Sqlite(s) => s.load().map_err(|e| e.to_string()),
+            Store::Postgres(s) => s.load(),
+        }
+    }
+
+    /// Write `batch` in one transaction.
+    pub fn apply(&mut self, batch: &[Write]) -> Result<(), String> {
+        match self {
+            Store::Sqlite(s) => s.apply(batch).map_err(|e| e.to_string()),
+            Store::Postgres(s) => s.apply(batch),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(calls: u64) -> StatsRow {
+        StatsRow {
+            calls,
+            errors: 1,
+            total_latency_us: 2500,
+            last_used_ms: 1_700_000_000_000,
+            latency: vec![(40, calls)],
+        }
+    }
+
+    /// What one store wrote, another opening of it reads back: for both
+    /// kinds.
+    fn written_and_read_back(open: &dyn Fn() -> Store) {
+        {
+            let mut store = open();
+            store
+                .apply(&[
+                    Write::Status("calc_evaluate".into(), ToolStatus::Inactive),
+                    Write::Stats("calc_evaluate".into(), row(3)),
+                    Write::Stats("calc_evaluate".into(), row(4)),
+                    Write::Task("t1".into(), "{\"n\":1}".into()),
+                    Write::Task("t2".into(), "{\"n\":2}".into()),
+                    Write::Task("t1".into(), "{\"n\":3}".into()),
+                    Write::Task("t3".into(), "{}".into()),
+                    Write::ForgetTask("t3".into()),
+                    Write::Tool(ToolMeta {
+                        tool_id: "calc_evaluate".into(),
+                        toolkit: "calc".into(),
+                        name: "evaluate".into(),
+                        description: "d".into(),
+                        category: "calc".into(),
+                        backend: "wasm".into(),
+                        version: "v1".into(),
+                        input_schema: "{}".into(),
+                    }),
+                    Write::Pin(PinRow {
+                        tool_id: "fs_read".into(),
+                        toolkit: "fs".into(),
+                        digest: "ab".into(),
+                        definition: "{}".into(),
+                    }),
+                ])
+                .unwrap();
+        }
+        let saved = open().load().unwrap();
+        assert_eq!(
+            saved.statuses,
+            vec![("calc_evaluate".to_owned(), ToolStatus::Inactive)]
+        );
+        assert_eq!(saved.stats, vec![("calc_evaluate".to_owned(), row(4))]);
+        // Oldest first, an update keeping its place, a forgotten one gone.
+        assert_eq!(
+            saved.tasks,
+            vec!["{\"n\":3}".to_owned(), "{\"n\":2}".to_owned()]
+        );
+        assert_eq!(saved.tools.len(), 1);
+        assert_eq!(saved.tools[0].version, "v1");
+        assert_eq!(saved.pins.len(), 1);
+        assert_eq!(saved.pins[0].digest, "ab");
+    }
+
+    #[test]
+    fn sqlite_keeps_what_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("registry.db");
+        written_and_read_back(&|| Store::Sqlite(SqliteStore::open(&path).unwrap()));
+    }
+
+    #[test]
+    fn postgres_keeps_what_is_written_and_refuses_a_newer_schema_or_no_server() {
+        let Some(pg) = testing::Postgres::start() else {
+            return;
+        };
+        written_and_read_back(&|| {
+            Store::Postgres(Box::new(PostgresStore::open(&pg.url, None).unwrap()))
+        });
+        // A second opener (another replica) migrates nothing and reads the same.
+        let mut other = PostgresStore::open(&pg.url, None).unwrap();
+        assert_eq!(other.load().unwrap().statuses.len(), 1);
+        // Written by a newer toolhost: refused, named.
+        let mut admin = ::postgres::Client::connect(&pg.url, ::postgres::NoTls).unwrap();
+        admin
+            .execute("UPDATE toolhost_schema SET version = 99", &[])
+            .unwrap();
+        let newer = PostgresStore::open(&pg.url, None).err().unwrap();
+        assert!(matches!(newer, StoreError::Newer(_, 99)), "{newer}");
+        // No server there: an error naming it (password hidden), no fallback.
+        let gone = "postgres://toolhost:pw@127.0.0.1:1/postgres";
+        let err = PostgresStore::open(gone, None).err().unwrap().to_string();
+        assert!(
+            err.contains("cannot open the tool registry postgres://toolhost@"),
+            "{err}"
+        );
+        assert!(!err.contains("pw"), "{err}");
+    }
+}

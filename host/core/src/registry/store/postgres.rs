@@ -1,0 +1,262 @@
+//! The registry on PostgreSQL (`[registry] url = "postgres://…"`): the
+//! store replicas share. Its schema is the SQLite one with PostgreSQL's
+//! types, versioned in `toolhost_schema`; a database of a newer schema is
+//! refused at start. A database that cannot be reached at start is an
+//! error, never a fallback to a private SQLite file (that would split the
+//! state between replicas without anyone noticing).
+
+use postgres::{Client, NoTls};
+
+use super::{PinRow, SCHEMA_VERSION, Saved, StoreError, ToolMeta, Write, now_ms};
+use crate::registry::ToolStatus;
+use crate::registry::stats::StatsRow;
+
+/// The schema's migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
+const MIGRATIONS: [&str; 1] = ["
+CREATE TABLE tools (
+    tool_id      TEXT PRIMARY KEY,
+    toolkit      TEXT NOT NULL,
+    name         TEXT NOT NULL,
+    description  TEXT NOT NULL,
+    category     TEXT NOT NULL,
+    backend      TEXT NOT NULL,
+    version      TEXT NOT NULL,
+    input_schema TEXT NOT NULL,
+    created_ms   BIGINT NOT NULL,
+    updated_ms   BIGINT NOT NULL
+);
+CREATE TABLE statuses (
+    tool_id    TEXT PRIMARY KEY,
+    status     TEXT NOT NULL,
+    updated_ms BIGINT NOT NULL
+);
+CREATE TABLE tasks (
+    task_id    TEXT PRIMARY KEY,
+    seq        BIGSERIAL,
+    body       TEXT NOT NULL,
+    updated_ms BIGINT NOT NULL
+);
+CREATE TABLE pins (
+    tool_id    TEXT PRIMARY KEY,
+    toolkit    TEXT NOT NULL,
+    digest     TEXT NOT NULL,
+    definition TEXT NOT NULL,
+    pinned_ms  BIGINT NOT NULL
+);
+CREATE TABLE stats (
+    tool_id          TEXT PRIMARY KEY,
+    calls            BIGINT NOT NULL,
+    errors           BIGINT NOT NULL,
+    total_latency_us BIGINT NOT NULL,
+    last_used_ms     BIGINT NOT NULL,
+    latency          TEXT NOT NULL
+);
+"];
+
+pub struct PostgresStore {
+    client: Client,
+}
+
+/// `url` with its password hidden, for messages.
+pub fn shown(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let user = &url[scheme + 3..at];
+            let user = user.split_once(':').map_or(user, |(u, _)| u);
+            format!("{}{user}@{}", &url[..scheme + 3], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+impl PostgresStore {
+    /// Connect to `url` (with `password`, if given apart) and bring its
+    /// schema up to this build's.
+    pub fn open(url: &str, password: Option<&str>) -> Result<PostgresStore, StoreError> {
+        let at = shown(url);
+        let open = |e: postgres::Error| StoreError::Open(at.clone(), e.to_string());
+        let mut config: postgres::Config = url.parse().map_err(open)?;
+        if let Some(password) = password {
+            config.password(password);
+        }
+        config.connect_timeout(std::time::Duration::from_secs(10));
+        let mut client = config.connect(NoTls).map_err(open)?;
+        let mut tx = client.transaction().map_err(open)?;
+        // One replica migrates at a time; the others wait, then see it done.
+        tx.batch_execute(
+            "SELECT pg_advisory_xact_lock(7263902);
+             CREATE TABLE IF NOT EXISTS toolhost_schema (version BIGINT NOT NULL);",
+        )
+        .map_err(open)?;
+        let version: i64 = tx
+            .query_opt("SELECT version FROM toolhost_schema", &[])
+            .map_err(open)?
+            .map_or(0, |row| row.get(0));
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::Newer(at, version));
+        }
+        for (i, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            tx.batch_execute(migration).map_err(open)?;
+            tracing::info!(schema = i + 1, "registry database migrated");
+        }
+        tx.execute("DELETE FROM toolhost_schema", &[])
+            .map_err(open)?;
+        tx.execute(
+            "INSERT INTO toolhost_schema (version) VALUES ($1)",
+            &[&SCHEMA_VERSION],
+        )
+        .map_err(open)?;
+        tx.commit().map_err(open)?;
+        Ok(PostgresStore { client })
+    }
+
+    pub fn load(&mut self) -> Result<Saved, String> {
+        let e = |e: postgres::Error| e.to_string();
+        let mut saved = Saved::default();
+        for row in self
+            .client
+            .query("SELECT tool_id, status FROM statuses", &[])
+            .map_err(e)?
+        {
+            if let Some(status) = ToolStatus::parse(row.get(1)) {
+                saved.statuses.push((row.get(0), status));
+            }
+        }
+        for row in self
+            .client
+            .query(
+                "SELECT tool_id, calls, errors, total_latency_us, last_used_ms, latency FROM stats",
+                &[],
+            )
+            .map_err(e)?
+        {
+            saved.stats.push((
+                row.get(0),
+                StatsRow {
+                    calls: row.get::<_, i64>(1) as u64,
+                    errors: row.get::<_, i64>(2) as u64,
+                    total_latency_us: row.get::<_, i64>(3) as u64,
+                    last_used_ms: row.get::<_, i64>(4) as u64,
+                    latency: serde_json::from_str(row.get(5)).unwrap_or_default(),
+                },
+            ));
+        }
+        for row in self
+            .client
+            .query(
+                "SELECT tool_id, toolkit, name, description, category, backend, version, input_schema
+                 FROM tools ORDER BY tool_id",
+                &[],
+            )
+            .map_err(e)?
+        {
+            saved.tools.push(ToolMeta {
+                tool_id: row.get(0),
+                toolkit: row.get(1),
+                name: row.get(2),
+                description: row.get(3),
+                category: row.get(4),
+                backend: row.get(5),
+                version: row.get(6),
+                input_schema: row.get(7),
+            });
+        }
+        for row in self
+            .client
+            .query("SELECT body FROM tasks ORDER BY seq", &[])
+            .map_err(e)?
+        {
+            saved.tasks.push(row.get(0));
+        }
+        for row in self
+            .client
+            .query(
+                "SELECT tool_id, toolkit, digest, definition FROM pins ORDER BY tool_id",
+                &[],
+            )
+            .map_err(e)?
+        {
+            saved.pins.push(PinRow {
+                tool_id: row.get(0),
+                toolkit: row.get(1),
+                digest: row.get(2),
+                definition: row.get(3),
+            });
+        }
+        Ok(saved)
+    }
+
+    pub fn apply(&mut self, batch: &[Write]) -> Result<(), String> {
+        let e = |e: postgres::Error| e.to_string();
+        let now = now_ms();
+        let mut tx = self.client.transaction().map_err(e)?;
+        for w in batch {
+            match w {
+                Write::Tool(m) => {
+                    tx.execute(
+                        "INSERT INTO tools (tool_id, toolkit, name, description, category, backend, version, input_schema, created_ms, updated_ms)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
+                         ON CONFLICT (tool_id) DO UPDATE SET toolkit = $2, name = $3, description = $4,
+                           category = $5, backend = $6, version = $7, input_schema = $8, updated_ms = $9",
+                        &[&m.tool_id, &m.toolkit, &m.name, &m.description, &m.category, &m.backend, &m.version, &m.input_schema, &now],
+                    )
+                    .map_err(e)?;
+                }
+                Write::Status(id, status) => {
+                    tx.execute(
+                        "INSERT INTO statuses (tool_id, status, updated_ms) VALUES ($1, $2, $3)
+                         ON CONFLICT (tool_id) DO UPDATE SET status = $2, updated_ms = $3",
+                        &[id, &status.as_str(), &now],
+                    )
+                    .map_err(e)?;
+                }
+                Write::Task(id, body) => {
+                    tx.execute(
+                        "INSERT INTO tasks (task_id, body, updated_ms) VALUES ($1, $2, $3)
+                         ON CONFLICT (task_id) DO UPDATE SET body = $2, updated_ms = $3",
+                        &[id, body, &now],
+                    )
+                    .map_err(e)?;
+                }
+                Write::ForgetTask(id) => {
+                    tx.execute("DELETE FROM tasks WHERE task_id = $1", &[id])
+                        .map_err(e)?;
+                }
+                Write::Pin(p) => {
+                    tx.execute(
+                        "INSERT INTO pins (tool_id, toolkit, digest, definition, pinned_ms) VALUES ($1, $2, $3, $4, $5)
+                         ON CONFLICT (tool_id) DO UPDATE SET toolkit = $2, digest = $3, definition = $4, pinned_ms = $5",
+                        &[&p.tool_id, &p.toolkit, &p.digest, &p.definition, &now],
+                    )
+                    .map_err(e)?;
+                }
+                Write::Stats(id, s) => {
+                    let latency = serde_json::to_string(&s.latency).unwrap_or_else(|_| "[]".into());
+                    tx.execute(
+                        "INSERT INTO stats (tool_id, calls, errors, total_latency_us, last_used_ms, latency)
+                         VALUES ($1, $2, $3, $4, $5, $6)
+                         ON CONFLICT (tool_id) DO UPDATE SET calls = $2, errors = $3,
+                           total_latency_us = $4, last_used_ms = $5, latency = $6",
+                        &[id, &(s.calls as i64), &(s.errors as i64), &(s.total_latency_us as i64), &(s.last_used_ms as i64), &latency],
+                    )
+                    .map_err(e)?;
+                }
+            }
+        }
+        tx.commit().map_err(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_never_shown() {
+        assert_eq!(
+            shown("postgres://toolhost:s3cret@db.example.com:5432/toolhost"),
+            "postgres://toolhost@db.example.com:5432/toolhost"
+        );
+        assert_eq!(shown("postgres://db/toolhost"), "postgres://db/toolhost");
+    }
+}
