@@ -162,6 +162,13 @@ impl Server {
             })
             .collect();
         catalog.attach_registry(registry.clone(), saved);
+        // Replicas on one database follow each other's status changes.
+        let following = Arc::downgrade(&catalog);
+        registry.follow(move |id, status| {
+            if let Some(catalog) = following.upgrade() {
+                catalog.follow_status(&id, status);
+            }
+        });
         catalog.attach_pins(Arc::new(crate::pins::Pins::new(
             config.pins.mode,
             saved_pins,

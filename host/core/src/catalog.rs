@@ -488,6 +488,16 @@ impl Catalog {
         }
     }
 
+    /// Tool `id`'s status as another replica set it (already saved there):
+    /// applied here, and every surface's list changes if it did.
+    pub fn follow_status(&self, id: &str, status: ToolStatus) {
+        let record = self.record(id);
+        if record.status() != status {
+            record.set_status(status);
+            self.changes.send_modify(|g| *g += 1);
+        }
+    }
+
     /// Set the status of tool `id` (saved, and every surface's list
     /// changes); the status it had. A status set before the tool is
     /// registered (a build task's) applies when it is.

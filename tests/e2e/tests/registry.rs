@@ -124,6 +124,7 @@ fn a_damaged_or_taken_registry_stops_the_start_with_the_reason() {
 /// The registry on PostgreSQL (`[registry] url`): a status set through one
 /// server is there for another server on the same database (another data
 /// directory: a replica) when it starts, and after a crash of the first;
+/// while both run, each follows the other's changes;
 /// the password travels apart from the URL; a database that cannot be
 /// reached stops the start with the reason, never a private SQLite file.
 #[test]
@@ -160,6 +161,29 @@ fn the_registry_on_postgresql_is_shared_by_servers() {
     .unwrap();
     let (status, body) = b.invoke("hostile_spin", json!({}));
     assert_eq!((status, kind(&body)), (409, "not_active"), "{body}");
+    // While both run, a change through either reaches the other
+    // (LISTEN/NOTIFY), both ways.
+    let status_on = |s: &Server| s.get("/tools/hostile_spin").1["status"].clone();
+    assert_eq!(set_status(&b, "hostile_spin", "active").0, 200);
+    let seen = wait_for(Duration::from_secs(5), || {
+        (status_on(&a) == json!("active")).then_some(())
+    });
+    assert!(
+        seen.is_some(),
+        "replica A did not follow B: {}",
+        status_on(&a)
+    );
+    assert!(a.tool_ids().iter().any(|t| t == "hostile_spin"));
+    assert_eq!(set_status(&a, "hostile_spin", "inactive").0, 200);
+    let seen = wait_for(Duration::from_secs(5), || {
+        (status_on(&b) == json!("inactive")).then_some(())
+    });
+    assert!(
+        seen.is_some(),
+        "replica B did not follow A: {}",
+        status_on(&b)
+    );
+    assert!(!b.tool_ids().iter().any(|t| t == "hostile_spin"));
     drop(b);
     a.restart().unwrap();
     let (_, body) = a.get("/tools/hostile_spin");

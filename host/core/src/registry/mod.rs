@@ -124,6 +124,9 @@ enum Job {
 pub struct Registry {
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// On PostgreSQL: where the other replicas' changes are followed
+    /// (url, password, this replica's id).
+    shared: Option<(String, Option<String>, String)>,
 }
 
 /// Most writes committed in one transaction.
@@ -142,6 +145,8 @@ impl Registry {
         config: &RegistryConfig,
         secrets: &crate::credentials::Secrets,
     ) -> Result<(Arc<Registry>, Saved), StoreError> {
+        let replica = uuid::Uuid::new_v4().to_string();
+        let mut shared = None;
         let (store, saved, path) = match &config.url {
             Some(url) => {
                 let password = match &config.password_secret {
@@ -153,6 +158,7 @@ impl Registry {
                     None => None,
                 };
                 let shown = store::postgres_shown(url);
+                shared = Some((url.clone(), password.clone(), replica.clone()));
                 // The synchronous client runs a runtime of its own: opened
                 // off any async runtime, on a thread of its own.
                 let url = url.clone();
@@ -161,6 +167,7 @@ impl Registry {
                     let mut store = Store::Postgres(Box::new(store::PostgresStore::open(
                         &url,
                         password.as_deref(),
+                        &replica,
                     )?));
                     let saved = store.load().map_err(|e| StoreError::Open(at, e))?;
                     Ok::<_, StoreError>((store, saved))
@@ -213,9 +220,22 @@ impl Registry {
             Arc::new(Registry {
                 jobs: Mutex::new(Some(tx)),
                 writer: Mutex::new(Some(writer)),
+                shared,
             }),
             saved,
         ))
+    }
+
+    /// Follow the status changes other replicas make (on PostgreSQL; a
+    /// private SQLite file has none): `on_status` for each, within about a
+    /// second of its commit, and for every saved status whenever the
+    /// database connection is made again.
+    pub fn follow(&self, on_status: impl Fn(String, ToolStatus) + Send + 'static) {
+        if let Some((url, password, replica)) = self.shared.clone()
+            && let Err(e) = store::follow(url, password, replica, Box::new(on_status))
+        {
+            tracing::error!("cannot follow the other replicas: {e}");
+        }
     }
 
     fn send(&self, job: Job) -> bool {

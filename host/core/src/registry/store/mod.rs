@@ -13,7 +13,7 @@ pub(crate) mod testing;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub use self::postgres::{PostgresStore, shown as postgres_shown};
+pub use self::postgres::{PostgresStore, follow, shown as postgres_shown};
 pub use sqlite::SqliteStore;
 
 use super::ToolStatus;
@@ -198,21 +198,24 @@ mod tests {
             return;
         };
         written_and_read_back(&|| {
-            Store::Postgres(Box::new(PostgresStore::open(&pg.url, None).unwrap()))
+            Store::Postgres(Box::new(PostgresStore::open(&pg.url, None, "r1").unwrap()))
         });
         // A second opener (another replica) migrates nothing and reads the same.
-        let mut other = PostgresStore::open(&pg.url, None).unwrap();
+        let mut other = PostgresStore::open(&pg.url, None, "r2").unwrap();
         assert_eq!(other.load().unwrap().statuses.len(), 1);
         // Written by a newer toolhost: refused, named.
         let mut admin = ::postgres::Client::connect(&pg.url, ::postgres::NoTls).unwrap();
         admin
             .execute("UPDATE toolhost_schema SET version = 99", &[])
             .unwrap();
-        let newer = PostgresStore::open(&pg.url, None).err().unwrap();
+        let newer = PostgresStore::open(&pg.url, None, "r3").err().unwrap();
         assert!(matches!(newer, StoreError::Newer(_, 99)), "{newer}");
         // No server there: an error naming it (password hidden), no fallback.
         let gone = "postgres://toolhost:pw@127.0.0.1:1/postgres";
-        let err = PostgresStore::open(gone, None).err().unwrap().to_string();
+        let err = PostgresStore::open(gone, None, "r4")
+            .err()
+            .unwrap()
+            .to_string();
         assert!(
             err.contains("cannot open the tool registry postgres://toolhost@"),
             "{err}"

@@ -5,11 +5,10 @@
 //! error, never a fallback to a private SQLite file (that would split the
 //! state between replicas without anyone noticing).
 
-use postgres::{Client, NoTls};
-
 use super::{PinRow, SCHEMA_VERSION, Saved, StoreError, ToolMeta, Write, now_ms};
 use crate::registry::ToolStatus;
 use crate::registry::stats::StatsRow;
+use postgres::{Client, NoTls};
 
 /// The schema's migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
 const MIGRATIONS: [&str; 1] = ["
@@ -55,6 +54,19 @@ CREATE TABLE stats (
 
 pub struct PostgresStore {
     client: Client,
+    /// This process among the replicas: its own notices are not followed.
+    replica: String,
+}
+
+/// The channel status changes are announced on.
+pub const CHANNEL: &str = "toolhost_registry";
+
+/// A change one replica announces to the others.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Notice {
+    pub from: String,
+    pub tool_id: String,
+    pub status: String,
 }
 
 /// `url` with its password hidden, for messages.
@@ -69,18 +81,82 @@ pub fn shown(url: &str) -> String {
     }
 }
 
+/// A connection to `url`, with `password` if given apart.
+pub fn connect(url: &str, password: Option<&str>) -> Result<Client, postgres::Error> {
+    let mut config: postgres::Config = url.parse()?;
+    if let Some(password) = password {
+        config.password(password);
+    }
+    config.connect_timeout(std::time::Duration::from_secs(10));
+    config.connect(NoTls)
+}
+
+/// Follow the other replicas' status changes on `url` for as long as the
+/// process lives, on a thread of its own: `on_status(tool id, status)` for
+/// each, and for every saved status at each (re)connection (what changed
+/// while the connection was down is not missed). Reconnects every second
+/// while the database is away.
+pub fn follow(
+    url: String,
+    password: Option<String>,
+    replica: String,
+    on_status: Box<dyn Fn(String, ToolStatus) + Send>,
+) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("toolhost-registry-follow".into())
+        .spawn(move || {
+            let mut down = false;
+            loop {
+                let run = || -> Result<(), postgres::Error> {
+                    let mut client = connect(&url, password.as_deref())?;
+                    client.batch_execute(&format!("LISTEN {CHANNEL}"))?;
+                    for row in client.query("SELECT tool_id, status FROM statuses", &[])? {
+                        if let Some(status) = ToolStatus::parse(row.get(1)) {
+                            on_status(row.get(0), status);
+                        }
+                    }
+                    let mut notices = client.notifications();
+                    let mut each = notices.blocking_iter();
+                    while let Some(n) =
+                        postgres::fallible_iterator::FallibleIterator::next(&mut each)?
+                    {
+                        let Ok(notice) = serde_json::from_str::<Notice>(n.payload()) else {
+                            continue;
+                        };
+                        if notice.from == replica {
+                            continue;
+                        }
+                        if let Some(status) = ToolStatus::parse(&notice.status) {
+                            on_status(notice.tool_id, status);
+                        }
+                    }
+                    Ok(())
+                };
+                if let Err(e) = run() {
+                    if !down {
+                        tracing::warn!(
+                            "following the registry database: {e}; retrying every second"
+                        );
+                    }
+                    down = true;
+                }
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+        })
+        .map(|_| ())
+}
+
 impl PostgresStore {
     /// Connect to `url` (with `password`, if given apart) and bring its
     /// schema up to this build's.
-    pub fn open(url: &str, password: Option<&str>) -> Result<PostgresStore, StoreError> {
+    pub fn open(
+        url: &str,
+        password: Option<&str>,
+        replica: &str,
+    ) -> Result<PostgresStore, StoreError> {
         let at = shown(url);
         let open = |e: postgres::Error| StoreError::Open(at.clone(), e.to_string());
-        let mut config: postgres::Config = url.parse().map_err(open)?;
-        if let Some(password) = password {
-            config.password(password);
-        }
-        config.connect_timeout(std::time::Duration::from_secs(10));
-        let mut client = config.connect(NoTls).map_err(open)?;
+        let mut client = connect(url, password).map_err(open)?;
         let mut tx = client.transaction().map_err(open)?;
         // One replica migrates at a time; the others wait, then see it done.
         tx.batch_execute(
@@ -107,7 +183,10 @@ impl PostgresStore {
         )
         .map_err(open)?;
         tx.commit().map_err(open)?;
-        Ok(PostgresStore { client })
+        Ok(PostgresStore {
+            client,
+            replica: replica.to_owned(),
+        })
     }
 
     pub fn load(&mut self) -> Result<Saved, String> {
@@ -209,6 +288,15 @@ impl PostgresStore {
                         &[id, &status.as_str(), &now],
                     )
                     .map_err(e)?;
+                    // Delivered to the other replicas when this commits.
+                    let notice = serde_json::to_string(&Notice {
+                        from: self.replica.clone(),
+                        tool_id: id.clone(),
+                        status: status.as_str().to_owned(),
+                    })
+                    .unwrap_or_default();
+                    tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &notice])
+                        .map_err(e)?;
                 }
                 Write::Task(id, body) => {
                     tx.execute(
