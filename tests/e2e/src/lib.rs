@@ -104,6 +104,23 @@ pub fn python_venv(requirements: &str) -> PathBuf {
     )
 }
 
+/// Run the `toolhost` command with `args` and `env` (no backtraces):
+/// whether it succeeded, and its stdout then stderr.
+pub fn run_toolhost(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let out = Command::new(binary())
+        .args(args)
+        .envs(env.iter().copied())
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("run toolhost");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
 /// A built example plugin (`target/plugins/<name>.wasm`) or fixture
 /// (`target/fixtures/<name>.wasm`), with its manifest if it has one.
 pub fn component(name: &str) -> (PathBuf, Option<PathBuf>) {

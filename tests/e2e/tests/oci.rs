@@ -24,19 +24,8 @@ fn push(target: &str, component: &Path) {
 
 /// `toolhost pull` with `args`: (ok, stdout + stderr).
 fn pull(args: &[&str], plugins: &Path) -> (bool, String) {
-    let out = Command::new(binary())
-        .arg("pull")
-        .args(args)
-        .arg("--plugins")
-        .arg(plugins)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    let plugins = plugins.to_str().unwrap();
+    run_toolhost(&[&["pull"], args, &["--plugins", plugins]].concat(), &[])
 }
 
 fn wasm(name: &str) -> PathBuf {

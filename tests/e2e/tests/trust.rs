@@ -14,20 +14,8 @@ use serde_json::{Value, json};
 use toolhost_e2e::registry::{PASSWORD, Registry, USER, oras_pull, oras_push};
 use toolhost_e2e::*;
 
-/// `toolhost <args>` with `env`: (ok, stdout + stderr).
 fn toolhost(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
-    let out = Command::new(binary())
-        .args(args)
-        .envs(env.iter().copied())
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    run_toolhost(args, env)
 }
 
 fn wasm(name: &str) -> PathBuf {

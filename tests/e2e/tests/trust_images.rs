@@ -14,17 +14,8 @@ use toolhost_e2e::registry::Registry;
 use toolhost_e2e::*;
 
 fn toolhost(args: &[&str]) -> String {
-    let out = Command::new(binary())
-        .args(args)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "toolhost {args:?}: {text}");
+    let (ok, text) = run_toolhost(args, &[]);
+    assert!(ok, "toolhost {args:?}: {text}");
     text
 }
 

@@ -93,11 +93,47 @@ pub async fn pull(
     locked: Option<&str>,
 ) -> Result<Pulled, String> {
     let wanted = locked.or(reference.digest.as_deref());
+    let (url, bytes, digest) = manifest(client, reference, wanted, MANIFEST_TYPE).await?;
+    let (layer, size) = layout(&bytes).map_err(|e| format!("{url}: {e}"))?;
+    let component = blob(client, reference, &layer, size).await?;
+    let signatures = signatures(client, reference, &digest).await?;
+    Ok(Pulled {
+        manifest: digest,
+        manifest_bytes: bytes.to_vec(),
+        component_digest: layer,
+        component,
+        signatures,
+    })
+}
+
+/// The digest `reference` resolves to, whatever it is (a component, a
+/// container image, an index), checked against the bytes served.
+pub async fn resolve(client: &Client, reference: &Reference) -> Result<String, String> {
+    let accept = [
+        MANIFEST_TYPE,
+        "application/vnd.oci.image.index.v1+json",
+        "application/vnd.docker.distribution.manifest.v2+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+    ]
+    .join(", ");
+    let wanted = reference.digest.as_deref();
+    Ok(manifest(client, reference, wanted, &accept).await?.2)
+}
+
+/// The manifest `reference` names (`wanted`: the digest to fetch instead
+/// of its tag), as `accept`ed: its URL, bytes and digest, the bytes
+/// checked against `wanted` and the digest the registry states.
+async fn manifest(
+    client: &Client,
+    reference: &Reference,
+    wanted: Option<&str>,
+    accept: &str,
+) -> Result<(String, bytes::Bytes, String), String> {
     let at = wanted.or(reference.tag.as_deref()).unwrap_or_default();
     let url = format!("{}/manifests/{at}", reference.base(client));
     let response = ok(
         client
-            .send(&Request::get(url.clone()).header("accept", MANIFEST_TYPE))
+            .send(&Request::get(url.clone()).header("accept", accept))
             .await?,
         &url,
     )?;
@@ -125,58 +161,7 @@ pub async fn pull(
             "{url}: the registry says the manifest is {said}, its bytes are {digest}"
         ));
     }
-    let (layer, size) = layout(&bytes).map_err(|e| format!("{url}: {e}"))?;
-    let component = blob(client, reference, &layer, size).await?;
-    let signatures = signatures(client, reference, &digest).await?;
-    Ok(Pulled {
-        manifest: digest,
-        manifest_bytes: bytes.to_vec(),
-        component_digest: layer,
-        component,
-        signatures,
-    })
-}
-
-/// The digest `reference` resolves to, whatever it is (a component, a
-/// container image, an index), checked against the bytes served.
-pub async fn resolve(client: &Client, reference: &Reference) -> Result<String, String> {
-    let at = reference
-        .digest
-        .as_deref()
-        .or(reference.tag.as_deref())
-        .unwrap_or_default();
-    let url = format!("{}/manifests/{at}", reference.base(client));
-    let accept = [
-        MANIFEST_TYPE,
-        "application/vnd.oci.image.index.v1+json",
-        "application/vnd.docker.distribution.manifest.v2+json",
-        "application/vnd.docker.distribution.manifest.list.v2+json",
-    ]
-    .join(", ");
-    let response = ok(
-        client
-            .send(&Request::get(url.clone()).header("accept", accept))
-            .await?,
-        &url,
-    )?;
-    let said = response
-        .headers()
-        .get("docker-content-digest")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let bytes = response.bytes().await.map_err(|e| format!("{url}: {e}"))?;
-    if bytes.len() > MAX_MANIFEST_BYTES {
-        return Err(format!("{url}: a manifest over 1 MiB"));
-    }
-    let digest = sha256(&bytes);
-    if said.as_ref().is_some_and(|s| *s != digest)
-        || reference.digest.as_ref().is_some_and(|d| *d != digest)
-    {
-        return Err(format!(
-            "{url}: the registry served a manifest whose bytes are {digest}, not the one named"
-        ));
-    }
-    Ok(digest)
+    Ok((url, bytes, digest))
 }
 
 /// Blob `digest` of `size` bytes, checked.
