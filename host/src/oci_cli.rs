@@ -363,17 +363,8 @@ async fn pull(
         .await
         .map_err(anyhow::Error::msg)?;
     let trust = Trust::from_config(&config.trust).map_err(anyhow::Error::msg)?;
-    let evidence: Vec<Evidence> = pulled
-        .signatures
-        .iter()
-        .map(|(payload, signature)| Evidence::Image {
-            payload,
-            signature,
-            digest: &pulled.manifest,
-        })
-        .collect();
     let verdict = trust
-        .judge(&reference.source(), &evidence)
+        .judge_signed(&reference.source(), &pulled.manifest, &pulled.signatures)
         .map_err(|e| anyhow::anyhow!("refused, nothing written: {e}"))?;
     std::fs::create_dir_all(plugins)?;
     // Written aside and renamed into place: the server hot-loads the whole

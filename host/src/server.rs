@@ -96,11 +96,9 @@ impl Server {
         // The registry first: it is locked for this process, so a second
         // server on the same data directory stops here, before it touches
         // the sessions' workspaces or the containers.
-        let (registry, saved) = crate::registry::Registry::open_with(
-            data,
-            &config.registry,
-            &crate::credentials::Secrets::new(config.secrets.0.clone()),
-        )?;
+        let secrets = crate::credentials::Secrets::new(config.secrets.0.clone());
+        let (registry, saved) =
+            crate::registry::Registry::open_with(data, &config.registry, &secrets)?;
         tracing::info!(
             statuses = saved.statuses.len(),
             stats = saved.stats.len(),
@@ -216,7 +214,6 @@ impl Server {
         if let Some(docker) = &docker {
             backends.push(docker.clone());
         }
-        let secrets = crate::credentials::Secrets::new(config.secrets.0.clone());
         wasm.set_secrets(secrets.clone());
         // Where code may come from: components, and the images of Docker
         // toolkits.

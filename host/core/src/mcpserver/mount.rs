@@ -76,11 +76,14 @@ fn walk(dir: &Path) -> std::io::Result<Vec<(PathBuf, std::fs::Metadata)>> {
 }
 
 /// The digest over the installed trees: each file's path and content (a
-/// link's target).
+/// link's target), and how many files.
 fn tree(dir: &Path) -> std::io::Result<(String, u64)> {
+    tree_of(dir, &walk(dir)?)
+}
+
+fn tree_of(dir: &Path, entries: &[(PathBuf, std::fs::Metadata)]) -> std::io::Result<(String, u64)> {
     let mut all = Sha256::new();
-    let entries = walk(dir)?;
-    for (rel, meta) in &entries {
+    for (rel, meta) in entries {
         let path = dir.join(rel);
         let content = if meta.file_type().is_symlink() {
             format!("-> {}", std::fs::read_link(&path)?.display())
@@ -100,9 +103,9 @@ fn tree(dir: &Path) -> std::io::Result<(String, u64)> {
 
 /// What the files' metadata says now (sizes, change times, inodes: a
 /// change time cannot be set back), to skip re-hashing an unchanged mount.
-fn stamps(dir: &Path) -> std::io::Result<String> {
+fn stamps(entries: &[(PathBuf, std::fs::Metadata)]) -> String {
     let mut all = Sha256::new();
-    for (rel, m) in walk(dir)? {
+    for (rel, m) in entries {
         all.update(rel.to_string_lossy().as_bytes());
         all.update(format!(
             "\0{} {} {} {}\n",
@@ -112,11 +115,12 @@ fn stamps(dir: &Path) -> std::io::Result<String> {
             m.ino()
         ));
     }
-    Ok(crate::text::hex(&all.finalize()))
+    crate::text::hex(&all.finalize())
 }
 
-/// Mounts verified, by directory: the stamps they had.
-static VERIFIED: Mutex<Option<HashMap<PathBuf, String>>> = Mutex::new(None);
+/// Mounts verified, by directory: the stamps they had and the record's tree
+/// digest they matched.
+static VERIFIED: Mutex<Option<HashMap<PathBuf, (String, String)>>> = Mutex::new(None);
 
 /// Check mount `dir` against its record: `Ok(None)` when it has none (with
 /// a warning if it has a lock file), `Ok(Some(record))` when it matches;
@@ -148,12 +152,13 @@ pub fn check(dir: &Path) -> Result<(Option<Record>, Option<String>), String> {
             ));
         }
     }
-    let now = stamps(dir).map_err(at)?;
+    let entries = walk(dir).map_err(at)?;
+    let known = (stamps(&entries), record.tree.clone());
     let mut verified = VERIFIED.lock().expect("verified mounts");
-    if verified.get_or_insert_with(HashMap::new).get(dir) == Some(&now) {
+    if verified.get_or_insert_with(HashMap::new).get(dir) == Some(&known) {
         return Ok((Some(record), None));
     }
-    let (tree, files) = tree(dir).map_err(at)?;
+    let (tree, files) = tree_of(dir, &entries).map_err(at)?;
     if tree != record.tree {
         return Err(format!(
             "the mount {}: its installed files ({files}) are not the {} `toolhost mcp-install` \
@@ -164,7 +169,7 @@ pub fn check(dir: &Path) -> Result<(Option<Record>, Option<String>), String> {
     }
     verified
         .get_or_insert_with(HashMap::new)
-        .insert(dir.to_owned(), now);
+        .insert(dir.to_owned(), known);
     Ok((Some(record), None))
 }
 
@@ -287,7 +292,17 @@ mod tests {
             files,
         };
         std::fs::write(d.join(RECORD), toml::to_string(&record).unwrap()).unwrap();
-        assert_eq!(check(d).unwrap().0, Some(record));
+        assert_eq!(check(d).unwrap().0, Some(record.clone()));
+        // The record rewritten, the files as they were: not taken on the
+        // strength of the earlier verification.
+        let forged = Record {
+            tree: format!("sha256:{}", "0".repeat(64)),
+            ..record.clone()
+        };
+        std::fs::write(d.join(RECORD), toml::to_string(&forged).unwrap()).unwrap();
+        assert!(check(d).unwrap_err().contains("not the 1"));
+        std::fs::write(d.join(RECORD), toml::to_string(&record).unwrap()).unwrap();
+        assert!(check(d).is_ok());
         // A file changed (same size), then added, then the lock changed.
         std::fs::write(d.join("node_modules/a/index.js"), "no").unwrap();
         assert!(check(d).unwrap_err().contains("not the 1"));

@@ -4,7 +4,7 @@
 //! services and stdio MCP servers ([`Provenance::judge_image`]).
 
 use crate::credentials::Secrets;
-use crate::trust::{Evidence, Policy, Trust, Verdict};
+use crate::trust::{Policy, Trust, Verdict};
 
 use super::{Reference, Registries, is_digest};
 
@@ -87,15 +87,7 @@ impl Provenance {
             Ok(found) => found,
             Err(e) => return refuse(format!("its signatures could not be read: {e}")),
         };
-        let evidence: Vec<Evidence> = found
-            .iter()
-            .map(|(payload, signature)| Evidence::Image {
-                payload,
-                signature,
-                digest,
-            })
-            .collect();
-        self.trust.judge(&source, &evidence)
+        self.trust.judge_signed(&source, digest, &found)
     }
 }
 

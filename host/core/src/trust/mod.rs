@@ -231,6 +231,25 @@ impl Trust {
         self.rule(source).policy
     }
 
+    /// Judge what `source` serves as manifest `digest` by the cosign
+    /// signatures (payload, signature) found for it.
+    pub fn judge_signed(
+        &self,
+        source: &str,
+        digest: &str,
+        signatures: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<Verdict, String> {
+        let evidence: Vec<Evidence> = signatures
+            .iter()
+            .map(|(payload, signature)| Evidence::Image {
+                payload,
+                signature,
+                digest,
+            })
+            .collect();
+        self.judge(source, &evidence)
+    }
+
     /// Judge a component of `source` by what vouches for it: the verdict,
     /// or why it is refused.
     pub fn judge(&self, source: &str, evidence: &[Evidence]) -> Result<Verdict, String> {

@@ -389,12 +389,15 @@ impl crate::backend::Backend for WasmBackend {
         let wasm = dir.join(format!("{name}.wasm"));
         let manifest = dir.join(format!("{name}.toml"));
         let lock = provenance::lock_file(dir, name);
-        let fetched = lock.is_file()
+        // The manifest is read only for an entry with no component and no
+        // lock (the periodic rescan lists every entry).
+        let entry = wasm.is_file()
+            || lock.is_file()
             || std::fs::read_to_string(&manifest)
                 .ok()
                 .and_then(|t| provenance::manifest_source(&t))
                 .is_some();
-        if !wasm.is_file() && !fetched {
+        if !entry {
             return Vec::new();
         }
         let signature = provenance::signature_file(dir, name);

@@ -99,31 +99,33 @@ impl Provenance {
         let reference = Reference::parse(&text).map_err(|e| format!("{name}.toml source: {e}"))?;
         let lock = lock.filter(|l| l.reference == text);
         let source = reference.source();
-        let (component, lock, fresh) = match (parts.component, lock) {
+        // The component and the signatures of its manifest, its bytes
+        // hashed once: checked against the lock, or checked as pulled.
+        let (component, mut lock, signatures, fresh) = match (parts.component, lock) {
             (Some(component), Some(lock)) => {
-                lock.check(&component).map_err(|e| {
+                let signatures = lock.check(&component).map_err(|e| {
                     format!(
                         "{name}.wasm is not what {name}.oci.lock locks ({e}): remove {name}.wasm \
                          to fetch the locked component, or `toolhost pull --update`"
                     )
                 })?;
-                (component, lock, false)
+                (component, lock, signatures, false)
             }
             (_, lock) => {
                 report("fetching");
                 let client = self.registries.client(&reference, &self.secrets)?;
                 let locked = lock.as_ref().map(|l| l.digest.as_str());
                 let pulled = crate::oci::pull(&client, &reference, locked).await?;
-                (pulled.component.clone(), Lock::of(&text, &pulled), true)
+                let lock = Lock::of(&text, &pulled);
+                (pulled.component, lock, pulled.signatures, true)
             }
         };
-        let mut judged = self.judge_lock(&source, &lock, &component);
-        let mut lock = lock;
+        let mut judged = self.trust.judge_signed(&source, &lock.digest, &signatures);
         if !fresh && judged.as_ref().map_or(true, |v| v.warning.is_some()) {
             // Signed since it was locked? The registry may say so now.
-            if let Some(newer) = self.newer_signatures(&reference, &lock).await {
-                lock = newer;
-                judged = self.judge_lock(&source, &lock, &component);
+            if let Some(found) = self.newer_signatures(&reference, &lock).await {
+                lock = lock.with_signatures(&found);
+                judged = self.trust.judge_signed(&source, &lock.digest, &found);
                 if judged.is_ok()
                     && let Some(dir) = dir
                 {
@@ -138,29 +140,19 @@ impl Provenance {
         Ok((component, verdict))
     }
 
-    fn judge_lock(&self, source: &str, lock: &Lock, component: &[u8]) -> Result<Verdict, String> {
-        let signatures = lock.check(component)?;
-        let evidence: Vec<Evidence> = signatures
-            .iter()
-            .map(|(payload, signature)| Evidence::Image {
-                payload,
-                signature,
-                digest: &lock.digest,
-            })
-            .collect();
-        self.trust.judge(source, &evidence)
-    }
-
-    /// `lock` with the signatures the registry has for its digest now, if
-    /// it has others than the lock records (none when it cannot be asked).
-    async fn newer_signatures(&self, reference: &Reference, lock: &Lock) -> Option<Lock> {
+    /// The signatures the registry has for `lock`'s digest now, if they
+    /// are others than the lock records (none when it cannot be asked).
+    async fn newer_signatures(
+        &self,
+        reference: &Reference,
+        lock: &Lock,
+    ) -> Option<Vec<crate::oci::Signature>> {
         let client = self.registries.client(reference, &self.secrets).ok()?;
         let found = crate::oci::signatures(&client, reference, &lock.digest)
             .await
             .inspect_err(|e| tracing::warn!("signatures of {}: {e}", lock.reference))
             .ok()?;
-        let newer = lock.with_signatures(&found);
-        (newer != *lock).then_some(newer)
+        (lock.with_signatures(&found) != *lock).then_some(found)
     }
 }
 
