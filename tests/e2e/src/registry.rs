@@ -94,15 +94,17 @@ pub fn oras_push(target: &str, component: &Path) {
     assert!(ok, "ORAS push failed: {out}");
 }
 
-/// ORAS pulls `target`'s one layer (with the test login when `login`):
-/// its bytes, or why not.
-pub fn oras_pull(target: &str, login: bool) -> Result<Vec<u8>, String> {
+/// ORAS, logged in as [`USER`], pulls `target`'s one layer: its bytes, or
+/// why not.
+pub fn oras_pull(target: &str) -> Result<Vec<u8>, String> {
     let python = python_venv("tests/oci/requirements.txt");
     let out = tempfile::tempdir().unwrap();
-    let mut args: Vec<&std::ffi::OsStr> = vec![target.as_ref(), out.path().as_os_str()];
-    if login {
-        args.extend([std::ffi::OsStr::new(USER), std::ffi::OsStr::new(PASSWORD)]);
-    }
+    let args: [&std::ffi::OsStr; 4] = [
+        target.as_ref(),
+        out.path().as_os_str(),
+        USER.as_ref(),
+        PASSWORD.as_ref(),
+    ];
     let (ok, text) = run_python(&python, "tests/oci/pull.py", &args);
     if !ok {
         return Err(text);

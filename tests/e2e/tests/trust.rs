@@ -14,10 +14,6 @@ use serde_json::{Value, json};
 use toolhost_e2e::registry::{PASSWORD, Registry, USER, oras_pull, oras_push};
 use toolhost_e2e::*;
 
-fn toolhost(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
-    run_toolhost(args, env)
-}
-
 fn wasm(name: &str) -> PathBuf {
     component(name).0
 }
@@ -69,34 +65,23 @@ fn pushes_are_read_by_oras_and_registry_logins_come_from_secrets() {
     let login = [("TOOLHOST_SECRET_REG_PASSWORD", PASSWORD)];
 
     // No login: refused, and the message says where a login goes.
-    let (ok, out) = toolhost(&["push", &reference, calc.to_str().unwrap()], &[]);
+    let (ok, out) = run_toolhost(&["push", &reference, calc.to_str().unwrap()], &[]);
     assert!(!ok && out.contains("[oci.logins"), "{out}");
     // A login whose secret is not set says which secret.
-    let (ok, out) = toolhost(
-        &[
-            "push",
-            &reference,
-            calc.to_str().unwrap(),
-            "--config",
-            config,
-        ],
-        &[],
-    );
+    let push = [
+        "push",
+        &reference,
+        calc.to_str().unwrap(),
+        "--config",
+        config,
+    ];
+    let (ok, out) = run_toolhost(&push, &[]);
     assert!(!ok && out.contains("TOOLHOST_SECRET_REG_PASSWORD"), "{out}");
-    let (ok, out) = toolhost(
-        &[
-            "push",
-            &reference,
-            calc.to_str().unwrap(),
-            "--config",
-            config,
-        ],
-        &login,
-    );
+    let (ok, out) = run_toolhost(&push, &login);
     assert!(ok && out.contains("sha256:"), "{out}");
 
     // ORAS, logged in, reads exactly the component; anonymous, nothing.
-    assert_eq!(oras_pull(&target, true).unwrap(), calc_bytes);
+    assert_eq!(oras_pull(&target).unwrap(), calc_bytes);
     let anonymous = reqwest::blocking::get(format!(
         "http://127.0.0.1:{}/v2/tools/calc/manifests/1.0",
         reg.port
@@ -106,7 +91,7 @@ fn pushes_are_read_by_oras_and_registry_logins_come_from_secrets() {
 
     // toolhost pull with the login.
     let plugins = work.path().join("plugins");
-    let (ok, out) = toolhost(
+    let (ok, out) = run_toolhost(
         &[
             "pull",
             &reference,
@@ -150,7 +135,7 @@ fn pushes_are_read_by_oras_and_registry_logins_come_from_secrets() {
 /// `toolhost keygen` in `dir`: the private key's path and the key's id.
 fn keygen(dir: &Path, name: &str) -> (PathBuf, String) {
     let base = dir.join(name);
-    let (ok, out) = toolhost(&["keygen", base.to_str().unwrap()], &[]);
+    let (ok, out) = run_toolhost(&["keygen", base.to_str().unwrap()], &[]);
     assert!(ok, "{out}");
     let id = out.trim().rsplit(' ').next().unwrap().to_owned();
     assert!(id.starts_with("sha256:"), "{out}");
@@ -158,7 +143,7 @@ fn keygen(dir: &Path, name: &str) -> (PathBuf, String) {
 }
 
 fn sign(target: &str, key: &Path) {
-    let (ok, out) = toolhost(&["sign", "--key", key.to_str().unwrap(), target], &[]);
+    let (ok, out) = run_toolhost(&["sign", "--key", key.to_str().unwrap(), target], &[]);
     assert!(ok, "{out}");
 }
 
@@ -175,7 +160,7 @@ fn the_trust_policy_decides_what_is_served() {
     let (calc, checksum) = (wasm("calc"), wasm("checksum"));
     let calc_bytes = std::fs::read(&calc).unwrap();
     let checksum_bytes = std::fs::read(&checksum).unwrap();
-    let (ok, out) = toolhost(&["push", &at("calc"), calc.to_str().unwrap()], &[]);
+    let (ok, out) = run_toolhost(&["push", &at("calc"), calc.to_str().unwrap()], &[]);
     assert!(ok, "{out}");
     sign(&at("calc"), &acme);
     // A component a real client pushed, signed with toolhost later.
