@@ -167,6 +167,12 @@ impl Server {
                 catalog.follow_status(&id, status);
             }
         });
+        let adding = Arc::downgrade(&catalog);
+        registry.on_stats(Box::new(move |rows| {
+            if let Some(catalog) = adding.upgrade() {
+                catalog.stored_stats(rows);
+            }
+        }));
         catalog.attach_pins(Arc::new(crate::pins::Pins::new(
             config.pins.mode,
             saved_pins,

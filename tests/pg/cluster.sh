@@ -3,7 +3,8 @@
 # cluster in DIR (made and owned by the `postgres` user), listening on
 # 127.0.0.1:PORT only, trust auth for the user `toolhost`, fsync off.
 #
-#   cluster.sh start DIR PORT   prints the URL (postgres://toolhost@127.0.0.1:PORT/postgres)
+#   cluster.sh start DIR PORT   prints the URL (postgres://toolhost@127.0.0.1:PORT/postgres);
+#                               a cluster already in DIR is started again as it was
 #   cluster.sh stop DIR         a fast shutdown (the tests remove DIR)
 set -euo pipefail
 cmd=$1 dir=$2
@@ -13,7 +14,8 @@ case $cmd in
 start)
     port=$3
     chown postgres: "$dir"
-    as_postgres "$bin/initdb" -U toolhost --auth=trust -E UTF8 -D "$dir/data" >"$dir/initdb.log" 2>&1 ||
+    [ -d "$dir/data" ] ||
+        as_postgres "$bin/initdb" -U toolhost --auth=trust -E UTF8 -D "$dir/data" >"$dir/initdb.log" 2>&1 ||
         { cat "$dir/initdb.log" >&2; exit 1; }
     as_postgres "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
         -o "-p $port -c listen_addresses=127.0.0.1 -c fsync=off -k $dir" start >/dev/null ||

@@ -16,7 +16,7 @@ use tokio::sync::{Semaphore, watch};
 
 use crate::backend::{Backend, Toolkit};
 use crate::pins::{Judged, Pins};
-use crate::registry::{Registry, Saved, ToolMeta, ToolRecord, ToolStatus, Write};
+use crate::registry::{Registry, Saved, StatsRow, ToolMeta, ToolRecord, ToolStatus, Write};
 pub use crate::registry::{StatsView, ToolStats};
 use crate::tool::{self, Limits, ToolDescriptor};
 
@@ -420,8 +420,24 @@ impl Catalog {
             .map(|(id, r)| (id.clone(), r.clone()))
             .collect();
         for (id, record) in records {
-            if let Some(row) = record.stats.unpersisted() {
-                registry.write(Write::Stats(id, row));
+            if let Some((delta, counted)) = record.stats.delta() {
+                registry.write(Write::Stats {
+                    tool_id: id,
+                    delta,
+                    counted,
+                });
+            }
+        }
+        registry.refresh();
+    }
+
+    /// The registry's statistics totals (every replica's calls), for the
+    /// tools known here.
+    pub fn stored_stats(&self, rows: Vec<(String, StatsRow, Option<StatsRow>)>) {
+        let records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        for (id, total, counted) in rows {
+            if let Some(record) = records.get(&id) {
+                record.stats.stored(total, counted);
             }
         }
     }

@@ -207,14 +207,17 @@ async fn set_status(
     let catalog = state.dispatcher.catalog();
     catalog.set_status(&id, to);
     if let Some(registry) = catalog.registry() {
-        registry.sync().await.map_err(|e| {
-            tracing::error!(tool = %id, error = %e, "status not saved");
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                "the status changed but could not be saved; see the server log",
-            )
-        })?;
+        // Not saved, not changed: the change is undone (after it, so that
+        // the registry ends with the old status whenever it is written).
+        if let Err(e) = registry.sync().await {
+            tracing::error!(tool = %id, error = %e, "status not saved: not changed");
+            catalog.set_status(&id, from);
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "registry_unavailable",
+                format!("tool `{id}` stays {}: {e}; try again", from.as_str()),
+            ));
+        }
     }
     tracing::info!(tool = %id, from = from.as_str(), to = to.as_str(), "tool status changed");
     Ok(Json(json!({

@@ -8,15 +8,26 @@ use crate::{free_port, repo_root};
 pub struct Postgres {
     pub url: String,
     dir: tempfile::TempDir,
+    port: u16,
 }
 
 impl Drop for Postgres {
     fn drop(&mut self) {
-        let _ = Command::new(repo_root().join("tests/pg/cluster.sh"))
-            .arg("stop")
-            .arg(self.dir.path())
-            .status();
+        self.stop();
     }
+}
+
+fn cluster(args: &[&str]) -> std::process::Output {
+    let out = Command::new(repo_root().join("tests/pg/cluster.sh"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "tests/pg/cluster.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 impl Postgres {
@@ -31,18 +42,23 @@ impl Postgres {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
-        let out = Command::new(repo_root().join("tests/pg/cluster.sh"))
-            .arg("start")
-            .arg(dir.path())
-            .arg(free_port().unwrap().to_string())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "tests/pg/cluster.sh: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let port = free_port().unwrap();
+        let out = cluster(&["start", &dir.path().to_string_lossy(), &port.to_string()]);
         let url = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-        Some(Postgres { url, dir })
+        Some(Postgres { url, dir, port })
+    }
+
+    /// Shut the server down (a fast shutdown: its clients are cut off).
+    pub fn stop(&self) {
+        cluster(&["stop", &self.dir.path().to_string_lossy()]);
+    }
+
+    /// Start it again as it was, on the same port.
+    pub fn resume(&self) {
+        cluster(&[
+            "start",
+            &self.dir.path().to_string_lossy(),
+            &self.port.to_string(),
+        ]);
     }
 }

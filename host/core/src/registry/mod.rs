@@ -10,6 +10,7 @@
 
 pub mod stats;
 pub mod store;
+mod writer;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -20,6 +21,8 @@ use serde::{Deserialize, Serialize};
 pub use stats::{StatsRow, StatsView, ToolStats};
 use store::Store;
 pub use store::{PinRow, Saved, StoreError, ToolMeta, Write};
+use writer::Job;
+pub use writer::StatsHook;
 
 /// Where a tool is in its lifecycle: `building → staging → active ⇄
 /// inactive`. Only active tools are listed and callable.
@@ -113,12 +116,6 @@ impl ToolRecord {
     }
 }
 
-enum Job {
-    Write(Write),
-    /// Answered once everything queued before it is committed.
-    Sync(tokio::sync::oneshot::Sender<Result<(), String>>),
-}
-
 /// The registry database's writer. Dropping it commits what is queued and
 /// closes the file.
 pub struct Registry {
@@ -127,10 +124,8 @@ pub struct Registry {
     /// On PostgreSQL: where the other replicas' changes are followed
     /// (url, password, this replica's id).
     shared: Option<(String, Option<String>, String)>,
+    stats_hook: Arc<Mutex<Option<StatsHook>>>,
 }
-
-/// Most writes committed in one transaction.
-const BATCH: usize = 4096;
 
 impl Registry {
     /// Open `<data>/registry.db` and what it holds.
@@ -188,39 +183,19 @@ impl Registry {
                 (store, saved, shown)
             }
         };
-        let mut store = store;
         let (tx, rx) = mpsc::channel::<Job>();
+        let stats_hook = Arc::new(Mutex::new(None));
+        let hook = stats_hook.clone();
         let writer = std::thread::Builder::new()
             .name("toolhost-registry".into())
-            .spawn(move || {
-                while let Ok(first) = rx.recv() {
-                    let mut writes = Vec::new();
-                    let mut syncs = Vec::new();
-                    let mut next = Some(first);
-                    while let Some(job) = next.take() {
-                        match job {
-                            Job::Write(w) => writes.push(w),
-                            Job::Sync(s) => syncs.push(s),
-                        }
-                        if writes.len() < BATCH {
-                            next = rx.try_recv().ok();
-                        }
-                    }
-                    let done = store.apply(&writes);
-                    if let Err(e) = &done {
-                        tracing::error!(error = %e, writes = writes.len(), "registry write failed");
-                    }
-                    for s in syncs {
-                        let _ = s.send(done.clone());
-                    }
-                }
-            })
+            .spawn(move || writer::run(store, rx, hook))
             .map_err(|e| StoreError::Open(path.clone(), e.to_string()))?;
         Ok((
             Arc::new(Registry {
                 jobs: Mutex::new(Some(tx)),
                 writer: Mutex::new(Some(writer)),
                 shared,
+                stats_hook,
             }),
             saved,
         ))
@@ -236,6 +211,17 @@ impl Registry {
         {
             tracing::error!("cannot follow the other replicas: {e}");
         }
+    }
+
+    /// Give the statistics totals to `hook` after each commit that added
+    /// to them and, on a shared database, at each [`Registry::refresh`].
+    pub fn on_stats(&self, hook: StatsHook) {
+        *self.stats_hook.lock().unwrap_or_else(|e| e.into_inner()) = Some(hook);
+    }
+
+    /// Read the statistics totals again (other replicas add to them).
+    pub fn refresh(&self) {
+        self.send(Job::Refresh);
     }
 
     fn send(&self, job: Job) -> bool {

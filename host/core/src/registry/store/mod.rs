@@ -66,7 +66,13 @@ pub struct ToolMeta {
 pub enum Write {
     Tool(ToolMeta),
     Status(String, ToolStatus),
-    Stats(String, StatsRow),
+    /// Calls to add to a tool's totals, and the counters of this process
+    /// they bring the store up to ([`crate::registry::ToolStats::delta`]).
+    Stats {
+        tool_id: String,
+        delta: StatsRow,
+        counted: StatsRow,
+    },
     /// A tool-request task, whole (JSON).
     Task(String, String),
     /// A task forgotten (the oldest ended ones beyond what is kept).
@@ -96,6 +102,38 @@ pub struct Saved {
     pub pins: Vec<PinRow>,
 }
 
+/// A write that failed, and whether trying again may succeed (the
+/// database away, a deadlock, a full disk) or not (then it is dropped).
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub message: String,
+    pub transient: bool,
+}
+
+/// The batch's statistics, one delta per tool (summed), by tool id: the
+/// order rows are locked in, so that replicas adding at once never
+/// deadlock.
+fn deltas(batch: &[Write]) -> std::collections::BTreeMap<&str, StatsRow> {
+    let mut deltas = std::collections::BTreeMap::<&str, StatsRow>::new();
+    for w in batch {
+        if let Write::Stats { tool_id, delta, .. } = w {
+            let sum = deltas.entry(tool_id).or_default();
+            *sum = sum.plus(delta);
+        }
+    }
+    deltas
+}
+
+/// A stored histogram (JSON) read back; an unreadable one counts as empty.
+fn histogram(json: &str) -> Vec<(usize, u64)> {
+    serde_json::from_str(json).unwrap_or_default()
+}
+
+/// A histogram as stored.
+fn histogram_json(latency: &[(usize, u64)]) -> String {
+    serde_json::to_string(latency).unwrap_or_else(|_| "[]".into())
+}
+
 /// A store, whichever kind.
 pub enum Store {
     Sqlite(SqliteStore),
@@ -112,10 +150,31 @@ impl Store {
     }
 
     /// Write `batch` in one transaction.
-    pub fn apply(&mut self, batch: &[Write]) -> Result<(), String> {
+    pub fn apply(&mut self, batch: &[Write]) -> Result<(), Failure> {
         match self {
-            Store::Sqlite(s) => s.apply(batch).map_err(|e| e.to_string()),
+            Store::Sqlite(s) => s.apply(batch).map_err(sqlite::failure),
             Store::Postgres(s) => s.apply(batch),
+        }
+    }
+
+    /// Every tool's statistics totals.
+    pub fn totals(&mut self) -> Result<Vec<(String, StatsRow)>, String> {
+        match self {
+            Store::Sqlite(s) => s.totals().map_err(|e| e.to_string()),
+            Store::Postgres(s) => s.totals().map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Whether other processes write to it too.
+    pub fn shared(&self) -> bool {
+        matches!(self, Store::Postgres(_))
+    }
+
+    /// Connect again if the connection was lost (a database server that
+    /// restarted).
+    pub fn reconnect(&mut self) {
+        if let Store::Postgres(s) = self {
+            s.reconnect();
         }
     }
 }
@@ -142,8 +201,16 @@ mod tests {
             store
                 .apply(&[
                     Write::Status("calc_evaluate".into(), ToolStatus::Inactive),
-                    Write::Stats("calc_evaluate".into(), row(3)),
-                    Write::Stats("calc_evaluate".into(), row(4)),
+                    Write::Stats {
+                        tool_id: "calc_evaluate".into(),
+                        delta: row(3),
+                        counted: row(3),
+                    },
+                    Write::Stats {
+                        tool_id: "calc_evaluate".into(),
+                        delta: row(4),
+                        counted: row(7),
+                    },
                     Write::Task("t1".into(), "{\"n\":1}".into()),
                     Write::Task("t2".into(), "{\"n\":2}".into()),
                     Write::Task("t1".into(), "{\"n\":3}".into()),
@@ -173,7 +240,11 @@ mod tests {
             saved.statuses,
             vec![("calc_evaluate".to_owned(), ToolStatus::Inactive)]
         );
-        assert_eq!(saved.stats, vec![("calc_evaluate".to_owned(), row(4))]);
+        // Deltas add up.
+        assert_eq!(
+            saved.stats,
+            vec![("calc_evaluate".to_owned(), row(3).plus(&row(4)))]
+        );
         // Oldest first, an update keeping its place, a forgotten one gone.
         assert_eq!(
             saved.tasks,

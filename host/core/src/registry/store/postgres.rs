@@ -5,7 +5,10 @@
 //! error, never a fallback to a private SQLite file (that would split the
 //! state between replicas without anyone noticing).
 
-use super::{PinRow, SCHEMA_VERSION, Saved, StoreError, ToolMeta, Write, now_ms};
+use super::{
+    Failure, PinRow, SCHEMA_VERSION, Saved, StoreError, ToolMeta, Write, deltas, histogram,
+    histogram_json, now_ms,
+};
 use crate::registry::ToolStatus;
 use crate::registry::stats::StatsRow;
 use postgres::{Client, NoTls};
@@ -56,6 +59,9 @@ pub struct PostgresStore {
     client: Client,
     /// This process among the replicas: its own notices are not followed.
     replica: String,
+    /// Where to connect again.
+    url: String,
+    password: Option<String>,
 }
 
 /// The channel status changes are announced on.
@@ -87,7 +93,7 @@ pub fn connect(url: &str, password: Option<&str>) -> Result<Client, postgres::Er
     if let Some(password) = password {
         config.password(password);
     }
-    config.connect_timeout(std::time::Duration::from_secs(10));
+    config.connect_timeout(std::time::Duration::from_secs(3));
     config.connect(NoTls)
 }
 
@@ -186,7 +192,32 @@ impl PostgresStore {
         Ok(PostgresStore {
             client,
             replica: replica.to_owned(),
+            url: url.to_owned(),
+            password: password.map(str::to_owned),
         })
+    }
+
+    /// Connect again if the connection was lost.
+    pub fn reconnect(&mut self) {
+        if !self.client.is_closed() {
+            return;
+        }
+        match connect(&self.url, self.password.as_deref()) {
+            Ok(client) => {
+                tracing::info!("the registry database is back");
+                self.client = client;
+            }
+            Err(e) => tracing::debug!("the registry database is still away: {e}"),
+        }
+    }
+
+    /// Every tool's statistics.
+    pub fn totals(&mut self) -> Result<Vec<(String, StatsRow)>, postgres::Error> {
+        let rows = self.client.query(
+            "SELECT calls, errors, total_latency_us, last_used_ms, latency, tool_id FROM stats",
+            &[],
+        )?;
+        Ok(rows.iter().map(|r| (r.get(5), row(r))).collect())
     }
 
     pub fn load(&mut self) -> Result<Saved, String> {
@@ -201,25 +232,7 @@ impl PostgresStore {
                 saved.statuses.push((row.get(0), status));
             }
         }
-        for row in self
-            .client
-            .query(
-                "SELECT tool_id, calls, errors, total_latency_us, last_used_ms, latency FROM stats",
-                &[],
-            )
-            .map_err(e)?
-        {
-            saved.stats.push((
-                row.get(0),
-                StatsRow {
-                    calls: row.get::<_, i64>(1) as u64,
-                    errors: row.get::<_, i64>(2) as u64,
-                    total_latency_us: row.get::<_, i64>(3) as u64,
-                    last_used_ms: row.get::<_, i64>(4) as u64,
-                    latency: serde_json::from_str(row.get(5)).unwrap_or_default(),
-                },
-            ));
-        }
+        saved.stats = self.totals().map_err(e)?;
         for row in self
             .client
             .query(
@@ -265,8 +278,8 @@ impl PostgresStore {
         Ok(saved)
     }
 
-    pub fn apply(&mut self, batch: &[Write]) -> Result<(), String> {
-        let e = |e: postgres::Error| e.to_string();
+    pub fn apply(&mut self, batch: &[Write]) -> Result<(), Failure> {
+        let e = failure;
         let now = now_ms();
         let mut tx = self.client.transaction().map_err(e)?;
         for w in batch {
@@ -318,20 +331,59 @@ impl PostgresStore {
                     )
                     .map_err(e)?;
                 }
-                Write::Stats(id, s) => {
-                    let latency = serde_json::to_string(&s.latency).unwrap_or_else(|_| "[]".into());
-                    tx.execute(
-                        "INSERT INTO stats (tool_id, calls, errors, total_latency_us, last_used_ms, latency)
-                         VALUES ($1, $2, $3, $4, $5, $6)
-                         ON CONFLICT (tool_id) DO UPDATE SET calls = $2, errors = $3,
-                           total_latency_us = $4, last_used_ms = $5, latency = $6",
-                        &[id, &(s.calls as i64), &(s.errors as i64), &(s.total_latency_us as i64), &(s.last_used_ms as i64), &latency],
-                    )
-                    .map_err(e)?;
-                }
+                Write::Stats { .. } => {}
             }
         }
+        // Added under the row's lock, rows locked in tool-id order: replicas
+        // adding to the same tools at once wait for each other, never lose
+        // a count, and never deadlock.
+        for (id, delta) in deltas(batch) {
+            tx.execute(
+                "INSERT INTO stats (tool_id, calls, errors, total_latency_us, last_used_ms, latency)
+                 VALUES ($1, 0, 0, 0, 0, '[]') ON CONFLICT (tool_id) DO NOTHING",
+                &[&id],
+            )
+            .map_err(e)?;
+            let old = tx
+                .query_one(
+                    "SELECT calls, errors, total_latency_us, last_used_ms, latency FROM stats
+                     WHERE tool_id = $1 FOR UPDATE",
+                    &[&id],
+                )
+                .map_err(e)?;
+            let s = row(&old).plus(&delta);
+            tx.execute(
+                "UPDATE stats SET calls = $2, errors = $3, total_latency_us = $4, last_used_ms = $5, latency = $6
+                 WHERE tool_id = $1",
+                &[&id, &(s.calls as i64), &(s.errors as i64), &(s.total_latency_us as i64), &(s.last_used_ms as i64), &histogram_json(&s.latency)],
+            )
+            .map_err(e)?;
+        }
         tx.commit().map_err(e)
+    }
+}
+
+/// A stats row from its first five columns.
+fn row(r: &postgres::Row) -> StatsRow {
+    StatsRow {
+        calls: r.get::<_, i64>(0) as u64,
+        errors: r.get::<_, i64>(1) as u64,
+        total_latency_us: r.get::<_, i64>(2) as u64,
+        last_used_ms: r.get::<_, i64>(3) as u64,
+        latency: histogram(r.get(4)),
+    }
+}
+
+/// A failed write: worth trying again when the connection is lost, the
+/// server shutting down or short of resources, or the transaction lost a
+/// race (a deadlock, a serialization failure).
+fn failure(e: postgres::Error) -> Failure {
+    let class = e.code().map(|c| c.code()[..2].to_owned());
+    Failure {
+        transient: e.is_closed()
+            || e.as_db_error().is_none()
+            || matches!(class.as_deref(), Some("08" | "40" | "53" | "57")),
+        message: e.to_string(),
     }
 }
 

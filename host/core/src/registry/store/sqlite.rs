@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, params};
 
-use super::{PinRow, Saved, StoreError, ToolMeta, Write, now_ms};
+use super::{
+    Failure, PinRow, Saved, StoreError, ToolMeta, Write, deltas, histogram, histogram_json, now_ms,
+};
 use crate::registry::ToolStatus;
 use crate::registry::stats::StatsRow;
 
@@ -127,23 +129,7 @@ impl SqliteStore {
                 saved.statuses.push((id, status));
             }
         }
-        let mut q = self.conn.prepare(
-            "SELECT tool_id, calls, errors, total_latency_us, last_used_ms, latency FROM stats",
-        )?;
-        for row in q.query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                StatsRow {
-                    calls: r.get::<_, i64>(1)? as u64,
-                    errors: r.get::<_, i64>(2)? as u64,
-                    total_latency_us: r.get::<_, i64>(3)? as u64,
-                    last_used_ms: r.get::<_, i64>(4)? as u64,
-                    latency: serde_json::from_str(&r.get::<_, String>(5)?).unwrap_or_default(),
-                },
-            ))
-        })? {
-            saved.stats.push(row?);
-        }
+        saved.stats = self.totals()?;
         let mut q = self.conn.prepare(
             "SELECT tool_id, toolkit, name, description, category, backend, version, input_schema FROM tools ORDER BY tool_id",
         )?;
@@ -220,19 +206,61 @@ impl SqliteStore {
                         params![p.tool_id, p.toolkit, p.digest, p.definition, now],
                     )?;
                 }
-                Write::Stats(id, s) => {
-                    let latency = serde_json::to_string(&s.latency).unwrap_or_else(|_| "[]".into());
-                    tx.execute(
-                        "INSERT INTO stats (tool_id, calls, errors, total_latency_us, last_used_ms, latency)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                         ON CONFLICT(tool_id) DO UPDATE SET calls = ?2, errors = ?3,
-                           total_latency_us = ?4, last_used_ms = ?5, latency = ?6",
-                        params![id, s.calls as i64, s.errors as i64, s.total_latency_us as i64, s.last_used_ms as i64, latency],
-                    )?;
-                }
+                Write::Stats { .. } => {}
             }
         }
+        for (id, delta) in deltas(batch) {
+            let old = tx
+                .query_row(
+                    "SELECT calls, errors, total_latency_us, last_used_ms, latency FROM stats WHERE tool_id = ?1",
+                    [id],
+                    row,
+                )
+                .ok()
+                .unwrap_or_default();
+            let s = old.plus(&delta);
+            tx.execute(
+                "INSERT INTO stats (tool_id, calls, errors, total_latency_us, last_used_ms, latency)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT(tool_id) DO UPDATE SET calls = ?2, errors = ?3,
+                   total_latency_us = ?4, last_used_ms = ?5, latency = ?6",
+                params![id, s.calls as i64, s.errors as i64, s.total_latency_us as i64, s.last_used_ms as i64, histogram_json(&s.latency)],
+            )?;
+        }
         tx.commit()
+    }
+
+    /// Every tool's statistics.
+    pub fn totals(&self) -> rusqlite::Result<Vec<(String, StatsRow)>> {
+        let mut q = self.conn.prepare(
+            "SELECT calls, errors, total_latency_us, last_used_ms, latency, tool_id FROM stats",
+        )?;
+        let rows = q.query_map([], |r| Ok((r.get::<_, String>(5)?, row(r)?)))?;
+        rows.collect()
+    }
+}
+
+/// A stats row from its first five columns.
+fn row(r: &rusqlite::Row) -> rusqlite::Result<StatsRow> {
+    Ok(StatsRow {
+        calls: r.get::<_, i64>(0)? as u64,
+        errors: r.get::<_, i64>(1)? as u64,
+        total_latency_us: r.get::<_, i64>(2)? as u64,
+        last_used_ms: r.get::<_, i64>(3)? as u64,
+        latency: histogram(&r.get::<_, String>(4)?),
+    })
+}
+
+/// A failed write: worth trying again when the disk was full, the file
+/// busy or an I/O failed.
+pub fn failure(e: rusqlite::Error) -> Failure {
+    use rusqlite::ErrorCode::*;
+    Failure {
+        transient: matches!(
+            e.sqlite_error_code(),
+            Some(DiskFull | DatabaseBusy | DatabaseLocked | SystemIoFailure)
+        ),
+        message: e.to_string(),
     }
 }
 

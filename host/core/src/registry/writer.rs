@@ -1,0 +1,234 @@
+//! The registry's writer thread: commits what has queued up in one
+//! transaction. A write the database could not take for a while (a
+//! PostgreSQL server restarting, a full disk) is kept and tried again every
+//! second, with the statistics of one tool summed into one delta so the
+//! queue stays as small as the tool set; meanwhile every wait for the
+//! writes ([`super::Registry::sync`]) is answered with the reason at once.
+//! After a commit with statistics (and at each refresh, on a database that
+//! replicas share) the store's totals go to the statistics hook.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use super::stats::StatsRow;
+use super::store::{Store, Write};
+
+/// How long the writer waits before trying a failed write again.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// Most writes committed in one transaction.
+const BATCH: usize = 4096;
+
+pub(super) enum Job {
+    Write(Write),
+    /// Answered once everything queued before it is committed.
+    Sync(tokio::sync::oneshot::Sender<Result<(), String>>),
+    /// Read the statistics totals again (other replicas add to them).
+    Refresh,
+}
+
+/// Each tool's statistics totals as the store holds them, with this
+/// process's counters they include when this commit brought them.
+pub type StatsHook = Box<dyn Fn(Vec<(String, StatsRow, Option<StatsRow>)>) + Send>;
+
+pub(super) fn run(mut store: Store, rx: mpsc::Receiver<Job>, hook: Arc<Mutex<Option<StatsHook>>>) {
+    let mut pending: Vec<Write> = Vec::new();
+    // Since when, and why, writes wait for the store.
+    let mut away: Option<(Instant, String)> = None;
+    let mut open = true;
+    while open || !pending.is_empty() {
+        let first = if pending.is_empty() {
+            match rx.recv() {
+                Ok(job) => Some(job),
+                Err(_) => break,
+            }
+        } else {
+            match rx.recv_timeout(RETRY) {
+                Ok(job) => Some(job),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    open = false;
+                    None
+                }
+            }
+        };
+        let mut syncs = Vec::new();
+        let mut refresh = false;
+        let mut next = first;
+        while let Some(job) = next.take() {
+            match job {
+                Job::Write(w) => pending.push(w),
+                Job::Sync(s) => syncs.push(s),
+                Job::Refresh => refresh = true,
+            }
+            if pending.len() < BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+        let mut counted = HashMap::new();
+        if !pending.is_empty() {
+            // Tried again once a second, however often writes come.
+            if let Some((since, reason)) = &away
+                && since.elapsed() < RETRY
+                && open
+            {
+                for s in syncs {
+                    let _ = s.send(Err(reason.clone()));
+                }
+                coalesce(&mut pending);
+                continue;
+            }
+            match store.apply(&pending) {
+                Ok(()) => {
+                    if away.take().is_some() {
+                        tracing::info!(
+                            writes = pending.len(),
+                            "the registry is written again: the writes that waited are saved"
+                        );
+                    }
+                    for w in pending.drain(..) {
+                        if let Write::Stats {
+                            tool_id,
+                            counted: c,
+                            ..
+                        } = w
+                        {
+                            counted.insert(tool_id, c);
+                        }
+                    }
+                }
+                Err(failure) if failure.transient && open => {
+                    if away.is_none() {
+                        tracing::error!(error = %failure.message, writes = pending.len(), "the registry cannot be written: its writes are kept and tried again every second");
+                    }
+                    let reason = format!(
+                        "the tool registry cannot be written now ({})",
+                        failure.message
+                    );
+                    for s in syncs {
+                        let _ = s.send(Err(reason.clone()));
+                    }
+                    away = Some((Instant::now(), reason));
+                    coalesce(&mut pending);
+                    store.reconnect();
+                    continue;
+                }
+                Err(failure) => {
+                    tracing::error!(error = %failure.message, writes = pending.len(), "registry writes failed and are dropped");
+                    pending.clear();
+                    for s in syncs {
+                        let _ = s.send(Err(failure.message.clone()));
+                    }
+                    continue;
+                }
+            }
+        }
+        if !counted.is_empty() || (refresh && store.shared()) {
+            report(&mut store, &hook, counted);
+        }
+        for s in syncs {
+            let _ = s.send(Ok(()));
+        }
+    }
+}
+
+/// The totals to the hook: every tool's on a shared database, else those
+/// just written.
+fn report(
+    store: &mut Store,
+    hook: &Mutex<Option<StatsHook>>,
+    mut counted: HashMap<String, StatsRow>,
+) {
+    let shared = store.shared();
+    let totals = match store.totals() {
+        Ok(totals) => totals,
+        Err(e) => {
+            tracing::debug!("cannot read the statistics totals: {e}");
+            return;
+        }
+    };
+    let mut rows = Vec::new();
+    for (id, total) in totals {
+        let c = counted.remove(&id);
+        if shared || c.is_some() {
+            rows.push((id, total, c));
+        }
+    }
+    if let Some(hook) = hook.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        hook(rows);
+    }
+}
+
+/// One statistics write per tool: the deltas summed, the latest counters.
+fn coalesce(pending: &mut Vec<Write>) {
+    let mut at: HashMap<String, usize> = HashMap::new();
+    let mut kept: Vec<Write> = Vec::with_capacity(pending.len());
+    for w in pending.drain(..) {
+        match w {
+            Write::Stats {
+                tool_id,
+                delta,
+                counted,
+            } => match at.get(&tool_id) {
+                Some(&i) => {
+                    if let Write::Stats {
+                        delta: sum,
+                        counted: latest,
+                        ..
+                    } = &mut kept[i]
+                    {
+                        *sum = sum.plus(&delta);
+                        *latest = counted;
+                    }
+                }
+                None => {
+                    at.insert(tool_id.clone(), kept.len());
+                    kept.push(Write::Stats {
+                        tool_id,
+                        delta,
+                        counted,
+                    });
+                }
+            },
+            other => kept.push(other),
+        }
+    }
+    *pending = kept;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(id: &str, calls: u64) -> Write {
+        let row = StatsRow {
+            calls,
+            ..Default::default()
+        };
+        Write::Stats {
+            tool_id: id.into(),
+            delta: row.clone(),
+            counted: row,
+        }
+    }
+
+    #[test]
+    fn waiting_statistics_are_summed_per_tool_and_other_writes_kept_in_order() {
+        let mut pending = vec![
+            stats("a", 1),
+            Write::ForgetTask("t1".into()),
+            stats("b", 2),
+            stats("a", 3),
+            Write::ForgetTask("t2".into()),
+        ];
+        coalesce(&mut pending);
+        assert_eq!(pending.len(), 4);
+        assert!(
+            matches!(&pending[0], Write::Stats { tool_id, delta, counted } if tool_id == "a" && delta.calls == 4 && counted.calls == 3)
+        );
+        assert_eq!(pending[1], Write::ForgetTask("t1".into()));
+        assert!(matches!(&pending[2], Write::Stats { delta, .. } if delta.calls == 2));
+        assert_eq!(pending[3], Write::ForgetTask("t2".into()));
+    }
+}
