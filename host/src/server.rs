@@ -205,8 +205,13 @@ impl Server {
                         tracing::info!(namespace = %k.namespace, instance = %cluster.instance(), "heavy-tool nodes come from the Kubernetes cluster (agent-sandbox)");
                         NodeBackend::with_cluster(data, sessions.clone(), cluster)
                     }
-                    None => NodeBackend::with_config(data, sessions.clone(), &config.docker)
-                        .map_err(|e| anyhow::anyhow!("[docker]: {e}"))?,
+                    None => NodeBackend::with_config(
+                        data,
+                        sessions.clone(),
+                        &config.docker,
+                        registry.replicas().clone(),
+                    )
+                    .map_err(|e| anyhow::anyhow!("[docker]: {e}"))?,
                 };
                 let resources: Arc<dyn crate::sessions::SessionResources> = docker.clone();
                 sessions.add_resources(Arc::downgrade(&resources));

@@ -2,7 +2,9 @@
 //! and the database going away and coming back loses nothing: calls go
 //! on, a status change is refused (503, not changed) rather than kept on
 //! one replica, the writes that waited are saved when it is back, and the
-//! replicas follow each other again.
+//! replicas follow each other again. Their node containers share one label
+//! scope: no replica removes another's while it is alive, and the others
+//! remove what a killed one left.
 
 use std::time::Duration;
 
@@ -22,12 +24,16 @@ fn set_status(s: &Server, id: &str, status: &str) -> (u16, Value) {
     (r.status().as_u16(), r.json().unwrap_or(Value::Null))
 }
 
-fn replica(pg: &pg::Postgres) -> Server {
+fn replica_with(pg: &pg::Postgres, plugins: PluginsDir) -> Server {
     let config = format!(
         "[registry]\nflush_ms = 100\nurl = \"{}\"\n[auth]\nadmin_token = \"{ADMIN}\"\n",
         pg.url
     );
-    Server::start_with(PluginsDir::new().add("calc", "calc"), Some(&config)).unwrap()
+    Server::start_with(plugins, Some(&config)).unwrap()
+}
+
+fn replica(pg: &pg::Postgres) -> Server {
+    replica_with(pg, PluginsDir::new().add("calc", "calc"))
 }
 
 fn calls_on(s: &Server) -> u64 {
@@ -110,4 +116,58 @@ fn replicas_add_up_their_statistics_and_ride_out_the_database_going_away() {
         "B follows A again: {}",
         b.get("/tools/calc_evaluate").1["status"]
     );
+}
+
+/// The node containers of session `session` (whichever replica made them).
+fn nodes_of(session: &str) -> Vec<String> {
+    containers(&[format!("toolhost.session={session}")])
+}
+
+#[test]
+fn replicas_never_remove_each_others_nodes_and_reap_a_killed_ones() {
+    if !require_docker() {
+        return;
+    }
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let shell = || PluginsDir::new().add_toolkit_with("shell", cold);
+    let a = replica_with(&pg, shell());
+    let mut b = replica_with(&pg, shell());
+    let tag = std::process::id();
+    let (on_a, on_b) = (format!("replica-a-{tag}"), format!("replica-b-{tag}"));
+    let run = |s: &Server, session: &str| {
+        let (status, body) = s.invoke_in(session, "shell_run", json!({"command": "echo hi"}));
+        assert_eq!(status, 200, "{body}");
+    };
+    run(&a, &on_a);
+    run(&b, &on_b);
+    assert_eq!((nodes_of(&on_a).len(), nodes_of(&on_b).len()), (1, 1));
+    // Old enough to be swept if their replicas were taken for gone; a third
+    // replica starting (its engine "coming up" sweeps leftovers) and the
+    // periodic looks leave both.
+    std::thread::sleep(Duration::from_secs(32));
+    let c = replica_with(&pg, shell());
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        (nodes_of(&on_a).len(), nodes_of(&on_b).len()),
+        (1, 1),
+        "a live replica's node was removed"
+    );
+    // B is killed: a survivor removes its node once B's lease has run out.
+    b.kill();
+    assert!(
+        wait_for(Duration::from_secs(90), || nodes_of(&on_b)
+            .is_empty()
+            .then_some(()))
+        .is_some(),
+        "the killed replica's node is left: {:?}",
+        nodes_of(&on_b)
+    );
+    assert_eq!(nodes_of(&on_a).len(), 1, "A's node stays");
+    // B's session goes on through a survivor.
+    run(&c, &on_b);
+    drop(c);
+    drop(a);
+    assert!(nodes_of(&on_a).is_empty() && nodes_of(&on_b).is_empty());
 }

@@ -149,20 +149,25 @@ impl NodeBackend {
 
     /// A backend on the one local engine, with no allocation limit.
     pub fn new(data: &Path, sessions: Arc<Sessions>) -> Arc<Self> {
-        Self::on_engines(data, sessions, docker::engines::Engines::local())
+        let alone = Arc::new(crate::registry::Replicas::alone());
+        Self::on_engines(data, sessions, docker::engines::Engines::local(), alone)
     }
 
     /// A backend on the Docker engines of `config` (`[docker]`), or why
-    /// they are not right.
+    /// they are not right. Its containers carry `replicas`' id; replicas
+    /// sharing a registry share their label scope and remove what a gone
+    /// one left.
     pub fn with_config(
         data: &Path,
         sessions: Arc<Sessions>,
         config: &docker::config::DockerConfig,
+        replicas: Arc<crate::registry::Replicas>,
     ) -> Result<Arc<Self>, String> {
         Ok(Self::on_engines(
             data,
             sessions,
             docker::engines::Engines::new(config)?,
+            replicas,
         ))
     }
 
@@ -170,9 +175,14 @@ impl NodeBackend {
         data: &Path,
         sessions: Arc<Sessions>,
         engines: docker::engines::Engines,
+        replicas: Arc<crate::registry::Replicas>,
     ) -> Arc<Self> {
         let (life, health) = (Arc::new(Lifecycle::default()), Arc::new(Health::default()));
-        let docker = DockerProvider::new(engines, &scope_of(data), life.clone(), health.clone());
+        let scope = match replicas.shared_scope() {
+            Some(shared) => shared.to_owned(),
+            None => scope_of(data),
+        };
+        let docker = DockerProvider::new(engines, &scope, replicas, life.clone(), health.clone());
         Self::on(data, sessions, docker.clone(), Some(docker), life, health)
     }
 

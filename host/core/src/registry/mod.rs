@@ -8,6 +8,7 @@
 //! `[registry] flush_ms`, which commits what has queued in one transaction
 //! ([`store`]). A status change is written before it is acknowledged.
 
+pub mod replicas;
 pub mod stats;
 pub mod store;
 mod writer;
@@ -18,6 +19,7 @@ use std::sync::{Arc, Mutex, mpsc};
 
 use serde::{Deserialize, Serialize};
 
+pub use replicas::Replicas;
 pub use stats::{StatsRow, StatsView, ToolStats};
 use store::Store;
 pub use store::{PinRow, Saved, StoreError, ToolMeta, Write};
@@ -125,6 +127,7 @@ pub struct Registry {
     /// (url, password, this replica's id).
     shared: Option<(String, Option<String>, String)>,
     stats_hook: Arc<Mutex<Option<StatsHook>>>,
+    replicas: Arc<Replicas>,
 }
 
 impl Registry {
@@ -140,7 +143,7 @@ impl Registry {
         config: &RegistryConfig,
         secrets: &crate::credentials::Secrets,
     ) -> Result<(Arc<Registry>, Saved), StoreError> {
-        let replica = uuid::Uuid::new_v4().to_string();
+        let mut replicas = Replicas::alone();
         let mut shared = None;
         let (store, saved, path) = match &config.url {
             Some(url) => {
@@ -153,6 +156,8 @@ impl Registry {
                     None => None,
                 };
                 let shown = store::postgres_shown(url);
+                replicas = Replicas::shared(&shown);
+                let replica = replicas.id().to_owned();
                 shared = Some((url.clone(), password.clone(), replica.clone()));
                 // The synchronous client runs a runtime of its own: opened
                 // off any async runtime, on a thread of its own.
@@ -186,9 +191,11 @@ impl Registry {
         let (tx, rx) = mpsc::channel::<Job>();
         let stats_hook = Arc::new(Mutex::new(None));
         let hook = stats_hook.clone();
+        let replicas = Arc::new(replicas);
+        let alive = replicas.clone();
         let writer = std::thread::Builder::new()
             .name("toolhost-registry".into())
-            .spawn(move || writer::run(store, rx, hook))
+            .spawn(move || writer::run(store, rx, hook, alive))
             .map_err(|e| StoreError::Open(path.clone(), e.to_string()))?;
         Ok((
             Arc::new(Registry {
@@ -196,6 +203,7 @@ impl Registry {
                 writer: Mutex::new(Some(writer)),
                 shared,
                 stats_hook,
+                replicas,
             }),
             saved,
         ))
@@ -211,6 +219,11 @@ impl Registry {
         {
             tracing::error!("cannot follow the other replicas: {e}");
         }
+    }
+
+    /// This process among the replicas sharing the registry.
+    pub fn replicas(&self) -> &Arc<Replicas> {
+        &self.replicas
     }
 
     /// Give the statistics totals to `hook` after each commit that added

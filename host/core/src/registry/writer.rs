@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
+use super::replicas::{HEARTBEAT, Replicas};
 use super::stats::StatsRow;
 use super::store::{Store, Write};
 
@@ -32,13 +33,48 @@ pub(super) enum Job {
 /// process's counters they include when this commit brought them.
 pub type StatsHook = Box<dyn Fn(Vec<(String, StatsRow, Option<StatsRow>)>) + Send>;
 
-pub(super) fn run(mut store: Store, rx: mpsc::Receiver<Job>, hook: Arc<Mutex<Option<StatsHook>>>) {
+pub(super) fn run(
+    mut store: Store,
+    rx: mpsc::Receiver<Job>,
+    hook: Arc<Mutex<Option<StatsHook>>>,
+    replicas: Arc<Replicas>,
+) {
     let mut pending: Vec<Write> = Vec::new();
+    let mut heartbeat = Instant::now() + HEARTBEAT;
     // Since when, and why, writes wait for the store.
     let mut away: Option<(Instant, String)> = None;
     let mut open = true;
     while open || !pending.is_empty() {
-        let first = if pending.is_empty() {
+        // A shared database hears this replica is alive every HEARTBEAT.
+        if store.shared() && Instant::now() >= heartbeat {
+            heartbeat = Instant::now() + HEARTBEAT;
+            match store.heartbeat() {
+                Some(Ok(live)) => replicas.saw(live),
+                Some(Err(e)) => {
+                    tracing::debug!("registry heartbeat: {e}");
+                    store.reconnect();
+                }
+                None => {}
+            }
+        }
+        let wait = match (store.shared(), pending.is_empty()) {
+            (false, true) => None,
+            (false, false) => Some(RETRY),
+            (true, empty) => {
+                let beat = heartbeat.saturating_duration_since(Instant::now());
+                Some(if empty { beat } else { beat.min(RETRY) })
+            }
+        };
+        let first = if let Some(wait) = wait.filter(|_| open) {
+            match rx.recv_timeout(wait) {
+                Ok(job) => Some(job),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    open = false;
+                    None
+                }
+            }
+        } else if pending.is_empty() {
             match rx.recv() {
                 Ok(job) => Some(job),
                 Err(_) => break,

@@ -53,8 +53,11 @@ pub struct DockerProvider {
     pub engines: Engines,
     /// The label value naming this server's containers.
     scope: String,
-    /// This process's run id ([`RUN_LABEL`]).
+    /// This process's run id ([`RUN_LABEL`]) and the replicas alive.
     run: String,
+    replicas: Arc<crate::registry::Replicas>,
+    /// When leftovers were last swept (replicas sweep what a gone one left).
+    swept: Mutex<Option<std::time::Instant>>,
     life: Arc<Lifecycle>,
     health: Arc<Health>,
     /// Containers whose removal failed (the engine was down): retried by the
@@ -69,6 +72,7 @@ impl DockerProvider {
     pub fn new(
         engines: Engines,
         scope: &str,
+        replicas: Arc<crate::registry::Replicas>,
         life: Arc<Lifecycle>,
         health: Arc<Health>,
     ) -> Arc<Self> {
@@ -76,7 +80,9 @@ impl DockerProvider {
             me: me.clone(),
             engines,
             scope: scope.to_owned(),
-            run: uuid::Uuid::new_v4().simple().to_string(),
+            run: replicas.id().to_owned(),
+            replicas,
+            swept: Mutex::new(None),
             life,
             health,
             graveyard: Mutex::default(),

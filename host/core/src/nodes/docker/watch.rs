@@ -4,12 +4,20 @@
 //! usable engine (loaded from the image archive when missing).
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use bollard::query_parameters::ListContainersOptionsBuilder;
 
 use super::containers::missing_image;
 use super::{DockerProvider, RUN_LABEL, SCOPE_LABEL, lock};
 use crate::nodes::health::{Cause, Health};
+
+/// How often replicas look for what a gone replica left.
+const SWEEP_EVERY: Duration = Duration::from_secs(15);
+
+/// How old a gone replica's container must be to be removed: older than a
+/// reading of the alive replicas can be, plus a margin for the clocks.
+const MADE_BEFORE: Duration = Duration::from_secs(30);
 
 impl DockerProvider {
     /// The monitor's look at each engine (up, down; leftovers swept from
@@ -20,6 +28,23 @@ impl DockerProvider {
         let (up, came_up) = self.engines.check().await;
         for i in came_up {
             self.remove_orphans(i).await;
+        }
+        // Replicas sharing a registry also look now and then for what a
+        // replica that is gone left (it cannot sweep it itself).
+        if self.replicas.shared_scope().is_some() {
+            let due = {
+                let mut swept = lock(&self.swept);
+                let due = swept.is_none_or(|at| at.elapsed() >= SWEEP_EVERY);
+                if due {
+                    *swept = Some(Instant::now());
+                }
+                due
+            };
+            if due {
+                for &i in &up {
+                    self.remove_orphans(i).await;
+                }
+            }
         }
         let graves: Vec<String> = lock(&self.graveyard).iter().cloned().collect();
         for id in graves {
@@ -66,7 +91,10 @@ impl DockerProvider {
         }
     }
 
-    /// Remove this scope's containers of earlier runs from engine `engine`.
+    /// Remove this scope's containers of processes that are gone from
+    /// engine `engine`: every other run's on our own; on a shared registry,
+    /// those of replicas no longer alive, made long enough ago that their
+    /// replica was alive and known when it made them.
     async fn remove_orphans(&self, engine: usize) {
         let Ok(docker) = self.docker(engine).await else {
             return;
@@ -83,9 +111,22 @@ impl DockerProvider {
         match docker.list_containers(Some(options)).await {
             Ok(list) => {
                 // Never this run's own: calls make nodes while this runs.
+                let shared = self.replicas.shared_scope().is_some();
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_secs() as i64;
                 let ids: Vec<String> = list
                     .into_iter()
-                    .filter(|c| c.labels.as_ref().and_then(|l| l.get(RUN_LABEL)) != Some(&self.run))
+                    .filter(|c| {
+                        let run = c.labels.as_ref().and_then(|l| l.get(RUN_LABEL));
+                        run.is_none_or(|run| self.replicas.is_gone(run))
+                    })
+                    .filter(|c| {
+                        !shared
+                            || c.created
+                                .is_some_and(|t| now - t > MADE_BEFORE.as_secs() as i64)
+                    })
                     .filter_map(|c| c.id)
                     .collect();
                 for id in &ids {
@@ -96,7 +137,7 @@ impl DockerProvider {
                     tracing::info!(
                         count = ids.len(),
                         engine = %self.engines.member(engine).name,
-                        "removed node containers left by a previous run"
+                        "removed node containers left by a previous run or a replica that is gone"
                     );
                 }
             }

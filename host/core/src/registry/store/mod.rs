@@ -20,7 +20,7 @@ use super::ToolStatus;
 use super::stats::StatsRow;
 
 /// The schema this build writes.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -168,6 +168,14 @@ impl Store {
     /// Whether other processes write to it too.
     pub fn shared(&self) -> bool {
         matches!(self, Store::Postgres(_))
+    }
+
+    /// On a shared database: say this replica is alive, and read which are.
+    pub fn heartbeat(&mut self) -> Option<Result<std::collections::HashSet<String>, String>> {
+        match self {
+            Store::Sqlite(_) => None,
+            Store::Postgres(s) => Some(s.heartbeat().map_err(|e| e.to_string())),
+        }
     }
 
     /// Connect again if the connection was lost (a database server that

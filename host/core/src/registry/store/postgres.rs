@@ -10,11 +10,14 @@ use super::{
     histogram_json, now_ms,
 };
 use crate::registry::ToolStatus;
+use crate::registry::replicas::LEASE;
 use crate::registry::stats::StatsRow;
 use postgres::{Client, NoTls};
+use std::collections::HashSet;
 
 /// The schema's migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
-const MIGRATIONS: [&str; 1] = ["
+const MIGRATIONS: [&str; 2] = [
+    "
 CREATE TABLE tools (
     tool_id      TEXT PRIMARY KEY,
     toolkit      TEXT NOT NULL,
@@ -53,7 +56,19 @@ CREATE TABLE stats (
     last_used_ms     BIGINT NOT NULL,
     latency          TEXT NOT NULL
 );
-"];
+",
+    "
+CREATE TABLE replicas (
+    replica      TEXT PRIMARY KEY,
+    started_ms   BIGINT NOT NULL,
+    heartbeat_ms BIGINT NOT NULL
+);
+",
+];
+
+/// The database's clock, ms: every replica's heartbeat is read against the
+/// one clock.
+const DB_NOW_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 pub struct PostgresStore {
     client: Client,
@@ -189,12 +204,47 @@ impl PostgresStore {
         )
         .map_err(open)?;
         tx.commit().map_err(open)?;
-        Ok(PostgresStore {
+        let mut store = PostgresStore {
             client,
             replica: replica.to_owned(),
             url: url.to_owned(),
             password: password.map(str::to_owned),
-        })
+        };
+        // Alive before it makes anything the others could take for a
+        // leftover.
+        store
+            .heartbeat()
+            .map_err(|e| StoreError::Open(at.clone(), e.to_string()))?;
+        Ok(store)
+    }
+
+    /// Say this replica is alive; the replicas alive (a heartbeat within
+    /// [`LEASE`]), this one included. Replicas gone for a day are
+    /// forgotten.
+    pub fn heartbeat(&mut self) -> Result<HashSet<String>, postgres::Error> {
+        let lease = LEASE.as_millis() as i64;
+        let mut tx = self.client.transaction()?;
+        tx.execute(
+            &format!(
+                "INSERT INTO replicas (replica, started_ms, heartbeat_ms) VALUES ($1, {DB_NOW_MS}, {DB_NOW_MS})
+                 ON CONFLICT (replica) DO UPDATE SET heartbeat_ms = {DB_NOW_MS}"
+            ),
+            &[&self.replica],
+        )?;
+        tx.execute(
+            &format!("DELETE FROM replicas WHERE heartbeat_ms < {DB_NOW_MS} - 86400000"),
+            &[],
+        )?;
+        let live = tx
+            .query(
+                &format!("SELECT replica FROM replicas WHERE heartbeat_ms > {DB_NOW_MS} - $1"),
+                &[&lease],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        tx.commit()?;
+        Ok(live)
     }
 
     /// Connect again if the connection was lost.
