@@ -160,13 +160,6 @@ impl Server {
             })
             .collect();
         catalog.attach_registry(registry.clone(), saved);
-        // Replicas on one database follow each other's status changes.
-        let following = Arc::downgrade(&catalog);
-        registry.follow(move |id, status| {
-            if let Some(catalog) = following.upgrade() {
-                catalog.follow_status(&id, status);
-            }
-        });
         let adding = Arc::downgrade(&catalog);
         registry.on_stats(Box::new(move |rows| {
             if let Some(catalog) = adding.upgrade() {
@@ -266,7 +259,7 @@ impl Server {
         } else {
             None
         };
-        let dispatcher = Arc::new(Dispatcher::new(catalog, sessions).with_metrics(metrics));
+        let dispatcher = Arc::new(Dispatcher::new(catalog.clone(), sessions).with_metrics(metrics));
         let tool_calls: Arc<dyn crate::backend::ToolCalls> = dispatcher.clone();
         let _ = dispatcher_slot.set(Arc::downgrade(&tool_calls));
         let callbacks = Arc::new(
@@ -277,7 +270,7 @@ impl Server {
             .map_err(|e| anyhow::anyhow!("[tasks] callback_allow: {e}"))?,
         );
         let (tasks_, queue) =
-            crate::tasks::Tasks::new(Some(registry), saved_tasks, config.budget.clone());
+            crate::tasks::Tasks::new(Some(registry.clone()), saved_tasks, config.budget.clone());
         let builder = Arc::new(crate::tasks::build::Builder {
             tasks: tasks_.clone(),
             plugins: manager.clone(),
@@ -288,6 +281,30 @@ impl Server {
             callbacks: callbacks.clone(),
         });
         tasks.push(builder.spawn(queue));
+        // Replicas on one database follow each other's status changes and
+        // tasks, and take over the builds of a replica that is gone.
+        let following = (Arc::downgrade(&catalog), Arc::downgrade(&tasks_));
+        registry.follow(move |change| {
+            let (Some(catalog), Some(tasks)) = (following.0.upgrade(), following.1.upgrade())
+            else {
+                return;
+            };
+            match change {
+                crate::registry::Followed::Status(id, status) => catalog.follow_status(&id, status),
+                crate::registry::Followed::Task(body) => tasks.followed(&body),
+                crate::registry::Followed::Forgotten(id) => tasks.forgotten(&id),
+            }
+        });
+        if registry.replicas().shared_scope().is_some() {
+            let taking = tasks_.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut tick = tokio::time::interval(crate::registry::replicas::HEARTBEAT);
+                loop {
+                    tick.tick().await;
+                    taking.take_over();
+                }
+            }));
+        }
         let builders =
             crate::builder::Builders::new(docker.clone(), data, "toolhost-node:latest".to_owned());
         Ok(Server {

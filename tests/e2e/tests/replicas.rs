@@ -171,3 +171,88 @@ fn replicas_never_remove_each_others_nodes_and_reap_a_killed_ones() {
     drop(a);
     assert!(nodes_of(&on_a).is_empty() && nodes_of(&on_b).is_empty());
 }
+
+const WORDCOUNT: &str = r#"
+from toolhost_sdk import Toolkit, tool  # noqa: F401
+
+
+@tool
+def count(text: str) -> int:
+    """Count the words of a text.
+
+    Args:
+        text: The text.
+    """
+    return len(text.split())
+"#;
+
+fn admin_get(s: &Server, path: &str) -> (u16, Value) {
+    let r = s
+        .client()
+        .get(s.url(path))
+        .bearer_auth(ADMIN)
+        .send()
+        .unwrap();
+    (r.status().as_u16(), r.json().unwrap_or(Value::Null))
+}
+
+/// A task made through one replica is seen through the others within a
+/// second; when the replica building it is killed, one survivor takes it
+/// over (once), builds it from the start and completes it.
+#[test]
+fn a_killed_replicas_build_is_taken_over_once_and_completed() {
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let mut a = replica(&pg);
+    let b = replica(&pg);
+    let c = replica(&pg);
+    let r = a
+        .client()
+        .post(a.url("/tools/request"))
+        .bearer_auth(ADMIN)
+        .json(&json!({"name": "wordcount", "language": "python", "source": WORDCOUNT}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 202);
+    let id = r.json::<Value>().unwrap()["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = format!("/tasks/{id}/status");
+    let status_on = |s: &Server| admin_get(s, &path).1["status"].clone();
+    assert!(
+        soon(|| admin_get(&b, &path).0 == 200),
+        "B does not see A's task"
+    );
+    assert!(
+        soon(|| status_on(&a) == "building" && status_on(&b) == "building"),
+        "building, seen on B: {}",
+        status_on(&b)
+    );
+    a.kill();
+    let done = wait_for(Duration::from_secs(240), || {
+        let (b_now, c_now) = (status_on(&b), status_on(&c));
+        (b_now == "completed" && c_now == "completed").then_some(())
+    });
+    assert!(
+        done.is_some(),
+        "not completed after A was killed: B says {}, C says {}",
+        admin_get(&b, &path).1,
+        admin_get(&c, &path).1
+    );
+    let (_, events) = admin_get(&b, &format!("/tasks/{id}"));
+    let history = events.to_string();
+    assert_eq!(
+        history.matches("taken over by replica").count(),
+        1,
+        "{history}"
+    );
+    assert_eq!(history.matches("completed: ").count(), 1, "{history}");
+    // The replica that took it over serves the tool.
+    let served = [&b, &c]
+        .iter()
+        .filter(|s| s.tool_ids().iter().any(|t| t == "wordcount_count"))
+        .count();
+    assert_eq!(served, 1, "served by exactly the replica that built it");
+}

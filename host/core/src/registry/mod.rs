@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 pub use replicas::Replicas;
 pub use stats::{StatsRow, StatsView, ToolStats};
 use store::Store;
-pub use store::{PinRow, Saved, StoreError, ToolMeta, Write};
+pub use store::{Followed, PinRow, Saved, StoreError, ToolMeta, Write};
 use writer::Job;
 pub use writer::StatsHook;
 
@@ -209,16 +209,27 @@ impl Registry {
         ))
     }
 
-    /// Follow the status changes other replicas make (on PostgreSQL; a
-    /// private SQLite file has none): `on_status` for each, within about a
-    /// second of its commit, and for every saved status whenever the
-    /// database connection is made again.
-    pub fn follow(&self, on_status: impl Fn(String, ToolStatus) + Send + 'static) {
+    /// Follow the changes other replicas make (on PostgreSQL; a private
+    /// SQLite file has none): `on` for each status change and task saved or
+    /// forgotten, within about a second of its commit, and for every saved
+    /// status and task whenever the database connection is made again.
+    pub fn follow(&self, on: impl Fn(Followed) + Send + 'static) {
         if let Some((url, password, replica)) = self.shared.clone()
-            && let Err(e) = store::follow(url, password, replica, Box::new(on_status))
+            && let Err(e) = store::follow(url, password, replica, Box::new(on))
         {
             tracing::error!("cannot follow the other replicas: {e}");
         }
+    }
+
+    /// Hold task `id` for this process: whether no other live replica holds
+    /// it (then this one does).
+    pub async fn hold_task(&self, id: &str) -> Result<bool, String> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if !self.send(Job::Hold(id.to_owned(), tx)) {
+            return Err("the registry is closed".into());
+        }
+        rx.await
+            .unwrap_or_else(|_| Err("the registry writer stopped".into()))
     }
 
     /// This process among the replicas sharing the registry.

@@ -27,6 +27,8 @@ pub(super) enum Job {
     Sync(tokio::sync::oneshot::Sender<Result<(), String>>),
     /// Read the statistics totals again (other replicas add to them).
     Refresh,
+    /// Hold a task for this replica, once what is queued before is written.
+    Hold(String, tokio::sync::oneshot::Sender<Result<bool, String>>),
 }
 
 /// Each tool's statistics totals as the store holds them, with this
@@ -90,6 +92,7 @@ pub(super) fn run(
             }
         };
         let mut syncs = Vec::new();
+        let mut holds = Vec::new();
         let mut refresh = false;
         let mut next = first;
         while let Some(job) = next.take() {
@@ -97,6 +100,7 @@ pub(super) fn run(
                 Job::Write(w) => pending.push(w),
                 Job::Sync(s) => syncs.push(s),
                 Job::Refresh => refresh = true,
+                Job::Hold(id, reply) => holds.push((id, reply)),
             }
             if pending.len() < BATCH {
                 next = rx.try_recv().ok();
@@ -109,9 +113,7 @@ pub(super) fn run(
                 && since.elapsed() < RETRY
                 && open
             {
-                for s in syncs {
-                    let _ = s.send(Err(reason.clone()));
-                }
+                answer(syncs, holds, &reason.clone());
                 coalesce(&mut pending);
                 continue;
             }
@@ -153,9 +155,7 @@ pub(super) fn run(
                 Err(failure) => {
                     tracing::error!(error = %failure.message, writes = pending.len(), "registry writes failed and are dropped");
                     pending.clear();
-                    for s in syncs {
-                        let _ = s.send(Err(failure.message.clone()));
-                    }
+                    answer(syncs, holds, &failure.message);
                     continue;
                 }
             }
@@ -166,6 +166,25 @@ pub(super) fn run(
         for s in syncs {
             let _ = s.send(Ok(()));
         }
+        for (id, reply) in holds {
+            let _ = reply.send(store.hold_task(&id));
+        }
+    }
+}
+
+type Holds = Vec<(String, tokio::sync::oneshot::Sender<Result<bool, String>>)>;
+
+/// Every wait answered with `reason`: the writes were not saved.
+fn answer(
+    syncs: Vec<tokio::sync::oneshot::Sender<Result<(), String>>>,
+    holds: Holds,
+    reason: &str,
+) {
+    for s in syncs {
+        let _ = s.send(Err(reason.to_owned()));
+    }
+    for (_, h) in holds {
+        let _ = h.send(Err(reason.to_owned()));
     }
 }
 

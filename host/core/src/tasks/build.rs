@@ -114,7 +114,7 @@ impl Builder {
         let Some(cancel) = self.tasks.cancellation(id) else {
             return;
         };
-        if task.status.is_final() || cancel.is_cancelled() {
+        if task.status.is_final() || cancel.is_cancelled() || !self.tasks.hold(id).await {
             return;
         }
         let outcome = tokio::select! {

@@ -13,6 +13,7 @@ pub mod build;
 pub mod config;
 pub mod deploy;
 pub mod deploy_plan;
+mod replicas;
 pub mod seed;
 pub mod spec;
 
@@ -107,6 +108,9 @@ pub struct Task {
     /// The external builder that claimed it.
     pub claimed_by: Option<String>,
     pub events: Vec<TaskEvent>,
+    /// The replica building it (or to build it) on a shared registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runner: Option<String>,
 }
 
 impl Task {
@@ -177,6 +181,8 @@ pub struct Tasks {
     queue: mpsc::UnboundedSender<String>,
     registry: Option<Arc<Registry>>,
     budget: budget::BudgetConfig,
+    /// Tasks of gone replicas already offered to this one's worker.
+    offered: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Tasks {
@@ -196,7 +202,11 @@ impl Tasks {
             queue,
             registry,
             budget,
+            offered: Mutex::default(),
         });
+        // Replicas sharing the registry take over what a gone one was
+        // building ([`Tasks::take_over`]) instead of failing it.
+        let shared = tasks.shared();
         for body in saved {
             let Ok(task) = serde_json::from_str::<Task>(&body) else {
                 tracing::warn!("a saved task does not parse; skipped");
@@ -207,6 +217,7 @@ impl Tasks {
             let external = task.claimed_by.is_some() && task.spec.source.is_none();
             tasks.insert(task);
             match status {
+                _ if shared => {}
                 TaskStatus::Building | TaskStatus::Testing if external => {
                     tasks.update(&id, |t| {
                         t.claimed_by = None;
@@ -319,6 +330,7 @@ impl Tasks {
                 message,
             }],
             spec,
+            runner: self.me(),
         };
         let id = task.task_id.clone();
         entries.insert(id.clone(), Entry::new(task.clone()));

@@ -13,7 +13,7 @@ pub(crate) mod testing;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub use self::postgres::{PostgresStore, follow, shown as postgres_shown};
+pub use self::postgres::{Followed, PostgresStore, follow, shown as postgres_shown};
 pub use sqlite::SqliteStore;
 
 use super::ToolStatus;
@@ -161,7 +161,7 @@ impl Store {
     pub fn totals(&mut self) -> Result<Vec<(String, StatsRow)>, String> {
         match self {
             Store::Sqlite(s) => s.totals().map_err(|e| e.to_string()),
-            Store::Postgres(s) => s.totals().map_err(|e| e.to_string()),
+            Store::Postgres(s) => s.totals().map_err(|e| postgres::detail(&e)),
         }
     }
 
@@ -174,7 +174,16 @@ impl Store {
     pub fn heartbeat(&mut self) -> Option<Result<std::collections::HashSet<String>, String>> {
         match self {
             Store::Sqlite(_) => None,
-            Store::Postgres(s) => Some(s.heartbeat().map_err(|e| e.to_string())),
+            Store::Postgres(s) => Some(s.heartbeat().map_err(|e| postgres::detail(&e))),
+        }
+    }
+
+    /// Hold task `id` for this process: whether no other live replica
+    /// holds it (always, on a store of its own).
+    pub fn hold_task(&mut self, id: &str) -> Result<bool, String> {
+        match self {
+            Store::Sqlite(_) => Ok(true),
+            Store::Postgres(s) => s.hold_task(id).map_err(|e| postgres::detail(&e)),
         }
     }
 

@@ -63,6 +63,7 @@ CREATE TABLE replicas (
     started_ms   BIGINT NOT NULL,
     heartbeat_ms BIGINT NOT NULL
 );
+ALTER TABLE tasks ADD COLUMN runner TEXT;
 ",
 ];
 
@@ -82,12 +83,24 @@ pub struct PostgresStore {
 /// The channel status changes are announced on.
 pub const CHANNEL: &str = "toolhost_registry";
 
-/// A change one replica announces to the others.
-#[derive(serde::Serialize, serde::Deserialize)]
+/// A change one replica announces to the others: a tool's status, or a
+/// task saved (read it from the table) or forgotten.
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+#[serde(default)]
 pub struct Notice {
     pub from: String,
     pub tool_id: String,
     pub status: String,
+    pub task: Option<String>,
+    pub forgotten: Option<String>,
+}
+
+/// What the others changed, as [`follow`] hands it on.
+pub enum Followed {
+    Status(String, ToolStatus),
+    /// A task, whole (JSON).
+    Task(String),
+    Forgotten(String),
 }
 
 /// `url` with its password hidden, for messages.
@@ -121,7 +134,7 @@ pub fn follow(
     url: String,
     password: Option<String>,
     replica: String,
-    on_status: Box<dyn Fn(String, ToolStatus) + Send>,
+    on: Box<dyn Fn(Followed) + Send>,
 ) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("toolhost-registry-follow".into())
@@ -133,9 +146,13 @@ pub fn follow(
                     client.batch_execute(&format!("LISTEN {CHANNEL}"))?;
                     for row in client.query("SELECT tool_id, status FROM statuses", &[])? {
                         if let Some(status) = ToolStatus::parse(row.get(1)) {
-                            on_status(row.get(0), status);
+                            on(Followed::Status(row.get(0), status));
                         }
                     }
+                    for row in client.query("SELECT body FROM tasks ORDER BY seq", &[])? {
+                        on(Followed::Task(row.get(0)));
+                    }
+                    let mut reader = connect(&url, password.as_deref())?;
                     let mut notices = client.notifications();
                     let mut each = notices.blocking_iter();
                     while let Some(n) =
@@ -147,8 +164,16 @@ pub fn follow(
                         if notice.from == replica {
                             continue;
                         }
-                        if let Some(status) = ToolStatus::parse(&notice.status) {
-                            on_status(notice.tool_id, status);
+                        if let Some(id) = notice.task {
+                            let row = reader
+                                .query_opt("SELECT body FROM tasks WHERE task_id = $1", &[&id])?;
+                            if let Some(row) = row {
+                                on(Followed::Task(row.get(0)));
+                            }
+                        } else if let Some(id) = notice.forgotten {
+                            on(Followed::Forgotten(id));
+                        } else if let Some(status) = ToolStatus::parse(&notice.status) {
+                            on(Followed::Status(notice.tool_id, status));
                         }
                     }
                     Ok(())
@@ -247,6 +272,32 @@ impl PostgresStore {
         Ok(live)
     }
 
+    /// Announce `notice` to the other replicas when `tx` commits.
+    fn notify(
+        tx: &mut postgres::Transaction,
+        from: &str,
+        mut notice: Notice,
+    ) -> Result<(), postgres::Error> {
+        notice.from = from.to_owned();
+        let notice = serde_json::to_string(&notice).unwrap_or_default();
+        tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &notice])
+            .map(|_| ())
+    }
+
+    /// Hold task `id` for this replica: whether no other live replica
+    /// holds it (then this one does).
+    pub fn hold_task(&mut self, id: &str) -> Result<bool, postgres::Error> {
+        let lease = LEASE.as_millis() as i64;
+        let held = self.client.execute(
+            &format!(
+                "UPDATE tasks SET runner = $2 WHERE task_id = $1 AND (runner IS NULL OR runner = $2
+                   OR runner NOT IN (SELECT replica FROM replicas WHERE heartbeat_ms > {DB_NOW_MS} - $3))"
+            ),
+            &[&id, &self.replica, &lease],
+        )?;
+        Ok(held == 1)
+    }
+
     /// Connect again if the connection was lost.
     pub fn reconnect(&mut self) {
         if !self.client.is_closed() {
@@ -331,6 +382,7 @@ impl PostgresStore {
     pub fn apply(&mut self, batch: &[Write]) -> Result<(), Failure> {
         let e = failure;
         let now = now_ms();
+        let replica = self.replica.clone();
         let mut tx = self.client.transaction().map_err(e)?;
         for w in batch {
             match w {
@@ -352,14 +404,12 @@ impl PostgresStore {
                     )
                     .map_err(e)?;
                     // Delivered to the other replicas when this commits.
-                    let notice = serde_json::to_string(&Notice {
-                        from: self.replica.clone(),
+                    let notice = Notice {
                         tool_id: id.clone(),
                         status: status.as_str().to_owned(),
-                    })
-                    .unwrap_or_default();
-                    tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &notice])
-                        .map_err(e)?;
+                        ..Default::default()
+                    };
+                    Self::notify(&mut tx, &replica, notice).map_err(e)?;
                 }
                 Write::Task(id, body) => {
                     tx.execute(
@@ -368,10 +418,20 @@ impl PostgresStore {
                         &[id, body, &now],
                     )
                     .map_err(e)?;
+                    let notice = Notice {
+                        task: Some(id.clone()),
+                        ..Default::default()
+                    };
+                    Self::notify(&mut tx, &replica, notice).map_err(e)?;
                 }
                 Write::ForgetTask(id) => {
                     tx.execute("DELETE FROM tasks WHERE task_id = $1", &[id])
                         .map_err(e)?;
+                    let notice = Notice {
+                        forgotten: Some(id.clone()),
+                        ..Default::default()
+                    };
+                    Self::notify(&mut tx, &replica, notice).map_err(e)?;
                 }
                 Write::Pin(p) => {
                     tx.execute(
@@ -424,6 +484,15 @@ fn row(r: &postgres::Row) -> StatsRow {
     }
 }
 
+/// What went wrong, with the server's own message when it gave one
+/// (`postgres::Error` alone says "db error").
+pub fn detail(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
+        None => e.to_string(),
+    }
+}
+
 /// A failed write: worth trying again when the connection is lost, the
 /// server shutting down or short of resources, or the transaction lost a
 /// race (a deadlock, a serialization failure).
@@ -433,7 +502,7 @@ fn failure(e: postgres::Error) -> Failure {
         transient: e.is_closed()
             || e.as_db_error().is_none()
             || matches!(class.as_deref(), Some("08" | "40" | "53" | "57")),
-        message: e.to_string(),
+        message: detail(&e),
     }
 }
 
