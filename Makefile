@@ -30,7 +30,7 @@ TOOLHOST_BIN ?= $(CURDIR)/target/debug/toolhost
 # `code` (code_interpreter, routing to the notebook or python_run).
 TOOLKITS     := shell notebook browser imagecompress code
 
-.PHONY: browser registry fuzz soak run test kubernetes py-unit py-client js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build lint bench clean docker node-image driver-test
+.PHONY: image browser registry fuzz soak run test kubernetes py-unit py-client js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build lint bench clean docker node-image driver-test
 
 ## Serve the example plugins on $(BIND) (release build). The heavy tools need the
 ## Docker engine and the node image: built here when missing (once, ~2 min);
@@ -185,6 +185,16 @@ docker:
 
 ## The node image toolhost-node:latest (debootstrap + docker import; skipped
 ## when the image of the current recipe exists), and its `docker save` archive
+## The toolhost server image (deploy/image/build.sh): the release binary and the
+## example plugins, precompiled, on the node image's Debian rootfs, running as an
+## unprivileged user; tagged toolhost:$(VERSION), the tag the Kubernetes
+## manifests and deploy/compose name. No registry is pulled from.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+image: build
+	@$(MAKE) --no-print-directory plugins TOOLHOST_BIN=$(CURDIR)/target/release/toolhost
+	deploy/image/build.sh target/release/toolhost target/plugins toolhost:$(VERSION)
+	docker tag toolhost:$(VERSION) toolhost:latest
+
 ## target/node-image/toolhost-node.tar for engines that cannot pull ([docker]
 ## image_archive; rewritten only when the image changed, ~10 s).
 node-image: docker
