@@ -173,11 +173,13 @@ browser:
 
 ## Debian's docker-registry (installed when missing) and ORAS in
 ## target/venvs/oci, for the OCI tests (tests/e2e/tests/oci.rs, trust.rs);
-## Debian's PostgreSQL for the registry's PostgreSQL store.
+## Debian's PostgreSQL for the registry's PostgreSQL store and its HAProxy
+## for the two-replica test (tests/e2e/tests/replicas_lb.rs).
 registry:
 	tests/oci/ensure-registry.sh
 	tests/venv.sh tests/oci/requirements.txt >/dev/null
 	tests/pg/ensure-postgres.sh
+	tests/lb/ensure-haproxy.sh
 
 ## Start the Docker engine when none answers (installs docker.io if needed).
 docker:

@@ -103,6 +103,7 @@ impl Server {
             statuses = saved.statuses.len(),
             stats = saved.stats.len(),
             known_tools = saved.tools.len(),
+            replica = registry.replicas().id(),
             "tool registry open"
         );
         let cache_dir = data.join("compile-cache");

@@ -11,6 +11,7 @@ pub mod fake;
 pub mod mcp;
 pub mod pg;
 pub mod registry;
+mod replica;
 pub mod services;
 pub mod xagent;
 
@@ -253,7 +254,16 @@ impl Server {
         config: Option<&str>,
         env: &[(&str, &str)],
     ) -> anyhow::Result<Server> {
-        let data = tempfile::tempdir()?;
+        Self::spawn_in(plugins, tempfile::tempdir()?, config, env)
+    }
+
+    /// Start in data directory `data` and wait until `/health` answers.
+    pub(crate) fn spawn_in(
+        plugins: PluginsDir,
+        data: tempfile::TempDir,
+        config: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Server> {
         let (child, base, log) = spawn(plugins.path(), data.path(), config, env)?;
         let mut server = Server {
             child,

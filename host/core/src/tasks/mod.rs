@@ -131,6 +131,7 @@ impl Task {
             "error": self.error,
             "last_run": self.last_run,
             "claimed_by": self.claimed_by,
+            "runner": self.runner,
             "spec": spec,
         })
     }

@@ -29,8 +29,15 @@ use crate::nodes::Allocation;
 use crate::nodes::Node;
 use crate::tool::CallError;
 
-/// How long a health ping may take before the engine counts as down.
+/// How long a health ping may take before it counts as unanswered.
 const PING_WITHIN: Duration = Duration::from_secs(2);
+
+/// Unanswered pings in a row before an engine that was up counts as down.
+/// A busy engine (removing containers on two cores, say) can take longer
+/// than a ping's time for a look or two; taking it for down then would
+/// sever every node of it, calls and all. An engine that refuses the
+/// connection or answers an error is down at once.
+const SLOW_PINGS: u32 = 3;
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -55,6 +62,8 @@ pub(super) struct MemberState {
     /// None: not checked yet.
     up: Option<bool>,
     error: Option<String>,
+    /// Pings unanswered in a row while up.
+    slow: u32,
     drained: bool,
     /// From the engine's own `docker info`.
     cores: f64,
@@ -374,12 +383,17 @@ impl Engines {
     /// engines that are up, and those of them that were not before.
     pub async fn check(&self) -> (Vec<usize>, Vec<usize>) {
         let pings = self.members.iter().map(|m| async move {
-            let docker = m.conn.get().await?;
+            let docker = m.conn.get().await.map_err(|e| (e, false))?;
             let info = tokio::time::timeout(PING_WITHIN, docker.info())
                 .await
-                .map_err(|_| format!("the engine did not answer within {PING_WITHIN:?}"))?
-                .map_err(|e| e.to_string())?;
-            Ok::<_, String>(info)
+                .map_err(|_| {
+                    (
+                        format!("the engine did not answer within {PING_WITHIN:?}"),
+                        true,
+                    )
+                })?
+                .map_err(|e| (e.to_string(), false))?;
+            Ok::<_, (String, bool)>(info)
         });
         let answers = futures::future::join_all(pings).await;
         let (mut up, mut came_up) = (Vec::new(), Vec::new());
@@ -396,6 +410,7 @@ impl Engines {
                         came_up.push(i);
                         s.tried.clear();
                     }
+                    s.slow = 0;
                     let fresh = s.cores != cores || s.memory_mb != memory_mb;
                     (s.up, s.error, s.cores, s.memory_mb) = (Some(true), None, cores, memory_mb);
                     s.version = info.server_version;
@@ -407,7 +422,16 @@ impl Engines {
                     }
                     up.push(i);
                 }
-                Err(e) => {
+                Err((e, unanswered)) => {
+                    if unanswered {
+                        let mut s = lock(&m.state);
+                        if s.up == Some(true) && s.slow + 1 < SLOW_PINGS {
+                            s.slow += 1;
+                            tracing::warn!(engine = %m.name, "the Docker engine is slow to answer; its nodes are kept");
+                            up.push(i);
+                            continue;
+                        }
+                    }
                     m.conn.reset().await;
                     let was = {
                         let mut s = lock(&m.state);

@@ -164,3 +164,90 @@ fn engine_settings_are_checked() {
     };
     assert!(Engines::new(&dup).is_err());
 }
+
+/// A fake engine on a Unix socket: answers `/version` and `/info` while
+/// `answering`, holds every request without an answer otherwise.
+async fn fake_engine(
+    listener: tokio::net::UnixListener,
+    answering: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            return;
+        };
+        let answering = answering.clone();
+        tokio::spawn(async move {
+            let mut stream = BufReader::new(stream);
+            loop {
+                let mut request = String::new();
+                if stream.read_line(&mut request).await.unwrap_or(0) == 0 {
+                    return;
+                }
+                loop {
+                    let mut header = String::new();
+                    if stream.read_line(&mut header).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    if header.trim().is_empty() {
+                        break;
+                    }
+                }
+                if !answering.load(Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                    return;
+                }
+                let body = if request.contains("/version") {
+                    r#"{"ApiVersion":"1.41","Version":"20.10.24"}"#
+                } else {
+                    r#"{"NCPU":2,"MemTotal":4294967296,"ServerVersion":"20.10.24"}"#
+                };
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                if stream.get_mut().write_all(answer.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// An engine that was up and is slow to answer for a look or two keeps
+/// its nodes; one that stays silent, or refuses, is down.
+#[tokio::test]
+async fn a_slow_engine_keeps_its_nodes_until_it_stays_silent() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("docker.sock");
+    let answering = std::sync::Arc::new(AtomicBool::new(true));
+    let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+    let fake = tokio::spawn(fake_engine(listener, answering.clone()));
+    let config = crate::nodes::docker::config::DockerConfig {
+        engines: vec![crate::nodes::docker::config::DockerEngine {
+            name: "slow".into(),
+            url: format!("unix://{}", socket.display()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let e = Engines::new(&config).unwrap();
+    let first = e.check().await.0;
+    assert_eq!(first, vec![0], "up: {:?}", lock(&e.members[0].state).error);
+    answering.store(false, Ordering::SeqCst);
+    for look in 1..SLOW_PINGS {
+        assert_eq!(e.check().await.0, vec![0], "slow look {look}: still up");
+        assert_eq!(lock(&e.members[0].state).up, Some(true));
+    }
+    assert!(
+        e.check().await.0.is_empty(),
+        "silent for {SLOW_PINGS} looks: down"
+    );
+    answering.store(true, Ordering::SeqCst);
+    assert_eq!(e.check().await.1, vec![0], "back up");
+    fake.abort();
+    std::fs::remove_file(&socket).unwrap();
+    assert!(e.check().await.0.is_empty(), "refused: down at once");
+}
