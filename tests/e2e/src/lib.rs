@@ -13,6 +13,7 @@ pub mod pg;
 pub mod registry;
 mod replica;
 pub mod services;
+pub mod sources;
 pub mod xagent;
 
 use std::io::Read;

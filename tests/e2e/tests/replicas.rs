@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use toolhost_e2e::sources::WORDCOUNT;
 use toolhost_e2e::*;
 
 const ADMIN: &str = "admin-admin-admin-admin";
@@ -171,20 +172,6 @@ fn replicas_never_remove_each_others_nodes_and_reap_a_killed_ones() {
     drop(a);
     assert!(nodes_of(&on_a).is_empty() && nodes_of(&on_b).is_empty());
 }
-
-const WORDCOUNT: &str = r#"
-from toolhost_sdk import Toolkit, tool  # noqa: F401
-
-
-@tool
-def count(text: str) -> int:
-    """Count the words of a text.
-
-    Args:
-        text: The text.
-    """
-    return len(text.split())
-"#;
 
 fn admin_get(s: &Server, path: &str) -> (u16, Value) {
     let r = s

@@ -17,25 +17,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use toolhost_e2e::sources::WORDCOUNT;
 use toolhost_e2e::*;
 
 const ADMIN: &str = "admin-admin-admin-admin";
 const SESSIONS: usize = 20;
 const SHELLS: usize = 8;
-
-const WORDCOUNT: &str = r#"
-from toolhost_sdk import Toolkit, tool  # noqa: F401
-
-
-@tool
-def count(text: str) -> int:
-    """Count the words of a text.
-
-    Args:
-        text: The text.
-    """
-    return len(text.split())
-"#;
 
 /// Debian's HAProxy in the foreground on a loopback port, stopped when
 /// dropped.

@@ -10,24 +10,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolhost_e2e::mcp::McpClient;
+use toolhost_e2e::sources::WORDCOUNT;
 use toolhost_e2e::xagent::XAgent;
 use toolhost_e2e::*;
 
 const TOKEN: &str = "admin-admin-admin-admin";
-
-const WORDCOUNT: &str = r#"
-from toolhost_sdk import Toolkit, tool  # noqa: F401
-
-
-@tool
-def count(text: str) -> int:
-    """Count the words of a text.
-
-    Args:
-        text: The text.
-    """
-    return len(text.split())
-"#;
 
 fn config(extra: &str) -> String {
     format!("[auth]\nadmin_token = \"{TOKEN}\"\n[registry]\nflush_ms = 100\n{extra}")
@@ -358,7 +345,6 @@ const SERVICE: &str = r#"
 import json
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-
 class Handler(BaseHTTPRequestHandler):
     def answer(self, code, body):
         data = json.dumps(body).encode()
@@ -374,7 +360,6 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         self.answer(200, {"reversed": body["text"][::-1]})
-
 
 HTTPServer(("127.0.0.1", 8080), Handler).serve_forever()
 "#;
