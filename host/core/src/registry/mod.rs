@@ -224,8 +224,17 @@ impl Registry {
     /// Hold task `id` for this process: whether no other live replica holds
     /// it (then this one does).
     pub async fn hold_task(&self, id: &str) -> Result<bool, String> {
+        self.ask(|reply| Job::Hold(id.to_owned(), reply)).await
+    }
+
+    /// Send the job `make` gives the reply channel of, and wait for its
+    /// answer.
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(tokio::sync::oneshot::Sender<Result<T, String>>) -> Job,
+    ) -> Result<T, String> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        if !self.send(Job::Hold(id.to_owned(), tx)) {
+        if !self.send(make(tx)) {
             return Err("the registry is closed".into());
         }
         rx.await
@@ -260,12 +269,7 @@ impl Registry {
 
     /// Wait until everything queued so far is on disk.
     pub async fn sync(&self) -> Result<(), String> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        if !self.send(Job::Sync(tx)) {
-            return Err("the registry is closed".into());
-        }
-        rx.await
-            .unwrap_or_else(|_| Err("the registry writer stopped".into()))
+        self.ask(Job::Sync).await
     }
 
     /// Commit what is queued and close the file (at shutdown).

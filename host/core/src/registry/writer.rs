@@ -59,6 +59,9 @@ pub(super) fn run(
                 None => {}
             }
         }
+        // A wait for the next job: until the next heartbeat on a shared
+        // database, a second at most while writes wait to be tried again,
+        // else for as long as it takes.
         let wait = match (store.shared(), pending.is_empty()) {
             (false, true) => None,
             (false, false) => Some(RETRY),
@@ -67,29 +70,19 @@ pub(super) fn run(
                 Some(if empty { beat } else { beat.min(RETRY) })
             }
         };
-        let first = if let Some(wait) = wait.filter(|_| open) {
-            match rx.recv_timeout(wait) {
-                Ok(job) => Some(job),
-                Err(mpsc::RecvTimeoutError::Timeout) => None,
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    open = false;
-                    None
-                }
-            }
-        } else if pending.is_empty() {
-            match rx.recv() {
+        let first = match wait {
+            None => match rx.recv() {
                 Ok(job) => Some(job),
                 Err(_) => break,
-            }
-        } else {
-            match rx.recv_timeout(RETRY) {
+            },
+            Some(wait) => match rx.recv_timeout(wait) {
                 Ok(job) => Some(job),
                 Err(mpsc::RecvTimeoutError::Timeout) => None,
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     open = false;
                     None
                 }
-            }
+            },
         };
         let mut syncs = Vec::new();
         let mut holds = Vec::new();
@@ -113,7 +106,7 @@ pub(super) fn run(
                 && since.elapsed() < RETRY
                 && open
             {
-                answer(syncs, holds, &reason.clone());
+                answer(syncs, holds, reason);
                 coalesce(&mut pending);
                 continue;
             }
@@ -144,9 +137,7 @@ pub(super) fn run(
                         "the tool registry cannot be written now ({})",
                         failure.message
                     );
-                    for s in syncs {
-                        let _ = s.send(Err(reason.clone()));
-                    }
+                    answer(syncs, holds, &reason);
                     away = Some((Instant::now(), reason));
                     coalesce(&mut pending);
                     store.reconnect();
