@@ -124,8 +124,8 @@ pub struct Registry {
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// On PostgreSQL: where the other replicas' changes are followed
-    /// (url, password, this replica's id).
-    shared: Option<(String, Option<String>, String)>,
+    /// (url, password).
+    shared: Option<(String, Option<String>)>,
     stats_hook: Arc<Mutex<Option<StatsHook>>>,
     replicas: Arc<Replicas>,
 }
@@ -158,7 +158,7 @@ impl Registry {
                 let shown = store::postgres_shown(url);
                 replicas = Replicas::shared(&shown);
                 let replica = replicas.id().to_owned();
-                shared = Some((url.clone(), password.clone(), replica.clone()));
+                shared = Some((url.clone(), password.clone()));
                 // The synchronous client runs a runtime of its own: opened
                 // off any async runtime, on a thread of its own.
                 let url = url.clone();
@@ -214,8 +214,9 @@ impl Registry {
     /// forgotten, within about a second of its commit, and for every saved
     /// status and task whenever the database connection is made again.
     pub fn follow(&self, on: impl Fn(Followed) + Send + 'static) {
-        if let Some((url, password, replica)) = self.shared.clone()
-            && let Err(e) = store::follow(url, password, replica, Box::new(on))
+        if let Some((url, password)) = self.shared.clone()
+            && let Err(e) =
+                store::follow(url, password, self.replicas.id().to_owned(), Box::new(on))
         {
             tracing::error!("cannot follow the other replicas: {e}");
         }

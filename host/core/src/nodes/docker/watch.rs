@@ -26,7 +26,7 @@ impl DockerProvider {
     /// missing)? Recorded in `health`.
     pub(super) async fn look(&self, specs: &[(String, Option<String>)], health: &Health) {
         let (up, came_up) = self.engines.check().await;
-        for i in came_up {
+        for &i in &came_up {
             self.remove_orphans(i).await;
         }
         // Replicas sharing a registry also look now and then for what a
@@ -41,7 +41,7 @@ impl DockerProvider {
                 due
             };
             if due {
-                for &i in &up {
+                for &i in up.iter().filter(|i| !came_up.contains(i)) {
                     self.remove_orphans(i).await;
                 }
             }
