@@ -1,7 +1,9 @@
-//! Replicas in the harness: servers sharing their session workspaces, and
-//! a server's id among replicas.
+//! Replicas in the harness: servers sharing their session workspaces, a
+//! server's id among replicas, and the admin's status changes they share.
 
 use std::path::Path;
+
+use serde_json::{Value, json};
 
 use crate::{PluginsDir, Server};
 
@@ -38,5 +40,18 @@ impl Server {
         let at = open + log[open..].find("replica=")? + "replica=".len();
         let id = log[at..].trim_start_matches('"');
         Some(id.chars().take_while(|c| c.is_ascii_hexdigit()).collect())
+    }
+
+    /// `PUT /tools/{id}/status` as the admin of token `admin`: the status
+    /// code and the body.
+    pub fn set_status(&self, admin: &str, id: &str, status: &str) -> (u16, Value) {
+        let r = self
+            .client()
+            .put(self.url(&format!("/tools/{id}/status")))
+            .bearer_auth(admin)
+            .json(&json!({ "status": status }))
+            .send()
+            .unwrap();
+        (r.status().as_u16(), r.json().unwrap_or(Value::Null))
     }
 }

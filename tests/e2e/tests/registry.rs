@@ -6,22 +6,12 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 use toolhost_e2e::*;
 
+const ADMIN: &str = "admin-admin-admin-admin";
 const CONFIG: &str =
     "[registry]\nflush_ms = 100\n[auth]\nadmin_token = \"admin-admin-admin-admin\"\n";
-
-fn set_status(s: &Server, id: &str, status: &str) -> (u16, Value) {
-    let r = s
-        .client()
-        .put(s.url(&format!("/tools/{id}/status")))
-        .bearer_auth("admin-admin-admin-admin")
-        .json(&json!({ "status": status }))
-        .send()
-        .unwrap();
-    (r.status().as_u16(), r.json().unwrap_or(Value::Null))
-}
 
 #[test]
 fn statuses_and_statistics_survive_a_crash() {
@@ -35,7 +25,7 @@ fn statuses_and_statistics_survive_a_crash() {
     for expression in ["1+1", "2*3", "nope("] {
         s.invoke("calc_evaluate", json!({ "expression": expression }));
     }
-    assert_eq!(set_status(&s, "hostile_spin", "inactive").0, 200);
+    assert_eq!(s.set_status(ADMIN, "hostile_spin", "inactive").0, 200);
     let (_, before) = s.get("/tools/calc_evaluate");
     assert_eq!(before["stats"]["call_count"], 3, "{before}");
     // Past a flush, the process is killed: no shutdown, no last flush.
@@ -147,7 +137,7 @@ fn the_registry_on_postgresql_is_shared_by_servers() {
         Some(&config),
     )
     .unwrap();
-    assert_eq!(set_status(&a, "hostile_spin", "inactive").0, 200);
+    assert_eq!(a.set_status(ADMIN, "hostile_spin", "inactive").0, 200);
     assert!(
         !a.data.path().join("registry.db").exists(),
         "a private SQLite file"
@@ -164,7 +154,7 @@ fn the_registry_on_postgresql_is_shared_by_servers() {
     // While both run, a change through either reaches the other
     // (LISTEN/NOTIFY), both ways.
     let status_on = |s: &Server| s.get("/tools/hostile_spin").1["status"].clone();
-    assert_eq!(set_status(&b, "hostile_spin", "active").0, 200);
+    assert_eq!(b.set_status(ADMIN, "hostile_spin", "active").0, 200);
     let seen = wait_for(Duration::from_secs(5), || {
         (status_on(&a) == json!("active")).then_some(())
     });
@@ -174,7 +164,7 @@ fn the_registry_on_postgresql_is_shared_by_servers() {
         status_on(&a)
     );
     assert!(a.tool_ids().iter().any(|t| t == "hostile_spin"));
-    assert_eq!(set_status(&a, "hostile_spin", "inactive").0, 200);
+    assert_eq!(a.set_status(ADMIN, "hostile_spin", "inactive").0, 200);
     let seen = wait_for(Duration::from_secs(5), || {
         (status_on(&b) == json!("inactive")).then_some(())
     });

@@ -9,21 +9,10 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolhost_e2e::sources::WORDCOUNT;
+use toolhost_e2e::sources::request_wordcount;
 use toolhost_e2e::*;
 
 const ADMIN: &str = "admin-admin-admin-admin";
-
-fn set_status(s: &Server, id: &str, status: &str) -> (u16, Value) {
-    let r = s
-        .client()
-        .put(s.url(&format!("/tools/{id}/status")))
-        .bearer_auth(ADMIN)
-        .json(&json!({ "status": status }))
-        .send()
-        .unwrap();
-    (r.status().as_u16(), r.json().unwrap_or(Value::Null))
-}
 
 fn replica_with(pg: &pg::Postgres, plugins: PluginsDir) -> Server {
     let config = format!(
@@ -81,7 +70,7 @@ fn replicas_add_up_their_statistics_and_ride_out_the_database_going_away() {
         calls_on(&a)
     );
     // A status change that cannot be saved is refused, and not made.
-    let (status, body) = set_status(&a, "calc_evaluate", "inactive");
+    let (status, body) = a.set_status(ADMIN, "calc_evaluate", "inactive");
     assert_eq!(
         (status, kind(&body)),
         (503, "registry_unavailable"),
@@ -109,7 +98,7 @@ fn replicas_add_up_their_statistics_and_ride_out_the_database_going_away() {
         calls_on(&a)
     );
     assert!(
-        soon(|| set_status(&a, "calc_evaluate", "inactive").0 == 200),
+        soon(|| a.set_status(ADMIN, "calc_evaluate", "inactive").0 == 200),
         "the status change is taken again"
     );
     assert!(
@@ -194,18 +183,7 @@ fn a_killed_replicas_build_is_taken_over_once_and_completed() {
     let mut a = replica(&pg);
     let b = replica(&pg);
     let c = replica(&pg);
-    let r = a
-        .client()
-        .post(a.url("/tools/request"))
-        .bearer_auth(ADMIN)
-        .json(&json!({"name": "wordcount", "language": "python", "source": WORDCOUNT}))
-        .send()
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 202);
-    let id = r.json::<Value>().unwrap()["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = request_wordcount(a.client(), &a.base, ADMIN);
     let path = format!("/tasks/{id}/status");
     let status_on = |s: &Server| admin_get(s, &path).1["status"].clone();
     assert!(

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolhost_e2e::sources::WORDCOUNT;
+use toolhost_e2e::sources::request_wordcount;
 use toolhost_e2e::*;
 
 const ADMIN: &str = "admin-admin-admin-admin";
@@ -183,17 +183,7 @@ fn two_replicas_behind_haproxy_survive_losing_one() {
     let sessions: Vec<String> = (0..SESSIONS).map(|i| format!("lb-{tag}-{i}")).collect();
 
     // A tool request, through the balancer.
-    let r = http
-        .post(lb.url("/tools/request"))
-        .bearer_auth(ADMIN)
-        .json(&json!({"name": "wordcount", "language": "python", "source": WORDCOUNT}))
-        .send()
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 202);
-    let task = r.json::<Value>().unwrap()["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = request_wordcount(&http, &base, ADMIN);
 
     // Every session's first calls (the shell ones make their node).
     for (i, s) in sessions.iter().enumerate() {
