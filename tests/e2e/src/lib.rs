@@ -6,15 +6,20 @@
 //! with every test, `cargo test --workspace --no-run`, and runs `make plugins
 //! fixtures` first); `TOOLHOST_BIN` overrides the binary's path.
 
+mod docker;
 pub mod docs;
 pub mod fake;
 pub mod mcp;
 pub mod pg;
+mod plugins_dir;
 pub mod registry;
 mod replica;
 pub mod services;
 pub mod sources;
 pub mod xagent;
+
+pub use docker::{containers, docker_available, require_docker};
+pub use plugins_dir::{PluginsDir, component, sha256_hex, tagged, write_then_rename};
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -121,96 +126,6 @@ pub fn run_toolhost(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
         String::from_utf8_lossy(&out.stderr)
     );
     (out.status.success(), text)
-}
-
-/// A built example plugin (`target/plugins/<name>.wasm`) or fixture
-/// (`target/fixtures/<name>.wasm`), with its manifest if it has one.
-pub fn component(name: &str) -> (PathBuf, Option<PathBuf>) {
-    for dir in ["target/plugins", "target/fixtures"] {
-        let wasm = repo_root().join(dir).join(format!("{name}.wasm"));
-        if wasm.is_file() {
-            let toml = wasm.with_extension("toml");
-            return (wasm, toml.is_file().then_some(toml));
-        }
-    }
-    panic!("component `{name}` is not built: run `make plugins fixtures`");
-}
-
-/// A plugins directory for one test.
-pub struct PluginsDir {
-    pub dir: tempfile::TempDir,
-}
-
-impl PluginsDir {
-    pub fn new() -> Self {
-        PluginsDir {
-            dir: tempfile::tempdir().expect("tempdir"),
-        }
-    }
-
-    pub fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Copy built component `name` (and its manifest) in, as `as_name`.
-    pub fn add(self, name: &str, as_name: &str) -> Self {
-        let (wasm, toml) = component(name);
-        std::fs::copy(&wasm, self.path().join(format!("{as_name}.wasm"))).expect("copy wasm");
-        if let Some(toml) = toml {
-            std::fs::copy(&toml, self.path().join(format!("{as_name}.toml"))).expect("copy toml");
-        }
-        self
-    }
-
-    /// Copy the Docker toolkit `plugins/<name>/` (manifest + driver) in as a
-    /// folder, its manifest passed through `edit` (e.g. to set `network`).
-    pub fn add_toolkit_with(self, name: &str, edit: impl Fn(String) -> String) -> Self {
-        let src = repo_root().join("plugins").join(name);
-        let dst = self.path().join(name);
-        std::fs::create_dir_all(&dst).expect("toolkit dir");
-        for entry in std::fs::read_dir(&src).expect("toolkit source") {
-            let path = entry.expect("entry").path();
-            let file = path.file_name().unwrap().to_owned();
-            if path.extension().is_some_and(|e| e == "py" || e == "toml") {
-                let text = std::fs::read_to_string(&path).expect("read");
-                let text = if path.extension().is_some_and(|e| e == "toml") {
-                    edit(text)
-                } else {
-                    text
-                };
-                std::fs::write(dst.join(file), text).expect("write");
-            }
-        }
-        self
-    }
-
-    /// Copy the Docker toolkit `plugins/<name>/` in unchanged.
-    pub fn add_toolkit(self, name: &str) -> Self {
-        self.add_toolkit_with(name, |t| t)
-    }
-
-    /// Write folder entry `name` (e.g. an API toolkit): each `(file, text)`
-    /// as `<name>/<file>`.
-    pub fn folder(self, name: &str, files: &[(&str, &str)]) -> Self {
-        let dir = self.path().join(name);
-        std::fs::create_dir_all(&dir).expect("folder");
-        for (file, text) in files {
-            std::fs::write(dir.join(file), text).expect("write");
-        }
-        self
-    }
-
-    /// Write a file into the directory.
-    pub fn write(self, file: &str, bytes: impl AsRef<[u8]>) -> Self {
-        std::fs::write(self.path().join(file), bytes).expect("write");
-        self
-    }
-}
-
-impl Default for PluginsDir {
-    fn default() -> Self {
-        Self::new()
-    }
 }
 
 /// A running server.
@@ -563,48 +478,6 @@ fn spawn(
     Ok((child, format!("http://127.0.0.1:{port}"), log))
 }
 
-/// `component` with a custom section `toolhost-test` holding `tag` appended:
-/// the same code under a different content hash (a new plugin version).
-pub fn tagged(component: &[u8], tag: &str) -> Vec<u8> {
-    fn leb(mut n: usize, out: &mut Vec<u8>) {
-        loop {
-            let byte = (n & 0x7f) as u8;
-            n >>= 7;
-            if n == 0 {
-                out.push(byte);
-                return;
-            }
-            out.push(byte | 0x80);
-        }
-    }
-    let name = b"toolhost-test";
-    let mut payload = Vec::new();
-    leb(name.len(), &mut payload);
-    payload.extend_from_slice(name);
-    payload.extend_from_slice(tag.as_bytes());
-    let mut out = component.to_vec();
-    out.push(0); // custom section id
-    leb(payload.len(), &mut out);
-    out.extend_from_slice(&payload);
-    out
-}
-
-/// Hex SHA-256, as the server names plugin versions.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// Write `bytes` to `path` the recommended way: a temporary file, then a rename.
-pub fn write_then_rename(path: &Path, bytes: &[u8]) {
-    let tmp = path.with_extension("part");
-    std::fs::write(&tmp, bytes).expect("write");
-    std::fs::rename(&tmp, path).expect("rename");
-}
-
 /// Poll `check` every 10 ms until it returns some value or `limit` passes.
 pub fn wait_for<T>(limit: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + limit;
@@ -619,76 +492,7 @@ pub fn wait_for<T>(limit: Duration, mut check: impl FnMut() -> Option<T>) -> Opt
     }
 }
 
-/// Whether a Docker engine answers. `make test` starts one; a test that needs
-/// it calls [`require_docker`].
-pub fn docker_available() -> bool {
-    Command::new("docker")
-        .args(["info", "--format", "{{.ServerVersion}}"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// False (the test should return) when no engine runs outside CI; in CI
-/// (`CI` set) a missing engine is a failure.
-pub fn require_docker() -> bool {
-    if docker_available() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "no Docker engine: CI must run the Docker tests (make test starts one)"
-    );
-    eprintln!("SKIPPED: no Docker engine (run `plugins/node/ensure-docker.sh`)");
-    false
-}
-
-/// Ids of the containers whose labels match every `label=value` filter.
-pub fn containers(filters: &[String]) -> Vec<String> {
-    let mut cmd = Command::new("docker");
-    cmd.args(["ps", "-aq"]);
-    for f in filters {
-        cmd.args(["--filter", &format!("label={f}")]);
-    }
-    let out = cmd.output().expect("docker ps");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
 impl Server {
-    /// The label value marking this server's containers (a hash of its data
-    /// directory, as the server computes it).
-    pub fn scope(&self) -> String {
-        let data = std::fs::canonicalize(self.data.path().join("data")).expect("data dir");
-        sha256_hex(data.to_string_lossy().as_bytes())[..16].to_owned()
-    }
-
-    /// This server's node containers.
-    pub fn containers(&self) -> Vec<String> {
-        containers(&[format!("toolhost.scope={}", self.scope())])
-    }
-
-    /// DELETE /sessions/{id}, expecting 200.
-    pub fn close_session(&self, id: &str) {
-        let r = self
-            .http
-            .delete(self.url(&format!("/sessions/{id}")))
-            .send()
-            .expect("DELETE session");
-        assert_eq!(r.status().as_u16(), 200, "closing session {id}");
-    }
-
-    /// Wait (up to a minute) until none of this server's containers is left.
-    pub fn wait_no_containers(&self) -> bool {
-        wait_for(Duration::from_secs(60), || {
-            self.containers().is_empty().then_some(())
-        })
-        .is_some()
-    }
-
     /// The server's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
