@@ -2,11 +2,11 @@
 //! environment with a host folder at `/work` (`<data>/builder/<env>`),
 //! where an agent writes files, runs commands and from which it registers
 //! a tool (a `build_tool` task). Every action is under limits and written
-//! to the audit log (`<data>/audit.log`, JSON lines).
+//! to the audit log, in the registry ([`crate::registry::Registry::audit`]).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -23,8 +23,6 @@ pub const MAX_FILE: usize = 4 << 20;
 pub const MAX_OUTPUT: usize = 64 << 10;
 /// Longest command.
 pub const MAX_RUN: Duration = Duration::from_secs(600);
-/// Audit entries kept in memory for `GET /admin/audit`.
-const AUDIT_KEPT: usize = 500;
 
 struct Env {
     guard: ContainerGuard,
@@ -36,8 +34,6 @@ pub struct Builders {
     root: PathBuf,
     image: String,
     envs: tokio::sync::Mutex<HashMap<String, Env>>,
-    audit_file: PathBuf,
-    audit: Mutex<VecDeque<Value>>,
 }
 
 /// A builder tool's failure: its HTTP status and message.
@@ -61,48 +57,7 @@ impl Builders {
             root: data.join("builder"),
             image,
             envs: Default::default(),
-            audit_file: data.join("audit.log"),
-            audit: Default::default(),
         })
-    }
-
-    /// Record `action` by `actor` with its arguments and outcome.
-    pub async fn audit(&self, actor: &str, action: &str, args: &Value, outcome: &str) {
-        let entry = json!({
-            "at": crate::tasks::now_ms(),
-            "actor": actor,
-            "action": action,
-            "args": args,
-            "outcome": outcome,
-        });
-        {
-            let mut kept = self.audit.lock().unwrap_or_else(|e| e.into_inner());
-            kept.push_back(entry.clone());
-            while kept.len() > AUDIT_KEPT {
-                kept.pop_front();
-            }
-        }
-        let file = self.audit_file.clone();
-        let line = format!("{entry}\n");
-        let _ = tokio::task::spawn_blocking(move || {
-            use std::io::Write;
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&file)
-                .and_then(|mut f| f.write_all(line.as_bytes()))
-        })
-        .await;
-    }
-
-    /// The latest audit entries, oldest first.
-    pub fn audit_log(&self) -> Vec<Value> {
-        self.audit
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .cloned()
-            .collect()
     }
 
     fn docker(&self) -> Result<&Arc<NodeBackend>, BuilderError> {

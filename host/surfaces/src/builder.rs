@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::{Json, Router, routing};
 use rmcp::model::{
@@ -17,6 +17,7 @@ use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::error::ApiError;
@@ -161,7 +162,7 @@ pub async fn call(
         Ok(_) => "ok".to_owned(),
         Err(e) => format!("{}: {}", e.0, e.1),
     };
-    b.audit(actor, name, &shown, &outcome).await;
+    state.audit(actor, name, shown, &outcome);
     result
 }
 
@@ -264,8 +265,36 @@ async fn native_call(
     }
 }
 
-async fn audit(State(state): State<AppState>) -> Json<Value> {
-    Json(json!({ "entries": state.builders.audit_log() }))
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditQuery {
+    #[serde(default = "audit_limit")]
+    limit: usize,
+}
+
+fn audit_limit() -> usize {
+    500
+}
+
+/// `GET /admin/audit?limit=N`: the latest N (500; at most 1000) entries of
+/// the audit log, every replica's, oldest first.
+async fn audit(
+    State(state): State<AppState>,
+    query: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let Some(registry) = state.dispatcher.catalog().registry() else {
+        return Ok(Json(json!({ "entries": [] })));
+    };
+    let mut entries = registry.audit_log(query.limit).await.map_err(|e| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "registry_unavailable",
+            format!("the audit log cannot be read: {e}"),
+        )
+    })?;
+    entries.reverse();
+    Ok(Json(json!({ "entries": entries })))
 }
 
 /// `/admin/mcp`: the builder tools over MCP.

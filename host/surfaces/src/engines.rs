@@ -73,8 +73,18 @@ fn set(
 ) -> Result<Json<Value>, ApiError> {
     auth::check(state.admin_token.as_ref(), &headers, &who)?;
     let docker = engines.and_then(|e| e.0.0);
-    docker
-        .and_then(|d| d.drain(&name, drained))
-        .map(|view| Json(json!(view)))
+    let action = if drained {
+        "drain_engine"
+    } else {
+        "undrain_engine"
+    };
+    let view = docker.and_then(|d| d.drain(&name, drained));
+    let outcome = if view.is_some() {
+        "ok"
+    } else {
+        "404: no such engine"
+    };
+    state.audit(who.name(), action, json!({"engine": name}), outcome);
+    view.map(|view| Json(json!(view)))
         .ok_or_else(|| ApiError::not_found(format!("no Docker engine `{name}`")))
 }

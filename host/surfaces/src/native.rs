@@ -212,6 +212,8 @@ async fn set_status(
         if let Err(e) = registry.sync().await {
             tracing::error!(tool = %id, error = %e, "status not saved: not changed");
             catalog.set_status(&id, from);
+            let args = json!({"tool_id": id, "from": from.as_str(), "to": to.as_str()});
+            state.audit(who.name(), "set_status", args, &format!("503: {e}"));
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "registry_unavailable",
@@ -219,7 +221,8 @@ async fn set_status(
             ));
         }
     }
-    tracing::info!(tool = %id, from = from.as_str(), to = to.as_str(), "tool status changed");
+    let args = json!({"tool_id": id, "from": from.as_str(), "to": to.as_str()});
+    state.audit(who.name(), "set_status", args, "ok");
     Ok(Json(json!({
         "tool_id": id,
         "status": to.as_str(),

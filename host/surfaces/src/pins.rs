@@ -70,12 +70,7 @@ async fn approve(
         .dispatcher
         .catalog()
         .approve(&name, body.tools.as_deref());
-    tracing::info!(
-        target: "toolhost::audit",
-        plugin = %name,
-        caller = who.name(),
-        tools = ?approved,
-        "tool definitions approved"
-    );
+    let args = json!({"plugin": name, "tools": approved});
+    state.audit(who.name(), "approve_definitions", args, "ok");
     Ok(Json(json!({"plugin": name, "approved": approved})))
 }

@@ -126,10 +126,13 @@ async fn upload(
         ));
     }
     let existed = state.plugins.get(&name).is_some();
+    let args = json!({"plugin": name, "bytes": component.len(), "manifest": manifest.is_some(), "signed": proofs.signature.is_some() || proofs.bundle.is_some()});
     let status = state
         .plugins
         .upload_signed(&name, component, manifest, proofs)
-        .await?;
+        .await
+        .inspect_err(|e| state.audit(who.name(), "upload_plugin", args.clone(), &e.to_string()))?;
+    state.audit(who.name(), "upload_plugin", args, "ok");
     let code = if existed {
         StatusCode::OK
     } else {
@@ -190,6 +193,11 @@ async fn delete(
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     auth::check(state.admin_token.as_ref(), &headers, &who)?;
-    state.plugins.delete(&name).await?;
+    let outcome = state.plugins.delete(&name).await;
+    let shown = outcome
+        .as_ref()
+        .map_or_else(ToString::to_string, |_| "ok".into());
+    state.audit(who.name(), "delete_plugin", json!({"plugin": name}), &shown);
+    outcome?;
     Ok(Json(json!({ "deleted": name })))
 }

@@ -38,6 +38,18 @@ pub struct AppState {
     pub shutdown: Arc<tokio_util::sync::CancellationToken>,
 }
 
+impl AppState {
+    /// Add `action` by `who` to the audit log, in the registry (so every
+    /// replica's on a shared database): written with the next commit, never
+    /// waited for. Also a `toolhost::audit` log line.
+    pub fn audit(&self, who: &str, action: &str, args: serde_json::Value, outcome: &str) {
+        tracing::info!(target: "toolhost::audit", caller = who, action, %args, outcome, "admin action");
+        if let Some(registry) = self.dispatcher.catalog().registry() {
+            registry.audit(who, action, args, outcome);
+        }
+    }
+}
+
 /// Request size limits.
 #[derive(Debug, Clone, Copy)]
 pub struct ApiLimits {

@@ -142,8 +142,19 @@ fn a_coding_agent_builds_and_registers_a_tool_over_mcp() {
         write["args"]["content"].as_str().unwrap().starts_with('<'),
         "file contents are not copied into the log: {write}"
     );
-    let log = std::fs::read_to_string(s.data.path().join("data/audit.log")).unwrap();
-    assert_eq!(log.lines().count(), actions.len());
+    // In the registry, oldest first, each naming its actor and replica.
+    let entries = audit["entries"].as_array().unwrap();
+    assert!(
+        entries
+            .windows(2)
+            .all(|w| w[0]["at"].as_i64() <= w[1]["at"].as_i64())
+    );
+    assert!(
+        entries
+            .iter()
+            .all(|e| e["actor"] == "admin" && e["replica"].as_str().is_some_and(|r| !r.is_empty())),
+        "{audit}"
+    );
 
     // The native surface: the same tools; environments hold their share
     // of the host (the allocation rule), shown in GET /system.

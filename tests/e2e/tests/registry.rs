@@ -50,6 +50,47 @@ fn statuses_and_statistics_survive_a_crash() {
     s.invoke("calc_evaluate", json!({ "expression": "4" }));
     let (_, now) = s.get("/tools/calc_evaluate");
     assert_eq!(now["stats"]["call_count"], 4, "{now}");
+
+    // The audit log is in the registry: the change made before the crash
+    // is still there; a change refused as a conflict is no action taken.
+    assert_eq!(s.set_status(ADMIN, "hostile_spin", "building").0, 409);
+    assert_eq!(s.set_status(ADMIN, "hostile_spin", "active").0, 200);
+    let audit = |query: &str, token: Option<&str>| {
+        let mut r = s.client().get(s.url(&format!("/admin/audit{query}")));
+        if let Some(token) = token {
+            r = r.bearer_auth(token);
+        }
+        let r = r.send().unwrap();
+        (r.status().as_u16(), r.json::<serde_json::Value>().unwrap())
+    };
+    let (status, log) = audit("", Some(ADMIN));
+    assert_eq!(status, 200, "{log}");
+    let changes: Vec<_> = log["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["args"]["to"].as_str().unwrap(),
+                e["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(changes, [("inactive", "ok"), ("active", "ok")], "{log}");
+    let (status, last) = audit("?limit=1", Some(ADMIN));
+    assert_eq!(
+        (status, &last["entries"][0]["args"]["to"]),
+        (200, &json!("active"))
+    );
+    assert_eq!(last["entries"].as_array().unwrap().len(), 1);
+    // Bad input: a limit that is not a number, and no admin token.
+    let (status, body) = audit("?limit=many", Some(ADMIN));
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body["error"]["message"].as_str().unwrap().contains("limit"),
+        "{body}"
+    );
+    assert_eq!(audit("", None).0, 401);
 }
 
 /// Run `toolhost serve` on `data` and expect it to stop by itself within

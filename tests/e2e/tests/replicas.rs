@@ -106,6 +106,44 @@ fn replicas_add_up_their_statistics_and_ride_out_the_database_going_away() {
         "B follows A again: {}",
         b.get("/tools/calc_evaluate").1["status"]
     );
+
+    // The audit log is shared: B shows A's status changes, the refused one
+    // (kept while the database was away) before the one saved, both named
+    // with A's replica id; the database holds nothing else.
+    let audit = |s: &Server| {
+        let r = s
+            .client()
+            .get(s.url("/admin/audit"))
+            .bearer_auth(ADMIN)
+            .send()
+            .unwrap();
+        r.json::<Value>().unwrap()["entries"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let changes = audit(&b);
+    let outcomes: Vec<&str> = changes
+        .iter()
+        .filter(|e| e["action"] == "set_status" && e["args"]["to"] == "inactive")
+        .map(|e| e["outcome"].as_str().unwrap())
+        .collect();
+    assert!(
+        outcomes.len() >= 2 && outcomes[0].starts_with("503") && outcomes.last() == Some(&"ok"),
+        "{changes:?}"
+    );
+    let a_id = a.replica_id().expect("A names its replica");
+    assert!(
+        changes.iter().all(|e| e["replica"] == a_id.as_str()),
+        "{changes:?}"
+    );
+    assert_eq!(audit(&a), changes, "both replicas read one log");
+    assert_eq!(
+        pg.query("select count(*) from audit")
+            .parse::<usize>()
+            .unwrap(),
+        changes.len()
+    );
 }
 
 /// The node containers of session `session` (whichever replica made them).

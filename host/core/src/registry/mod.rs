@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 pub use replicas::Replicas;
 pub use stats::{StatsRow, StatsView, ToolStats};
 use store::Store;
-pub use store::{Followed, PinRow, Saved, StoreError, ToolMeta, Write};
+pub use store::{AuditRow, Followed, PinRow, Saved, StoreError, ToolMeta, Write};
 use writer::Job;
 pub use writer::StatsHook;
 
@@ -225,7 +225,40 @@ impl Registry {
     /// Hold task `id` for this process: whether no other live replica holds
     /// it (then this one does).
     pub async fn hold_task(&self, id: &str) -> Result<bool, String> {
-        self.ask(|reply| Job::Hold(id.to_owned(), reply)).await
+        let id = id.to_owned();
+        self.read(move |store| store.hold_task(&id)).await
+    }
+
+    /// Add an entry to the audit log (written with the next commit; kept
+    /// and tried again while the database is away).
+    pub fn audit(&self, actor: &str, action: &str, args: serde_json::Value, outcome: &str) {
+        self.write(Write::Audit(AuditRow {
+            at: crate::tasks::now_ms() as i64,
+            replica: self.replicas.id().to_owned(),
+            actor: actor.to_owned(),
+            action: action.to_owned(),
+            args,
+            outcome: outcome.to_owned(),
+        }));
+    }
+
+    /// The latest `limit` entries of the audit log (every replica's on a
+    /// shared database), newest first, once what is queued is written.
+    pub async fn audit_log(&self, limit: usize) -> Result<Vec<AuditRow>, String> {
+        self.read(move |store| store.audit_log(limit)).await
+    }
+
+    /// Run `f` on the store once what is queued before is written.
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Store) -> Result<T, String> + Send + 'static,
+    ) -> Result<T, String> {
+        self.ask(|reply| {
+            Job::Read(Box::new(move |store: Result<&mut Store, &str>| {
+                let _ = reply.send(store.map_err(str::to_owned).and_then(f));
+            }))
+        })
+        .await
     }
 
     /// Send the job `make` gives the reply channel of, and wait for its

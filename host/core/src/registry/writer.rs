@@ -27,9 +27,13 @@ pub(super) enum Job {
     Sync(tokio::sync::oneshot::Sender<Result<(), String>>),
     /// Read the statistics totals again (other replicas add to them).
     Refresh,
-    /// Hold a task for this replica, once what is queued before is written.
-    Hold(String, tokio::sync::oneshot::Sender<Result<bool, String>>),
+    /// Run on the store once what is queued before is written (a task
+    /// held, the audit log read), or given why it cannot be.
+    Read(Read),
 }
+
+/// A job on the store itself, after the writes queued before it.
+pub(super) type Read = Box<dyn FnOnce(Result<&mut Store, &str>) + Send>;
 
 /// Each tool's statistics totals as the store holds them, with this
 /// process's counters they include when this commit brought them.
@@ -85,7 +89,7 @@ pub(super) fn run(
             },
         };
         let mut syncs = Vec::new();
-        let mut holds = Vec::new();
+        let mut reads = Vec::new();
         let mut refresh = false;
         let mut next = first;
         while let Some(job) = next.take() {
@@ -93,7 +97,7 @@ pub(super) fn run(
                 Job::Write(w) => pending.push(w),
                 Job::Sync(s) => syncs.push(s),
                 Job::Refresh => refresh = true,
-                Job::Hold(id, reply) => holds.push((id, reply)),
+                Job::Read(read) => reads.push(read),
             }
             if pending.len() < BATCH {
                 next = rx.try_recv().ok();
@@ -106,7 +110,7 @@ pub(super) fn run(
                 && since.elapsed() < RETRY
                 && open
             {
-                answer(syncs, holds, reason);
+                answer(syncs, reads, reason);
                 coalesce(&mut pending);
                 continue;
             }
@@ -137,7 +141,7 @@ pub(super) fn run(
                         "the tool registry cannot be written now ({})",
                         failure.message
                     );
-                    answer(syncs, holds, &reason);
+                    answer(syncs, reads, &reason);
                     away = Some((Instant::now(), reason));
                     coalesce(&mut pending);
                     store.reconnect();
@@ -146,7 +150,7 @@ pub(super) fn run(
                 Err(failure) => {
                     tracing::error!(error = %failure.message, writes = pending.len(), "registry writes failed and are dropped");
                     pending.clear();
-                    answer(syncs, holds, &failure.message);
+                    answer(syncs, reads, &failure.message);
                     continue;
                 }
             }
@@ -157,25 +161,23 @@ pub(super) fn run(
         for s in syncs {
             let _ = s.send(Ok(()));
         }
-        for (id, reply) in holds {
-            let _ = reply.send(store.hold_task(&id));
+        for read in reads {
+            read(Ok(&mut store));
         }
     }
 }
 
-type Holds = Vec<(String, tokio::sync::oneshot::Sender<Result<bool, String>>)>;
-
 /// Every wait answered with `reason`: the writes were not saved.
 fn answer(
     syncs: Vec<tokio::sync::oneshot::Sender<Result<(), String>>>,
-    holds: Holds,
+    reads: Vec<Read>,
     reason: &str,
 ) {
     for s in syncs {
         let _ = s.send(Err(reason.to_owned()));
     }
-    for (_, h) in holds {
-        let _ = h.send(Err(reason.to_owned()));
+    for read in reads {
+        read(Err(reason));
     }
 }
 

@@ -20,7 +20,7 @@ use super::ToolStatus;
 use super::stats::StatsRow;
 
 /// The schema this build writes.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -79,7 +79,28 @@ pub enum Write {
     ForgetTask(String),
     /// A tool's pinned definition ([`crate::pins`]).
     Pin(PinRow),
+    /// An entry of the audit log.
+    Audit(AuditRow),
 }
+
+/// An admin's or a builder's action, as the audit log keeps it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AuditRow {
+    /// When, ms since the epoch.
+    pub at: i64,
+    /// The replica that did it.
+    pub replica: String,
+    /// The caller who asked.
+    pub actor: String,
+    pub action: String,
+    /// Its arguments (JSON; file contents replaced by their size).
+    pub args: serde_json::Value,
+    /// `ok`, or the refusal's status and reason.
+    pub outcome: String,
+}
+
+/// Audit entries [`Store::audit_log`] gives at most.
+pub const AUDIT_READ: usize = 1000;
 
 /// A pinned definition as the registry keeps it.
 #[derive(Debug, Clone, PartialEq)]
@@ -187,6 +208,15 @@ impl Store {
         }
     }
 
+    /// The latest `limit` audit entries (of every replica), newest first.
+    pub fn audit_log(&mut self, limit: usize) -> Result<Vec<AuditRow>, String> {
+        let limit = limit.min(AUDIT_READ) as i64;
+        match self {
+            Store::Sqlite(s) => s.audit_log(limit).map_err(|e| e.to_string()),
+            Store::Postgres(s) => s.audit_log(limit).map_err(|e| postgres::detail(&e)),
+        }
+    }
+
     /// Connect again if the connection was lost (a database server that
     /// restarted).
     pub fn reconnect(&mut self) {
@@ -207,6 +237,17 @@ mod tests {
             total_latency_us: 2500,
             last_used_ms: 1_700_000_000_000,
             latency: vec![(40, calls)],
+        }
+    }
+
+    fn audit(action: &str) -> AuditRow {
+        AuditRow {
+            at: 1_700_000_000_000,
+            replica: "r1".into(),
+            actor: "admin".into(),
+            action: action.into(),
+            args: serde_json::json!({"tool_id": "calc_evaluate", "n": 1}),
+            outcome: "ok".into(),
         }
     }
 
@@ -249,9 +290,15 @@ mod tests {
                         digest: "ab".into(),
                         definition: "{}".into(),
                     }),
+                    Write::Audit(audit("first")),
+                    Write::Audit(audit("second")),
                 ])
                 .unwrap();
         }
+        // The audit log, newest first, as written.
+        let log = open().audit_log(10).unwrap();
+        assert_eq!(log, vec![audit("second"), audit("first")]);
+        assert_eq!(open().audit_log(1).unwrap(), vec![audit("second")]);
         let saved = open().load().unwrap();
         assert_eq!(
             saved.statuses,

@@ -6,8 +6,8 @@
 //! state between replicas without anyone noticing).
 
 use super::{
-    Failure, PinRow, SCHEMA_VERSION, Saved, StoreError, ToolMeta, Write, deltas, histogram,
-    histogram_json, now_ms,
+    AuditRow, Failure, PinRow, SCHEMA_VERSION, Saved, StoreError, ToolMeta, Write, deltas,
+    histogram, histogram_json, now_ms,
 };
 use crate::registry::ToolStatus;
 use crate::registry::replicas::LEASE;
@@ -16,7 +16,7 @@ use postgres::{Client, NoTls};
 use std::collections::HashSet;
 
 /// The schema's migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
-const MIGRATIONS: [&str; 2] = [
+const MIGRATIONS: [&str; 3] = [
     "
 CREATE TABLE tools (
     tool_id      TEXT PRIMARY KEY,
@@ -64,6 +64,17 @@ CREATE TABLE replicas (
     heartbeat_ms BIGINT NOT NULL
 );
 ALTER TABLE tasks ADD COLUMN runner TEXT;
+",
+    "
+CREATE TABLE audit (
+    seq     BIGSERIAL PRIMARY KEY,
+    at_ms   BIGINT NOT NULL,
+    replica TEXT NOT NULL,
+    actor   TEXT NOT NULL,
+    action  TEXT NOT NULL,
+    args    TEXT NOT NULL,
+    outcome TEXT NOT NULL
+);
 ",
 ];
 
@@ -321,6 +332,25 @@ impl PostgresStore {
         Ok(rows.iter().map(|r| (r.get(5), row(r))).collect())
     }
 
+    /// The latest `limit` audit entries of every replica, newest first.
+    pub fn audit_log(&mut self, limit: i64) -> Result<Vec<AuditRow>, postgres::Error> {
+        let rows = self.client.query(
+            "SELECT at_ms, replica, actor, action, args, outcome FROM audit ORDER BY seq DESC LIMIT $1",
+            &[&limit],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| AuditRow {
+                at: r.get(0),
+                replica: r.get(1),
+                actor: r.get(2),
+                action: r.get(3),
+                args: serde_json::from_str(r.get(4)).unwrap_or_default(),
+                outcome: r.get(5),
+            })
+            .collect())
+    }
+
     pub fn load(&mut self) -> Result<Saved, String> {
         let e = |e: postgres::Error| e.to_string();
         let mut saved = Saved::default();
@@ -438,6 +468,13 @@ impl PostgresStore {
                         "INSERT INTO pins (tool_id, toolkit, digest, definition, pinned_ms) VALUES ($1, $2, $3, $4, $5)
                          ON CONFLICT (tool_id) DO UPDATE SET toolkit = $2, digest = $3, definition = $4, pinned_ms = $5",
                         &[&p.tool_id, &p.toolkit, &p.digest, &p.definition, &now],
+                    )
+                    .map_err(e)?;
+                }
+                Write::Audit(a) => {
+                    tx.execute(
+                        "INSERT INTO audit (at_ms, replica, actor, action, args, outcome) VALUES ($1, $2, $3, $4, $5, $6)",
+                        &[&a.at, &a.replica, &a.actor, &a.action, &a.args.to_string(), &a.outcome],
                     )
                     .map_err(e)?;
                 }

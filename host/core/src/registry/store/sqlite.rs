@@ -9,7 +9,8 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, params};
 
 use super::{
-    Failure, PinRow, Saved, StoreError, ToolMeta, Write, deltas, histogram, histogram_json, now_ms,
+    AuditRow, Failure, PinRow, Saved, StoreError, ToolMeta, Write, deltas, histogram,
+    histogram_json, now_ms,
 };
 use crate::registry::ToolStatus;
 use crate::registry::stats::StatsRow;
@@ -53,6 +54,15 @@ CREATE TABLE IF NOT EXISTS stats (
     total_latency_us INTEGER NOT NULL,
     last_used_ms     INTEGER NOT NULL,
     latency          TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS audit (
+    seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+    at_ms   INTEGER NOT NULL,
+    replica TEXT NOT NULL,
+    actor   TEXT NOT NULL,
+    action  TEXT NOT NULL,
+    args    TEXT NOT NULL,
+    outcome TEXT NOT NULL
 );
 ";
 
@@ -206,6 +216,12 @@ impl SqliteStore {
                         params![p.tool_id, p.toolkit, p.digest, p.definition, now],
                     )?;
                 }
+                Write::Audit(a) => {
+                    tx.execute(
+                        "INSERT INTO audit (at_ms, replica, actor, action, args, outcome) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                        params![a.at, a.replica, a.actor, a.action, a.args.to_string(), a.outcome],
+                    )?;
+                }
                 Write::Stats { .. } => {}
             }
         }
@@ -228,6 +244,24 @@ impl SqliteStore {
             )?;
         }
         tx.commit()
+    }
+
+    /// The latest `limit` audit entries, newest first.
+    pub fn audit_log(&self, limit: i64) -> rusqlite::Result<Vec<AuditRow>> {
+        let mut q = self.conn.prepare(
+            "SELECT at_ms, replica, actor, action, args, outcome FROM audit ORDER BY seq DESC LIMIT ?1",
+        )?;
+        let rows = q.query_map([limit], |r| {
+            Ok(AuditRow {
+                at: r.get(0)?,
+                replica: r.get(1)?,
+                actor: r.get(2)?,
+                action: r.get(3)?,
+                args: serde_json::from_str(&r.get::<_, String>(4)?).unwrap_or_default(),
+                outcome: r.get(5)?,
+            })
+        })?;
+        rows.collect()
     }
 
     /// Every tool's statistics.
