@@ -34,7 +34,12 @@
 //! 10. MCP sessions (see [`mcp_sessions`]): what an initialize-only session
 //!     costs in memory, and whether closing them returns it.
 //!
-//! `toolhost-bench [invoke|auth|paired|hotload|nodes|languages|startup|api|services|gateway|mcp-sessions]` runs one
+//! 11. The registry on PostgreSQL (see [`registry`]): a call's cost with
+//!     each store, what two replicas under load write, status changes per
+//!     second, the database stopped under load (skipped without Debian's
+//!     PostgreSQL: `tests/pg/ensure-postgres.sh`).
+//!
+//! `toolhost-bench [invoke|auth|paired|hotload|nodes|languages|startup|api|services|gateway|mcp-sessions|registry]` runs one
 //! part; no argument runs all (`auth`: the cost of caller auth + metrics
 //! alone; `paired`: the surfaces' CPU time per call, paired, alone).
 //! `toolhost-bench soak` (`make soak`) is separate: `SOAK_MINUTES` (default
@@ -51,6 +56,7 @@ mod hotload;
 mod languages;
 mod mcp_sessions;
 mod nodes;
+mod registry;
 mod services;
 mod soak;
 mod startup;
@@ -137,6 +143,9 @@ async fn main() -> anyhow::Result<()> {
     if part == "paired" {
         return paired(calc_only.path(), connections, seconds).await;
     }
+    if part == "registry" {
+        return registry_part(&plugins, connections, seconds).await;
+    }
     if part != "auth" {
         println!("== in-process dispatch of calc_evaluate (no HTTP) ==");
         in_process(calc_only.path(), samples).await?;
@@ -179,8 +188,19 @@ async fn main() -> anyhow::Result<()> {
         services::run(samples).await?;
         gateway::run(samples).await?;
         mcp_sessions::run(&plugins, env_num("BENCH_MCP_SESSIONS", 10_000) as usize).await?;
+        registry_part(&plugins, connections, seconds).await?;
     }
     Ok(())
+}
+
+/// The registry's part, on calc and a second plugin whose tools' statuses
+/// change under the load.
+async fn registry_part(plugins: &Path, connections: usize, seconds: u64) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    for f in ["calc.wasm", "calc.toml", "checksum.wasm", "checksum.toml"] {
+        std::fs::copy(plugins.join(f), dir.path().join(f))?;
+    }
+    registry::run(dir.path(), connections, seconds).await
 }
 
 /// Per-call cost of dispatch through the real wasm backend, in-process.
@@ -327,15 +347,25 @@ impl ServerProcess {
 
     /// How many tools `GET /tools` lists.
     async fn tool_count(&self) -> anyhow::Result<usize> {
-        let mut sender = connect(&self.addr).await?;
-        let req = Request::get("/tools")
-            .header("host", &self.addr)
-            .body(Full::new(Bytes::new()))?;
-        let resp = sender.send_request(req).await?;
-        let body = resp.into_body().collect().await?.to_bytes();
-        let v: serde_json::Value = serde_json::from_slice(&body)?;
-        Ok(v["tools"].as_array().map_or(0, Vec::len))
+        Ok(tool_ids(&self.addr).await?.len())
     }
+}
+
+/// The ids of the tools `GET /tools` lists.
+pub(crate) async fn tool_ids(addr: &str) -> anyhow::Result<Vec<String>> {
+    let mut sender = connect(addr).await?;
+    let req = Request::get("/tools")
+        .header("host", addr)
+        .body(Full::new(Bytes::new()))?;
+    let resp = sender.send_request(req).await?;
+    let body = resp.into_body().collect().await?.to_bytes();
+    let v: serde_json::Value = serde_json::from_slice(&body)?;
+    Ok(v["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["tool_id"].as_str().map(str::to_owned))
+        .collect())
 }
 
 /// POST a JSON `body` to `path` in `session` on a new connection; fails

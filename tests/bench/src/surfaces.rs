@@ -222,18 +222,18 @@ async fn sequential(addr: &str, surface: Surface, samples: usize) -> anyhow::Res
 }
 
 /// What a [`load`] phase measured.
-struct Load {
+pub(crate) struct Load {
     /// Requests/s.
-    rate: f64,
-    p50: f64,
-    p99: f64,
+    pub(crate) rate: f64,
+    pub(crate) p50: f64,
+    pub(crate) p99: f64,
     /// Calls that succeeded.
-    calls: usize,
+    pub(crate) calls: usize,
 }
 
 /// Load with `connections` connections for `duration`: requests/s, the
 /// median and p99 latency of the calls, and how many there were.
-async fn load(
+pub(crate) async fn load(
     addr: &str,
     surface: Surface,
     connections: usize,

@@ -62,3 +62,27 @@ impl Postgres {
         ]);
     }
 }
+
+impl Postgres {
+    /// The value(s) `sql` selects, as `psql -At` prints them (`|` between
+    /// columns, a line per row).
+    pub fn query(&self, sql: &str) -> String {
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.path().join("bin/psql"))
+            .filter(|p| p.is_file())
+            .max()
+            .expect("no psql");
+        let out = Command::new(bin)
+            .args([&self.url, "-Atc", sql])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "psql: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+}
