@@ -329,7 +329,8 @@ pub struct RegistryConfig {
     /// How often changed call statistics are written, ms: what a crash can
     /// lose at most. Statuses are written before they are acknowledged.
     pub flush_ms: u64,
-    /// A PostgreSQL database instead of the embedded SQLite file.
+    /// A PostgreSQL database instead of the embedded SQLite file; TLS with
+    /// `?sslmode=require` (and `&sslrootcert=<PEM>` for a private CA).
     pub url: Option<String>,
     /// The secret holding its password (`[secrets]`, else
     /// `TOOLHOST_SECRET_<name>`), so the URL needs none.

@@ -6,6 +6,7 @@
 //! own that commits whatever has queued up in one transaction: nothing on
 //! the call path waits for the database.
 
+mod pg_tls;
 mod postgres;
 mod sqlite;
 #[cfg(test)]

@@ -12,7 +12,7 @@ use super::{
 use crate::registry::ToolStatus;
 use crate::registry::replicas::LEASE;
 use crate::registry::stats::StatsRow;
-use postgres::{Client, NoTls};
+use postgres::Client;
 use std::collections::HashSet;
 
 /// The schema's migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
@@ -126,14 +126,16 @@ pub fn shown(url: &str) -> String {
     }
 }
 
-/// A connection to `url`, with `password` if given apart.
-pub fn connect(url: &str, password: Option<&str>) -> Result<Client, postgres::Error> {
-    let mut config: postgres::Config = url.parse()?;
+/// A connection to `url`, with `password` if given apart, over TLS when
+/// the URL's `sslmode` asks for it ([`super::pg_tls`]).
+pub fn connect(url: &str, password: Option<&str>) -> Result<Client, String> {
+    let target = super::pg_tls::target(url)?;
+    let mut config: postgres::Config = target.url.parse().map_err(|e| detail(&e))?;
     if let Some(password) = password {
         config.password(password);
     }
     config.connect_timeout(std::time::Duration::from_secs(3));
-    config.connect(NoTls)
+    super::pg_tls::connect(&config, &target.tls)
 }
 
 /// Follow the other replicas' status changes on `url` for as long as the
@@ -152,22 +154,31 @@ pub fn follow(
         .spawn(move || {
             let mut down = false;
             loop {
-                let run = || -> Result<(), postgres::Error> {
+                let run = || -> Result<(), String> {
+                    let e = |e: postgres::Error| detail(&e);
                     let mut client = connect(&url, password.as_deref())?;
-                    client.batch_execute(&format!("LISTEN {CHANNEL}"))?;
-                    for row in client.query("SELECT tool_id, status FROM statuses", &[])? {
+                    client
+                        .batch_execute(&format!("LISTEN {CHANNEL}"))
+                        .map_err(e)?;
+                    for row in client
+                        .query("SELECT tool_id, status FROM statuses", &[])
+                        .map_err(e)?
+                    {
                         if let Some(status) = ToolStatus::parse(row.get(1)) {
                             on(Followed::Status(row.get(0), status));
                         }
                     }
-                    for row in client.query("SELECT body FROM tasks ORDER BY seq", &[])? {
+                    for row in client
+                        .query("SELECT body FROM tasks ORDER BY seq", &[])
+                        .map_err(e)?
+                    {
                         on(Followed::Task(row.get(0)));
                     }
                     let mut reader = connect(&url, password.as_deref())?;
                     let mut notices = client.notifications();
                     let mut each = notices.blocking_iter();
                     while let Some(n) =
-                        postgres::fallible_iterator::FallibleIterator::next(&mut each)?
+                        postgres::fallible_iterator::FallibleIterator::next(&mut each).map_err(e)?
                     {
                         let Ok(notice) = serde_json::from_str::<Notice>(n.payload()) else {
                             continue;
@@ -177,7 +188,8 @@ pub fn follow(
                         }
                         if let Some(id) = notice.task {
                             let row = reader
-                                .query_opt("SELECT body FROM tasks WHERE task_id = $1", &[&id])?;
+                                .query_opt("SELECT body FROM tasks WHERE task_id = $1", &[&id])
+                                .map_err(e)?;
                             if let Some(row) = row {
                                 on(Followed::Task(row.get(0)));
                             }
@@ -212,8 +224,8 @@ impl PostgresStore {
         replica: &str,
     ) -> Result<PostgresStore, StoreError> {
         let at = shown(url);
-        let open = |e: postgres::Error| StoreError::Open(at.clone(), e.to_string());
-        let mut client = connect(url, password).map_err(open)?;
+        let open = |e: postgres::Error| StoreError::Open(at.clone(), detail(&e));
+        let mut client = connect(url, password).map_err(|e| StoreError::Open(at.clone(), e))?;
         let mut tx = client.transaction().map_err(open)?;
         // One replica migrates at a time; the others wait, then see it done.
         tx.batch_execute(
@@ -526,7 +538,12 @@ fn row(r: &postgres::Row) -> StatsRow {
 pub fn detail(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
-        None => e.to_string(),
+        None => match std::error::Error::source(e) {
+            // The cause (a refused certificate, a closed port), not only
+            // "error performing TLS handshake".
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        },
     }
 }
 

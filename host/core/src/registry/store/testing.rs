@@ -12,7 +12,13 @@ pub struct Postgres {
 }
 
 fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/pg/cluster.sh")
+    tests_pg("cluster.sh")
+}
+
+fn tests_pg(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/pg")
+        .join(name)
 }
 
 impl Drop for Postgres {
@@ -26,6 +32,18 @@ impl Drop for Postgres {
 
 impl Postgres {
     pub fn start() -> Option<Postgres> {
+        Self::start_with(false)
+    }
+
+    /// A cluster taking TLS with a certificate for 127.0.0.1 of a throwaway
+    /// CA (`tests/pg/certs.sh`), and that CA's PEM file.
+    pub fn start_tls() -> Option<(Postgres, PathBuf)> {
+        let pg = Self::start_with(true)?;
+        let ca = pg.dir.path().join("tls/ca.crt");
+        Some((pg, ca))
+    }
+
+    fn start_with(tls: bool) -> Option<Postgres> {
         let installed =
             std::fs::read_dir("/usr/lib/postgresql").is_ok_and(|mut d| d.next().is_some());
         if !installed {
@@ -37,6 +55,13 @@ impl Postgres {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
+        if tls {
+            let made = Command::new(tests_pg("certs.sh"))
+                .arg(dir.path())
+                .status()
+                .unwrap();
+            assert!(made.success(), "tests/pg/certs.sh failed");
+        }
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
