@@ -29,6 +29,9 @@ pub struct Config {
     pub xagent: XAgentConfig,
     pub registry: RegistryConfig,
     pub tasks: TasksConfig,
+    /// `[events]`: seed 004's messages (`tool_ready`, `tool_error`,
+    /// `health_alert`) to a callback too.
+    pub events: crate::events::EventsConfig,
     /// Seed 004's budget for tool requests.
     pub budget: crate::tasks::budget::BudgetConfig,
     /// Limits of wasm plugins whose manifest does not set them.

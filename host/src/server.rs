@@ -28,6 +28,7 @@ pub struct Server {
     /// Tool requests and their builds.
     pub requests: Arc<crate::tasks::Tasks>,
     callbacks: Arc<crate::tasks::build::Callbacks>,
+    events: Arc<crate::events::Events>,
     /// Coding agents' build environments.
     pub builders: Arc<crate::builder::Builders>,
     _watcher: Option<watch::DirWatcher>,
@@ -272,6 +273,9 @@ impl Server {
         );
         let (tasks_, queue) =
             crate::tasks::Tasks::new(Some(registry.clone()), saved_tasks, config.budget.clone());
+        let events = crate::events::Events::new(&config.events, callbacks.clone())
+            .map_err(|e| anyhow::anyhow!(e))?;
+        let _ = tasks_.events.set(events.clone());
         let builder = Arc::new(crate::tasks::build::Builder {
             tasks: tasks_.clone(),
             plugins: manager.clone(),
@@ -315,6 +319,7 @@ impl Server {
             plugins: manager,
             requests: tasks_,
             callbacks,
+            events,
             builders,
             _watcher: watcher,
             tasks,
@@ -429,6 +434,7 @@ impl Server {
                 tasks: self.requests.clone(),
                 builders: self.builders.clone(),
                 callbacks: self.callbacks.clone(),
+                events: self.events.clone(),
                 parked: Arc::new(surfaces::xagent::Parked::new(
                     std::time::Duration::from_millis(config.xagent.patience_ms),
                 )),

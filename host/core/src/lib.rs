@@ -27,6 +27,7 @@ pub mod content;
 pub mod credentials;
 pub mod declared;
 pub mod dispatch;
+pub mod events;
 pub mod httpapi;
 pub mod input;
 pub mod interpreter;

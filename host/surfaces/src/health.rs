@@ -72,12 +72,27 @@ async fn metrics(State(state): State<AppState>) -> Response {
     }
     state.plugins.observe(state.dispatcher.metrics());
     state.dispatcher.metrics().observe_callers(&state.callers);
+    let mut text = state.dispatcher.metrics().render();
+    let d = state.events.delivery();
+    text.push_str(
+        "# HELP toolhost_event_callbacks_total Seed 004 messages sent to [events] callback_url, by outcome (dropped: more than 1000 waited).\n\
+         # TYPE toolhost_event_callbacks_total counter\n",
+    );
+    for (outcome, n) in [
+        ("delivered", d.delivered),
+        ("failed", d.failed),
+        ("dropped", d.dropped),
+    ] {
+        text.push_str(&format!(
+            "toolhost_event_callbacks_total{{outcome=\"{outcome}\"}} {n}\n"
+        ));
+    }
     (
         [(
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
         )],
-        state.dispatcher.metrics().render(),
+        text,
     )
         .into_response()
 }

@@ -28,6 +28,8 @@ pub struct AppState {
     pub builders: Arc<toolhost_core::builder::Builders>,
     /// Tool requests and their build worker's tasks.
     pub tasks: Arc<toolhost_core::tasks::Tasks>,
+    /// Seed 004's messages (`GET /events`).
+    pub events: Arc<toolhost_core::events::Events>,
     /// Where tasks' `callback_url`s may point.
     pub callbacks: Arc<toolhost_core::tasks::build::Callbacks>,
     /// XAgent calls still running after the surface's patience.

@@ -2,7 +2,7 @@
 //! `GET /tasks`, `GET /tasks/{id}` (with its history), `GET
 //! /tasks/{id}/status`, `DELETE /tasks/{id}`, `GET /tasks/{id}/events`
 //! (SSE), and an external builder's `POST /tasks/{id}/claim` and
-//! `/submit`.
+//! `/submit`; `GET /events` (SSE): seed 004's messages as they happen.
 
 use std::convert::Infallible;
 
@@ -32,6 +32,7 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/tasks/{id}/submit", routing::post(submit))
         .route("/tasks/{id}/approve", routing::post(approve))
         .route("/budget", routing::get(budget))
+        .route("/events", routing::get(messages))
         .route_layer(axum::middleware::from_fn_with_state(
             state.admin_token.clone(),
             super::auth::required,
@@ -194,6 +195,29 @@ async fn events(
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response())
+}
+
+/// `GET /events`: seed 004's messages (`tool_ready`, `tool_error`,
+/// `health_alert`) from now on, each an SSE event named by its type whose
+/// data is the whole `{"type", "payload"}`. A subscriber too slow to keep up
+/// is told how many it missed (a `lagged` event) and goes on.
+async fn messages(State(state): State<AppState>) -> Response {
+    let live = state.events.subscribe();
+    let stream = futures::stream::unfold(live, |mut live| async move {
+        let event = match live.recv().await {
+            Ok(m) => Event::default()
+                .event(m.kind.clone())
+                .data(serde_json::to_string(&m).unwrap_or_default()),
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => Event::default()
+                .event("lagged")
+                .data(json!({ "missed": n }).to_string()),
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+        };
+        Some((Ok::<_, Infallible>(event), live))
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }
 
 #[derive(Deserialize)]

@@ -8,6 +8,7 @@
 
 mod docker;
 pub mod docs;
+pub mod events;
 pub mod fake;
 pub mod mcp;
 pub mod pg;

@@ -96,13 +96,17 @@ fn callback_listener() -> (u16, std::sync::mpsc::Receiver<Value>) {
 #[test]
 fn a_python_tool_requested_by_source_serves_everywhere_and_survives_a_restart() {
     let (port, called_back) = callback_listener();
+    // Seed 004's messages: to a callback of their own and on GET /events.
+    let (told_port, told) = toolhost_e2e::events::callback_listener();
     let mut s = Server::start_with(
         PluginsDir::new().add("calc", "calc"),
         Some(&config(&format!(
-            "[tasks]\ncallback_allow = [\"127.0.0.1:{port}\"]\n"
+            "[tasks]\ncallback_allow = [\"127.0.0.1:{port}\", \"127.0.0.1:{told_port}\"]\n\
+             [events]\ncallback_url = \"http://127.0.0.1:{told_port}/agent\"\n"
         ))),
     )
     .unwrap();
+    let messages = toolhost_e2e::events::subscribe(&s, TOKEN);
     let (code, body) = request(
         &s,
         json!({
@@ -155,6 +159,26 @@ fn a_python_tool_requested_by_source_serves_everywhere_and_survives_a_restart() 
         (&json!(id), &json!("completed")),
         "{back}"
     );
+    // §5.2's tool_ready, the same to the subscriber and the callback.
+    let ready = messages.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(ready["type"], "tool_ready", "{ready}");
+    let payload = &ready["payload"];
+    assert_eq!(
+        (&payload["tool_id"], &payload["url"], &payload["task_id"]),
+        (
+            &json!("wordcount_count"),
+            &json!("/tools/wordcount_count/invoke"),
+            &json!(id)
+        ),
+        "{ready}"
+    );
+    assert!(
+        payload["result"]
+            .as_str()
+            .unwrap()
+            .contains("wordcount_count")
+    );
+    assert_eq!(told.recv_timeout(Duration::from_secs(30)).unwrap(), ready);
 
     // Served on every surface, as an active tool of its category.
     let (_, listed) = s.get("/tools?category=text");
@@ -187,6 +211,27 @@ fn a_python_tool_requested_by_source_serves_everywhere_and_survives_a_restart() 
     let bad = body["task_id"].as_str().unwrap().to_owned();
     assert_eq!(events(&s, &bad).last().unwrap()["status"], "failed");
     let failed = status(&s, &bad);
+    // §5.3's tool_error, with the build's reason.
+    let error = messages.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        (
+            &error["type"],
+            &error["payload"]["tool_id"],
+            &error["payload"]["task_id"]
+        ),
+        (&json!("tool_error"), &json!("wordcount"), &json!(bad)),
+        "{error}"
+    );
+    assert_eq!(error["payload"]["error"], failed["error"]);
+    assert_eq!(told.recv_timeout(Duration::from_secs(30)).unwrap(), error);
+    let delivered = r#"toolhost_event_callbacks_total{outcome="delivered"} 2"#;
+    assert!(
+        wait_for(Duration::from_secs(5), || s
+            .metrics()
+            .contains(delivered)
+            .then_some(()))
+        .is_some()
+    );
     assert!(
         failed["error"]
             .as_str()

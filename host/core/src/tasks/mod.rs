@@ -184,6 +184,8 @@ pub struct Tasks {
     budget: budget::BudgetConfig,
     /// Tasks of gone replicas already offered to this one's worker.
     offered: Mutex<std::collections::HashSet<String>>,
+    /// Where a task's end is told (`tool_ready`, `tool_error`).
+    pub events: std::sync::OnceLock<Arc<crate::events::Events>>,
 }
 
 impl Tasks {
@@ -204,6 +206,7 @@ impl Tasks {
             registry,
             budget,
             offered: Mutex::default(),
+            events: Default::default(),
         });
         // Replicas sharing the registry take over what a gone one was
         // building ([`Tasks::take_over`]) instead of failing it.
@@ -421,6 +424,7 @@ impl Tasks {
     ) -> Option<Task> {
         let mut entries = self.lock();
         let entry = entries.get_mut(id)?;
+        let was_final = entry.task.status.is_final();
         let (status, message) = change(&mut entry.task);
         let event = TaskEvent {
             at: now_ms(),
@@ -434,6 +438,9 @@ impl Tasks {
         let _ = entry.events.send(event);
         drop(entries);
         self.save(&task);
+        if let Some(events) = self.events.get().filter(|_| !was_final) {
+            events.task_ended(&task);
+        }
         Some(task)
     }
 
