@@ -4,8 +4,7 @@
 //! loops, a build cut by a restart, a taken name and a callback host not
 //! allowed each end as they should, with the server serving on.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -64,38 +63,9 @@ fn status(s: &Server, id: &str) -> Value {
     .1
 }
 
-/// A one-shot HTTP listener on 127.0.0.1: its port, and the body of the
-/// first request it gets.
-fn callback_listener() -> (u16, std::sync::mpsc::Receiver<Value>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let (mut conn, _) = listener.accept().unwrap();
-        let mut reader = BufReader::new(conn.try_clone().unwrap());
-        let mut length = 0;
-        loop {
-            let mut line = String::new();
-            reader.read_line(&mut line).unwrap();
-            if line.trim().is_empty() {
-                break;
-            }
-            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                length = v.trim().parse().unwrap();
-            }
-        }
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).unwrap();
-        conn.write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n")
-            .unwrap();
-        let _ = tx.send(serde_json::from_slice(&body).unwrap());
-    });
-    (port, rx)
-}
-
 #[test]
 fn a_python_tool_requested_by_source_serves_everywhere_and_survives_a_restart() {
-    let (port, called_back) = callback_listener();
+    let (port, called_back) = toolhost_e2e::events::callback_listener();
     // Seed 004's messages: to a callback of their own and on GET /events.
     let (told_port, told) = toolhost_e2e::events::callback_listener();
     let mut s = Server::start_with(
