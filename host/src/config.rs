@@ -32,6 +32,8 @@ pub struct Config {
     /// `[events]`: seed 004's messages (`tool_ready`, `tool_error`,
     /// `health_alert`) to a callback too.
     pub events: crate::events::EventsConfig,
+    /// `[health]`: how often tools are looked at, and what degrades them.
+    pub health: crate::health::HealthConfig,
     /// Seed 004's budget for tool requests.
     pub budget: crate::tasks::budget::BudgetConfig,
     /// Limits of wasm plugins whose manifest does not set them.

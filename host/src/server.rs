@@ -29,6 +29,7 @@ pub struct Server {
     pub requests: Arc<crate::tasks::Tasks>,
     callbacks: Arc<crate::tasks::build::Callbacks>,
     events: Arc<crate::events::Events>,
+    health: Arc<crate::health::Health>,
     /// Coding agents' build environments.
     pub builders: Arc<crate::builder::Builders>,
     _watcher: Option<watch::DirWatcher>,
@@ -276,6 +277,8 @@ impl Server {
         let events = crate::events::Events::new(&config.events, callbacks.clone())
             .map_err(|e| anyhow::anyhow!(e))?;
         let _ = tasks_.events.set(events.clone());
+        let health = crate::health::Health::new(config.health.clone());
+        health.spawn(catalog.clone(), events.clone());
         let builder = Arc::new(crate::tasks::build::Builder {
             tasks: tasks_.clone(),
             plugins: manager.clone(),
@@ -320,6 +323,7 @@ impl Server {
             requests: tasks_,
             callbacks,
             events,
+            health,
             builders,
             _watcher: watcher,
             tasks,
@@ -435,6 +439,7 @@ impl Server {
                 builders: self.builders.clone(),
                 callbacks: self.callbacks.clone(),
                 events: self.events.clone(),
+                health: self.health.clone(),
                 parked: Arc::new(surfaces::xagent::Parked::new(
                     std::time::Duration::from_millis(config.xagent.patience_ms),
                 )),

@@ -28,6 +28,7 @@ pub mod credentials;
 pub mod declared;
 pub mod dispatch;
 pub mod events;
+pub mod health;
 pub mod httpapi;
 pub mod input;
 pub mod interpreter;

@@ -164,6 +164,7 @@ async fn describe_tool(
     body["output_schema"] = json!(t.descriptor.output_schema);
     body["limits"] = t.toolkit.limits.view(t.toolkit.toolkit.own_limits());
     body["stats"] = json!(t.record.stats.view());
+    body["health"] = state.health.view(&t.id);
     Ok(Json(body))
 }
 

@@ -30,6 +30,8 @@ pub struct AppState {
     pub tasks: Arc<toolhost_core::tasks::Tasks>,
     /// Seed 004's messages (`GET /events`).
     pub events: Arc<toolhost_core::events::Events>,
+    /// Each tool's health (`GET /tools/{id}`).
+    pub health: Arc<toolhost_core::health::Health>,
     /// Where tasks' `callback_url`s may point.
     pub callbacks: Arc<toolhost_core::tasks::build::Callbacks>,
     /// XAgent calls still running after the surface's patience.

@@ -162,7 +162,7 @@ impl Dispatcher {
         // the resumed call's.
         let asked = result.is_err() && ask.is_some_and(|a| a.ended_the_call());
         if !asked {
-            tool.record.stats.record(elapsed, result.is_ok());
+            tool.record.stats.record_result(elapsed, &result);
             owner.note_call(tool_id, result.is_ok(), elapsed);
         }
         let outcome = match &result {

@@ -28,6 +28,9 @@ pub struct ToolStats {
     /// The registry's totals as last read, and this process's counters as
     /// they were when those totals included them.
     stored: Mutex<(StatsRow, StatsRow)>,
+    /// Calls that failed for the tool's own health's sake (this process
+    /// only; [`crate::health::is_trouble`]).
+    trouble: AtomicU64,
     /// Resources the calls used (this process only; wasm tools).
     fuel: AtomicU64,
     peak_memory: AtomicU64,
@@ -150,6 +153,24 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl ToolStats {
+    /// [`ToolStats::record`] a call's result, counting its trouble.
+    pub fn record_result<T>(&self, latency: Duration, result: &Result<T, crate::tool::CallError>) {
+        if let Err(e) = result
+            && crate::health::is_trouble(e.kind())
+        {
+            self.trouble.fetch_add(1, Ordering::Relaxed);
+        }
+        self.record(latency, result.is_ok());
+    }
+
+    /// This process's calls and the troubled ones among them, since start.
+    pub fn health_counts(&self) -> (u64, u64) {
+        (
+            self.own.calls.load(Ordering::Relaxed),
+            self.trouble.load(Ordering::Relaxed),
+        )
+    }
+
     pub fn record(&self, latency: Duration, ok: bool) {
         let own = &self.own;
         own.calls.fetch_add(1, Ordering::Relaxed);

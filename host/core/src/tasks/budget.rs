@@ -61,6 +61,12 @@ impl BudgetConfig {
 
 /// The UTC (year, month) of unix time `ms`.
 pub fn month_of(ms: u64) -> (i64, u32) {
+    let (year, month, _) = date_of(ms);
+    (year, month)
+}
+
+/// The UTC (year, month, day) of unix time `ms`.
+pub fn date_of(ms: u64) -> (i64, u32, u32) {
     // Howard Hinnant's days-to-civil algorithm.
     let z = (ms / 86_400_000) as i64 + 719_468;
     let era = z.div_euclid(146_097);
@@ -70,7 +76,7 @@ pub fn month_of(ms: u64) -> (i64, u32) {
     let mp = (5 * doy + 2) / 153;
     let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month)
+    (year, month, (doy - (153 * mp + 2) / 5 + 1) as u32)
 }
 
 #[cfg(test)]
