@@ -69,7 +69,6 @@ struct Seen {
     counts: (u64, u64),
 }
 
-#[derive(Default)]
 pub struct Health {
     config: HealthConfig,
     seen: Mutex<HashMap<String, Seen>>,
@@ -105,6 +104,8 @@ impl Health {
         let mut seen = self.lock();
         let tools = catalog.all_tools();
         seen.retain(|id, _| tools.iter().any(|t| &t.id == id));
+        // A toolkit's problem, asked once per look however many tools it has.
+        let mut problems: HashMap<String, Option<String>> = HashMap::new();
         for t in tools {
             let entry = seen.entry(t.id.clone()).or_default();
             let counts = t.record.stats.health_counts();
@@ -113,7 +114,10 @@ impl Health {
                 counts.1.saturating_sub(entry.counts.1),
             );
             entry.counts = counts;
-            let problem = t.toolkit.backend.problem(&t.toolkit.name).map(|p| p.reason);
+            let problem = problems
+                .entry(t.toolkit.name.clone())
+                .or_insert_with(|| t.toolkit.backend.problem(&t.toolkit.name).map(|p| p.reason))
+                .clone();
             let rate = calls >= self.config.min_calls.max(1)
                 && trouble as f64 >= self.config.error_rate * calls as f64;
             let reason = problem.or_else(|| {

@@ -207,13 +207,13 @@ async fn set_status(
     }
     let catalog = state.dispatcher.catalog();
     catalog.set_status(&id, to);
+    let args = json!({"tool_id": id, "from": from.as_str(), "to": to.as_str()});
     if let Some(registry) = catalog.registry() {
         // Not saved, not changed: the change is undone (after it, so that
         // the registry ends with the old status whenever it is written).
         if let Err(e) = registry.sync().await {
             tracing::error!(tool = %id, error = %e, "status not saved: not changed");
             catalog.set_status(&id, from);
-            let args = json!({"tool_id": id, "from": from.as_str(), "to": to.as_str()});
             state.audit(who.name(), "set_status", args, &format!("503: {e}"));
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -222,7 +222,6 @@ async fn set_status(
             ));
         }
     }
-    let args = json!({"tool_id": id, "from": from.as_str(), "to": to.as_str()});
     state.audit(who.name(), "set_status", args, "ok");
     Ok(Json(json!({
         "tool_id": id,
