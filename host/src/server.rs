@@ -278,7 +278,16 @@ impl Server {
             .map_err(|e| anyhow::anyhow!(e))?;
         let _ = tasks_.events.set(events.clone());
         let health = crate::health::Health::new(config.health.clone());
-        health.spawn(catalog.clone(), events.clone());
+        let _ = health
+            .on_degraded
+            .set(Box::new(crate::tasks::repair::on_degraded(
+                config.health.repair,
+                Arc::downgrade(&tasks_),
+                Arc::downgrade(&catalog),
+                Arc::downgrade(&health),
+                manager.dir().to_owned(),
+            )));
+        health.spawn(catalog.clone(), events.clone(), Arc::downgrade(&dispatcher));
         let builder = Arc::new(crate::tasks::build::Builder {
             tasks: tasks_.clone(),
             plugins: manager.clone(),

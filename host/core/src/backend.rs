@@ -157,6 +157,16 @@ impl Problem {
     }
 }
 
+/// What an active check of a loaded entry found ([`Backend::probe`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checked {
+    pub ok: bool,
+    /// What was asked and answered (`GET /health answered 503`).
+    pub detail: String,
+    /// The container checked, for entries that run in one.
+    pub container_id: Option<String>,
+}
+
 /// What a backend does for the plugins directory.
 pub trait Backend: Send + Sync + 'static {
     /// Its name: `wasm`, `docker`, ... (`GET /plugins`, metrics, errors).
@@ -208,6 +218,18 @@ pub trait Backend: Send + Sync + 'static {
     fn problem(&self, _name: &str) -> Option<Problem> {
         None
     }
+
+    /// Check loaded entry `name` now, actively (a service's health path on
+    /// its running containers, an MCP server's ping), when there is
+    /// something to check; none else. Answered within a few seconds.
+    fn probe<'a>(&'a self, _name: &'a str) -> BackendFuture<'a, Option<Checked>> {
+        Box::pin(async { None })
+    }
+
+    /// Start loaded entry `name` afresh (its containers, its server
+    /// connection), for a degraded tool (`[health] repair = "auto"`); the
+    /// next call makes what it needs.
+    fn restart(&self, _name: &str) {}
 
     /// A scan of the whole directory loaded these versions (compile caches
     /// prune what no entry uses).

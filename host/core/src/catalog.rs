@@ -29,6 +29,10 @@ pub struct ToolkitEntry {
     pub description: String,
     /// The manifest's `category`, if it gives one.
     pub category: Option<String>,
+    /// The manifest's `[health]`, if it has one.
+    pub health: Option<crate::health::declared::Declared>,
+    /// The manifest's `[fallback]`: a tool's name -> tool ids.
+    pub fallback: crate::health::declared::Fallbacks,
     /// Content hash or other version label.
     pub version: String,
     pub limits: Limits,
@@ -53,6 +57,8 @@ impl ToolkitEntry {
             name: name.into(),
             description: description.into(),
             category: None,
+            health: None,
+            fallback: Default::default(),
             version: version.into(),
             slots: Semaphore::new(limits.max_concurrency as usize),
             waiting: AtomicU64::new(0),

@@ -84,6 +84,32 @@ pub fn tools() -> Vec<(&'static str, &'static str, Value)> {
             ),
         ),
         (
+            "open_tasks",
+            "The tasks waiting for a builder: requests (a tool to write from a description) and repairs (a degraded tool, with its recent errors, health check and source or files in `context`).",
+            s(json!({"type": "object", "properties": {}})),
+        ),
+        (
+            "claim_task",
+            "Claim a waiting request or repair: it is yours to fix (submit_fix).",
+            s(
+                json!({"type": "object", "required": ["task_id"], "properties": {
+             "task_id": {"type": "string"}, "builder": {"type": "string", "description": "Who claims (default: builder)."}}}),
+            ),
+        ),
+        (
+            "submit_fix",
+            "Submit the fix of a claimed task, from an environment's files: a module (language + source_path) built like register_tool, or a repaired service's build context (paths: files of /work, flat; its manifest stays). Its examples run before it serves. Returns the task's status.",
+            s(
+                json!({"type": "object", "required": ["task_id", "env_id"], "properties": {
+             "task_id": {"type": "string"}, "env_id": {"type": "string"},
+             "language": {"type": "string", "enum": ["python", "javascript"]},
+             "source_path": {"type": "string", "description": "The module, relative to /work."},
+             "paths": {"type": "array", "items": {"type": "string"}, "description": "A service's files, relative to /work; each lands under its own name."},
+             "examples": {"type": "array", "description": "Calls that must pass before the fix serves (else the ones the tool was made with).", "items": {"type": "object", "required": ["tool"], "properties": {
+                 "tool": {"type": "string"}, "input": {"type": "object"}, "output": {}}}}}}),
+            ),
+        ),
+        (
             "task_status",
             "The status of a task (building, testing, completed with its tool_id, failed with the build's output ...).",
             s(
@@ -144,6 +170,19 @@ pub async fn call(
         }
         "destroy_env" => b.destroy(arg(&args, "env_id")?).await,
         "register_tool" => register(state, &args).await,
+        "open_tasks" => Ok(open_tasks(state)),
+        "claim_task" => {
+            let builder = args
+                .get("builder")
+                .and_then(Value::as_str)
+                .unwrap_or("builder");
+            state
+                .tasks
+                .claim(arg(&args, "task_id")?, builder)
+                .map(|t| t.view())
+                .map_err(refusal)
+        }
+        "submit_fix" => submit_fix(state, &args).await,
         "task_status" => {
             let id = arg(&args, "task_id")?;
             state
@@ -164,6 +203,67 @@ pub async fn call(
     };
     state.audit(actor, name, shown, &outcome);
     result
+}
+
+fn refusal(r: toolhost_core::tasks::Refusal) -> BuilderError {
+    let e = super::tasks::refused(r);
+    BuilderError(e.status.as_u16(), e.message)
+}
+
+/// Pending requests and repairs, with what their builder is given.
+fn open_tasks(state: &AppState) -> Value {
+    let open: Vec<Value> = state
+        .tasks
+        .list()
+        .into_iter()
+        .filter(|t| t.status == toolhost_core::tasks::TaskStatus::Pending && !t.spec.buildable())
+        .map(|t| {
+            let mut v = t.view();
+            v["description"] = json!(t.spec.description);
+            v
+        })
+        .collect();
+    json!({ "tasks": open })
+}
+
+/// A claimed task's fix, read from an environment.
+async fn submit_fix(state: &AppState, args: &Value) -> Result<Value, BuilderError> {
+    let env = arg(args, "env_id")?;
+    let mut submission = super::tasks::Submission {
+        language: args
+            .get("language")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        source: None,
+        files: None,
+        examples: match args.get("examples") {
+            Some(v) => Some(
+                serde_json::from_value(v.clone())
+                    .map_err(|e| BuilderError(422, format!("`examples`: {e}")))?,
+            ),
+            None => None,
+        },
+        cost_usd: None,
+    };
+    if let Some(path) = args.get("source_path").and_then(Value::as_str) {
+        submission.source = Some(state.builders.read(env, path).await?);
+    }
+    if let Some(paths) = args.get("paths").and_then(Value::as_array) {
+        let mut files = std::collections::BTreeMap::new();
+        for path in paths.iter().filter_map(Value::as_str) {
+            let name = path.rsplit('/').next().unwrap_or(path).to_owned();
+            files.insert(name, state.builders.read(env, path).await?);
+        }
+        submission.files = Some(files);
+    }
+    let s = submission
+        .fix()
+        .map_err(|e| BuilderError(e.status.as_u16(), e.message))?;
+    let task = state
+        .tasks
+        .submit_source(arg(args, "task_id")?, s.fix, s.examples, s.cost_usd)
+        .map_err(refusal)?;
+    Ok(json!({"task_id": task.task_id, "status": task.status}))
 }
 
 async fn register(state: &AppState, args: &Value) -> Result<Value, BuilderError> {

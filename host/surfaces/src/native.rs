@@ -32,6 +32,8 @@ use toolhost_core::tool::{CallError, LimitOverrides, ProgressSink};
 pub const SESSION_HEADER: &str = "x-toolhost-session";
 /// Response header: the version (content hash) of the plugin that ran the call.
 pub const VERSION_HEADER: &str = "x-toolhost-plugin-version";
+/// The fallback that served a call (its tool id), when one did.
+pub const SERVED_BY_HEADER: &str = "x-toolhost-served-by";
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -436,6 +438,13 @@ async fn invoke(
                     let mut r = Json(success_body(&out)).into_response();
                     if let Ok(v) = HeaderValue::from_str(&out.version) {
                         r.headers_mut().insert(VERSION_HEADER, v);
+                    }
+                    if let Some(v) = out
+                        .served_by
+                        .as_deref()
+                        .and_then(|b| HeaderValue::from_str(b).ok())
+                    {
+                        r.headers_mut().insert(SERVED_BY_HEADER, v);
                     }
                     r
                 }

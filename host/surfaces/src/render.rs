@@ -20,6 +20,10 @@ pub fn success_body(out: &CallOutput) -> Value {
         "fuel": out.fuel,
         "version": out.version,
     });
+    // A fallback served the call: which.
+    if let Some(by) = &out.served_by {
+        body["served_by"] = json!(by);
+    }
     // The source's own metadata of the result (an MCP server's `_meta`).
     if let Some(meta) = meta {
         body["meta"] = meta.clone();

@@ -18,7 +18,8 @@ use serde_json::{Value, json};
 use super::body::JsonBody;
 use super::error::ApiError;
 use crate::state::AppState;
-use toolhost_core::tasks::{Example, Refusal, TaskEvent, TaskSpec};
+use toolhost_core::tasks::spec::REPAIR_TOOL;
+use toolhost_core::tasks::{Example, Fix, Refusal, Task, TaskEvent, TaskSpec, repair};
 
 /// Every route here is admin-only ([`super::auth::required`]).
 pub fn routes(state: AppState) -> Router<AppState> {
@@ -44,6 +45,7 @@ pub fn refused(r: Refusal) -> ApiError {
         Refusal::NotFound(m) => ApiError::not_found(m),
         Refusal::Conflict(m) => ApiError::new(StatusCode::CONFLICT, "conflict", m),
         Refusal::OverBudget(m) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "over_budget", m),
+        Refusal::Invalid(m) => unprocessable(m),
     }
 }
 
@@ -82,7 +84,7 @@ pub fn admit(state: &AppState, spec: &TaskSpec) -> Result<(), ApiError> {
         .iter()
         .any(|k| k.name == spec.name)
         || state.plugins.get(&spec.name).is_some();
-    if taken && !spec.replace {
+    if taken && !spec.replace && spec.kind() != REPAIR_TOOL {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "conflict",
@@ -100,8 +102,12 @@ async fn request_tool(
     JsonBody(mut spec): JsonBody<TaskSpec>,
 ) -> Result<Response, ApiError> {
     let notes = spec.read_seed_fields();
-    admit(&state, &spec)?;
-    let task = state.tasks.submit(spec).map_err(refused)?;
+    let task = if spec.kind() == REPAIR_TOOL {
+        open_repair(&state, spec)?
+    } else {
+        admit(&state, &spec)?;
+        state.tasks.submit(spec).map_err(refused)?
+    };
     tracing::info!(task = %task.task_id, kind = %task.kind, name = %task.spec.name, "tool requested");
     Ok((
         StatusCode::ACCEPTED,
@@ -115,6 +121,22 @@ async fn request_tool(
         })),
     )
         .into_response())
+}
+
+/// A repair task for `spec` (its tool resolved, its context attached).
+pub fn open_repair(state: &AppState, mut spec: TaskSpec) -> Result<Task, ApiError> {
+    let catalog = state.dispatcher.catalog();
+    repair::resolve(&mut spec, catalog).map_err(refused)?;
+    admit(state, &spec)?;
+    let made = state.tasks.made(&spec.name);
+    let context = repair::context(
+        &spec,
+        catalog,
+        state.plugins.dir(),
+        &state.health,
+        made.as_ref(),
+    );
+    state.tasks.open_repair(spec, context).map_err(refused)
 }
 
 async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
@@ -238,15 +260,66 @@ async fn claim(
     Ok(Json(task.view()))
 }
 
+/// A claimed task's fix: a module (`language`, `source`) or, for a
+/// repaired service, its build context (`files`).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Submission {
-    language: String,
-    source: String,
+pub struct Submission {
     #[serde(default)]
-    examples: Option<Vec<Example>>,
+    pub language: Option<String>,
     #[serde(default)]
-    cost_usd: Option<f64>,
+    pub source: Option<String>,
+    #[serde(default)]
+    pub files: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default)]
+    pub examples: Option<Vec<Example>>,
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+}
+
+/// A submission, checked.
+pub struct Submitted {
+    pub fix: Fix,
+    pub examples: Option<Vec<Example>>,
+    pub cost_usd: Option<f64>,
+}
+
+impl Submission {
+    /// The fix it gives, checked.
+    pub fn fix(self) -> Result<Submitted, ApiError> {
+        let fix = match (self.language, self.source, self.files) {
+            (_, Some(_), Some(_)) => {
+                return Err(unprocessable("give `source` or `files`, not both"));
+            }
+            (_, None, Some(files)) if !files.is_empty() => Fix::Files(files),
+            (Some(language), Some(source), None) => {
+                if !matches!(language.as_str(), "python" | "javascript") {
+                    return Err(unprocessable(format!(
+                        "unknown language `{language}`: use python or javascript"
+                    )));
+                }
+                if source.is_empty() {
+                    return Err(unprocessable("`source` is empty"));
+                }
+                Fix::Source { language, source }
+            }
+            (None, Some(_), None) => {
+                return Err(unprocessable(
+                    "`source` needs `language` (python or javascript)",
+                ));
+            }
+            _ => {
+                return Err(unprocessable(
+                    "submit `language` and `source` (a module), or `files` (a repaired service's build context)",
+                ));
+            }
+        };
+        Ok(Submitted {
+            fix,
+            examples: self.examples,
+            cost_usd: self.cost_usd,
+        })
+    }
 }
 
 async fn submit(
@@ -254,18 +327,10 @@ async fn submit(
     Path(id): Path<String>,
     JsonBody(s): JsonBody<Submission>,
 ) -> Result<Response, ApiError> {
-    if !matches!(s.language.as_str(), "python" | "javascript") {
-        return Err(unprocessable(format!(
-            "unknown language `{}`: use python or javascript",
-            s.language
-        )));
-    }
-    if s.source.is_empty() {
-        return Err(unprocessable("`source` is empty"));
-    }
+    let s = s.fix()?;
     let task = state
         .tasks
-        .submit_source(&id, s.language, s.source, s.examples, s.cost_usd)
+        .submit_source(&id, s.fix, s.examples, s.cost_usd)
         .map_err(refused)?;
     Ok((StatusCode::ACCEPTED, Json(task.view())).into_response())
 }

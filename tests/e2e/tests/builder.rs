@@ -72,11 +72,14 @@ fn a_coding_agent_builds_and_registers_a_tool_over_mcp() {
     assert_eq!(
         seen["tools"],
         json!([
+            "claim_task",
             "create_env",
             "destroy_env",
+            "open_tasks",
             "read_file",
             "register_tool",
             "run",
+            "submit_fix",
             "task_status",
             "write_file"
         ])

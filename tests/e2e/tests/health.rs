@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use toolhost_e2e::services::Service;
 use toolhost_e2e::*;
 
 const ADMIN: &str = "admin-admin-admin-admin";
@@ -85,4 +86,137 @@ fn a_failing_tool_turns_degraded_alerts_and_recovers_by_itself() {
     );
     assert!(health(&s, "hostile_panic")["reason"].is_null());
     assert!(alerts.recv_timeout(Duration::from_millis(1500)).is_err());
+}
+
+/// A wasm plugin's manifest declaring a probe (its own interval): degraded
+/// by the probe alone, no call made. Fallbacks checked when a toolkit
+/// loads: one not there yet is a warning; one that cannot take the tool's
+/// input, the tool itself, or a tool the toolkit lacks refuse it, named.
+#[test]
+fn declared_probes_degrade_without_calls_and_fallbacks_are_checked_at_load() {
+    let (_, calc_toml) = component("calc");
+    let calc_toml = std::fs::read_to_string(calc_toml.unwrap()).unwrap();
+    let (_, hostile_toml) = component("hostile");
+    let hostile_toml = std::fs::read_to_string(hostile_toml.unwrap()).unwrap();
+    let s = Server::start_with(
+        PluginsDir::new()
+            .add("calc", "calc")
+            .add("hostile", "hostile")
+            .write(
+                "hostile.toml",
+                format!("{hostile_toml}\n[health]\ninterval_s = 1\nprobe = {{ tool = \"panic\", input = {{ message = \"probe\" }} }}\n"),
+            ),
+        Some(&format!("[auth]\nadmin_token = \"{ADMIN}\"\n[health]\ninterval_s = 60\n")),
+    )
+    .unwrap();
+    let degraded = wait_for(Duration::from_secs(10), || {
+        let h = health(&s, "hostile_panic");
+        (h["state"] == "degraded").then_some(h)
+    })
+    .unwrap_or_else(|| panic!("{}\n{}", health(&s, "hostile_panic"), s.log()));
+    let reason = degraded["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("probe hostile_panic failed: trap"),
+        "{degraded}"
+    );
+    assert_eq!(health(&s, "calc_evaluate")["state"], "running");
+
+    // Fallbacks, each toolkit a copy of calc with its own [fallback].
+    let (wasm, _) = component("calc");
+    let add = |name: &str, fallback: &str| {
+        let dir = s.plugins_dir();
+        std::fs::write(
+            dir.join(format!("{name}.toml")),
+            format!("{calc_toml}\n[fallback]\n{fallback}\n"),
+        )
+        .unwrap();
+        std::fs::copy(&wasm, dir.join(format!("{name}.wasm"))).unwrap();
+    };
+    let settled = |name: &str| {
+        wait_for(Duration::from_secs(20), || {
+            s.plugin(name)
+                .filter(|p| p["state"] == "ready" || p["state"] == "failed")
+        })
+        .unwrap_or_else(|| panic!("{name} never settled\n{}", s.log()))
+    };
+    add("later", "evaluate = [\"calc_evaluate\", \"nowhere_tool\"]");
+    let p = settled("later");
+    assert_eq!(p["state"], "ready", "{p}");
+    assert!(
+        p["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("no tool `nowhere_tool`"),
+        "{p}"
+    );
+    let (code, body) = s.invoke("later_evaluate", json!({"expression": "1+2"}));
+    assert_eq!(code, 200, "{body}");
+    assert!(body.get("served_by").is_none(), "{body}");
+    for (name, fallback, needle) in [
+        (
+            "unlike",
+            "evaluate = [\"hostile_panic\"]",
+            "`hostile_panic` cannot take its input: it requires `message`",
+        ),
+        (
+            "itself",
+            "evaluate = [\"itself_evaluate\"]",
+            "names the tool itself",
+        ),
+        (
+            "nothing",
+            "nope = [\"calc_evaluate\"]",
+            "`nope`, which is not one of its tools",
+        ),
+    ] {
+        add(name, fallback);
+        let p = settled(name);
+        assert_eq!(p["state"], "failed", "{p}");
+        assert!(p["error"].as_str().unwrap().contains(needle), "{name}: {p}");
+        assert!(
+            !s.tool_ids()
+                .iter()
+                .any(|t| t.starts_with(&format!("{name}_")))
+        );
+    }
+}
+
+/// An MCP server's ping at each look (the manifest's own interval): asked
+/// and answered while it runs; once the server is gone, the tools of its
+/// toolkit are degraded, named.
+#[test]
+fn an_mcp_servers_ping_is_its_check() {
+    let everything = Service::everything();
+    let manifest = format!(
+        "{}timeout_ms = 3000\n[health]\ninterval_s = 1\n",
+        everything.mcp_manifest()
+    );
+    let s = Server::start_with(
+        PluginsDir::new().folder("every", &[("every.toml", &manifest)]),
+        Some(&format!(
+            "[auth]\nadmin_token = \"{ADMIN}\"\n[health]\ninterval_s = 60\n"
+        )),
+    )
+    .unwrap();
+    let answered = wait_for(Duration::from_secs(10), || {
+        let h = health(&s, "every_echo");
+        (h["last_check"] == "ping answered").then_some(h)
+    });
+    assert!(
+        answered.is_some(),
+        "{}\n{}",
+        health(&s, "every_echo"),
+        s.log()
+    );
+    assert_eq!(health(&s, "every_echo")["state"], "running");
+    drop(everything);
+    let degraded = wait_for(Duration::from_secs(20), || {
+        let h = health(&s, "every_echo");
+        (h["state"] == "degraded").then_some(h)
+    })
+    .unwrap_or_else(|| panic!("{}\n{}", health(&s, "every_echo"), s.log()));
+    assert!(
+        degraded["reason"].as_str().unwrap().contains("ping"),
+        "{degraded}"
+    );
 }

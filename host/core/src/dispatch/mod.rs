@@ -6,6 +6,7 @@
 //! as the caller asked, runs the call on the tool's backend, enforces the output
 //! size, and records statistics.
 
+mod fallback;
 mod running;
 
 pub use running::Running;
@@ -27,7 +28,7 @@ use crate::tool::{CallError, Content, LimitOverrides, Limits, ProgressSink};
 const MAX_SCHEMA_ERRORS: usize = 8;
 
 /// Options of one call.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct CallOptions {
     pub limits: LimitOverrides,
     pub progress: Option<ProgressSink>,
@@ -44,6 +45,9 @@ pub struct CallOptions {
     /// token's, not those of whoever made the session). None: the session's
     /// owner.
     pub caller: Option<crate::callers::Caller>,
+    /// Call the tool itself even when it cannot serve: no fallback (a
+    /// health probe, a fallback's own call).
+    pub no_fallback: bool,
 }
 
 /// Workspace files looked at to tell what a call wrote; a larger workspace
@@ -64,6 +68,8 @@ pub struct CallOutput {
     /// such as a tool's index, are left out). A call of the same session
     /// running at the same time may have written some of them.
     pub written: Vec<WorkspaceFile>,
+    /// The fallback that served the call, when the tool itself could not.
+    pub served_by: Option<String>,
 }
 
 pub struct Dispatcher {
@@ -99,8 +105,9 @@ impl Dispatcher {
         &self.sessions
     }
 
-    /// Run tool `tool_id` on `input` for `session`.
-    pub async fn dispatch(
+    /// Run tool `tool_id` itself on `input` for `session` (no fallback:
+    /// [`Dispatcher::dispatch`]).
+    async fn dispatch_one(
         &self,
         session: &Arc<Session>,
         tool_id: &str,
@@ -209,6 +216,7 @@ impl Dispatcher {
             version: tool.toolkit.version.clone(),
             fuel: (fuel > 0).then_some(fuel),
             written,
+            served_by: None,
         })
     }
 }
@@ -419,180 +427,4 @@ impl crate::backend::ToolCalls for Dispatcher {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::backend::Toolkit;
-    use crate::catalog::ToolkitEntry;
-    use crate::tool::BoxFuture;
-    use crate::tool::{Limits, ToolDescriptor};
-    use serde_json::json;
-
-    #[test]
-    fn written_files_are_the_new_and_changed_ones_outside_hidden_directories() {
-        let file = |path: &str, size| WorkspaceFile {
-            path: path.into(),
-            size,
-            modified: None,
-        };
-        let before = vec![file("a.txt", 1), file("b.txt", 2), file("c.txt", 3)];
-        let after = vec![
-            file(".index/doc/chunks", 9),
-            file("a.txt", 1),
-            file("b.txt", 5),
-            file("d/e.csv", 4),
-            file("d/.hidden", 1),
-        ];
-        let paths: Vec<String> = written_since(Some(before.clone()), Some(after.clone()))
-            .into_iter()
-            .map(|f| f.path)
-            .collect();
-        assert_eq!(paths, ["b.txt", "d/e.csv"]);
-        // A workspace too large to walk whole, before or after: nothing said.
-        assert!(written_since(None, Some(after)).is_empty());
-        assert!(written_since(Some(before), None).is_empty());
-    }
-
-    /// A toolkit that sleeps for `input.ms` and echoes the input.
-    struct Sleepy;
-    impl Toolkit for Sleepy {
-        fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
-            Box::pin(async move {
-                let v = call.input;
-                tokio::time::sleep(Duration::from_millis(v["ms"].as_u64().unwrap_or(0))).await;
-                Ok(vec![Content::Json(v)])
-            })
-        }
-    }
-
-    fn setup(limits: Limits) -> (Dispatcher, Arc<Session>, tempfile::TempDir) {
-        let dir = tempfile::tempdir().unwrap();
-        let catalog = Arc::new(Catalog::new());
-        let tool = ToolDescriptor {
-            name: "wait".into(),
-            description: "Wait.".into(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {"ms": {"type": "integer", "minimum": 0}, "pad": {"type": "string"}},
-                "required": ["ms"],
-                "additionalProperties": false
-            }),
-            output_schema: None,
-            continue_with: None,
-            hints: Default::default(),
-        };
-        catalog
-            .register(
-                ToolkitEntry::new(
-                    Arc::new(crate::backend::Detached("test")),
-                    "sleepy",
-                    "",
-                    "v1",
-                    limits,
-                    Arc::new(Sleepy),
-                ),
-                vec![tool],
-            )
-            .unwrap();
-        let sessions = Arc::new(Sessions::new(dir.path(), Duration::from_secs(60)).unwrap());
-        let (session, _) = sessions
-            .open(&crate::callers::Caller::anonymous(), None)
-            .unwrap();
-        (Dispatcher::new(catalog, sessions), session, dir)
-    }
-
-    #[tokio::test]
-    async fn validates_before_running_and_records_stats() {
-        let (d, s, _dir) = setup(Limits::default());
-        let out = d
-            .dispatch(&s, "sleepy_wait", json!({"ms": 0}), CallOptions::default())
-            .await
-            .unwrap();
-        assert_eq!(out.content, vec![Content::Json(json!({"ms": 0}))]);
-
-        let err = d
-            .dispatch(
-                &s,
-                "sleepy_wait",
-                json!({"ms": "x"}),
-                CallOptions::default(),
-            )
-            .await
-            .unwrap_err();
-        let CallError::InvalidInput { message, details } = err else {
-            panic!("{err:?}")
-        };
-        assert!(message.contains("/ms"), "{message}");
-        assert_eq!(details.len(), 1);
-
-        let err = d
-            .dispatch(&s, "sleepy_nope", json!({}), CallOptions::default())
-            .await
-            .unwrap_err();
-        assert_eq!(err, CallError::NotFound("sleepy_nope".into()));
-
-        let stats = d.catalog().get("sleepy_wait").unwrap().record.stats.view();
-        assert_eq!((stats.call_count, stats.error_count), (2, 1));
-    }
-
-    #[tokio::test]
-    async fn output_over_the_limit_is_refused() {
-        let limits = Limits {
-            max_output_kb: 1,
-            ..Limits::default()
-        };
-        let (d, s, _dir) = setup(limits);
-        let input = json!({"ms": 0, "pad": "x".repeat(2000)});
-        let err = d
-            .dispatch(&s, "sleepy_wait", input, CallOptions::default())
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(err, CallError::OutputTooLarge { limit: 1024, .. }),
-            "{err:?}"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_full_queue_refuses_and_a_slot_frees_up() {
-        let limits = Limits {
-            max_concurrency: 1,
-            max_queue: 1,
-            ..Limits::default()
-        };
-        let (d, s, _dir) = setup(limits);
-        let d = Arc::new(d);
-        let slow = {
-            let (d, s) = (d.clone(), s.clone());
-            tokio::spawn(async move {
-                d.dispatch(
-                    &s,
-                    "sleepy_wait",
-                    json!({"ms": 300}),
-                    CallOptions::default(),
-                )
-                .await
-            })
-        };
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let queued = {
-            let (d, s) = (d.clone(), s.clone());
-            tokio::spawn(async move {
-                d.dispatch(&s, "sleepy_wait", json!({"ms": 0}), CallOptions::default())
-                    .await
-            })
-        };
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let refused = d
-            .dispatch(&s, "sleepy_wait", json!({"ms": 0}), CallOptions::default())
-            .await;
-        assert!(
-            matches!(refused, Err(CallError::Overloaded(_))),
-            "{refused:?}"
-        );
-        assert!(slow.await.unwrap().is_ok());
-        assert!(
-            queued.await.unwrap().is_ok(),
-            "the queued call runs once the slot frees"
-        );
-    }
-}
+mod tests;

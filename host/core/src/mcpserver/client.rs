@@ -275,6 +275,12 @@ impl Connection {
         !self.broken.load(std::sync::atomic::Ordering::Acquire) && !self.service.is_closed()
     }
 
+    /// A server run in a node: its container (unless a call holds it).
+    pub fn container_id(&self) -> Option<String> {
+        let (guard, _) = self.process.as_ref()?;
+        guard.try_lock().ok().map(|g| g.id.clone())
+    }
+
     /// How long the connection has been up.
     pub fn age(&self) -> std::time::Duration {
         self.started.elapsed()

@@ -42,6 +42,12 @@ pub struct Manifest {
     /// What `GET /tools` files its tools under (else the toolkit's name).
     #[serde(default)]
     pub category: Option<String>,
+    /// `[health]`: this toolkit's looks ([`crate::health::declared`]).
+    #[serde(default)]
+    pub health: Option<crate::health::declared::Declared>,
+    /// `[fallback]`: a tool -> the tool ids tried when it cannot serve.
+    #[serde(default)]
+    pub fallback: crate::health::declared::Fallbacks,
     pub mcp: McpSection,
 }
 

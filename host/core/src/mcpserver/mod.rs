@@ -10,6 +10,7 @@
 //! server.
 
 mod asks;
+mod backend;
 pub mod client;
 mod http;
 mod listing;
@@ -27,9 +28,7 @@ use rmcp::ServiceExt;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
-use crate::backend::{
-    Backend, BackendFuture, EntryFile, Loaded, Refresh, content_hash, folder_manifest,
-};
+use crate::backend::{EntryFile, Loaded, Refresh, content_hash, folder_manifest};
 use crate::credentials::Secrets;
 use crate::outbound::HttpPolicy;
 use crate::tool::{self, CallError, Limits};
@@ -506,79 +505,4 @@ fn stdio_spec(
         // the interactive nodes.
         allocate: false,
     })
-}
-
-impl Backend for McpBackend {
-    fn name(&self) -> &'static str {
-        "mcp"
-    }
-
-    fn folder_kind(&self) -> Option<&'static str> {
-        Some("mcp")
-    }
-
-    fn load<'a>(
-        &'a self,
-        name: &'a str,
-        files: Vec<EntryFile>,
-        _report: &'a (dyn Fn(&'static str) + Sync),
-    ) -> BackendFuture<'a, Result<Loaded, String>> {
-        Box::pin(async move { self.load_manifest(name, &files).await })
-    }
-
-    fn unloaded(&self, name: &str, replaced: bool) {
-        if !replaced && let Some((_, conn)) = self.lock().remove(name) {
-            conn.service.cancellation_token().cancel();
-        }
-        // Sessions' servers of the old version go; the next call makes new ones.
-        if let Some(me) = self.me.upgrade() {
-            let name = name.to_owned();
-            tokio::spawn(async move { me.close_sessions(|(toolkit, _)| *toolkit == name).await });
-        }
-    }
-
-    fn problem(&self, name: &str) -> Option<crate::backend::Problem> {
-        let restarts = self.restarts.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((count, why, at)) = restarts.get(name)
-            && *count > 0
-            && at.elapsed() < STABLE
-        {
-            return Some(crate::backend::Problem::unavailable(format!(
-                "degraded: its server exited and was restarted {count} time(s) in a row (last words: {why})"
-            )));
-        }
-        drop(restarts);
-        let floods = self.floods.lock().unwrap_or_else(|e| e.into_inner());
-        let (count, at) = floods.get(name)?;
-        (at.elapsed() < FLOOD_SHOWN).then(|| {
-            crate::backend::Problem::unavailable(format!(
-                "degraded: its server sent {count} tools/list_changed notifications within {} ms; \
-                 toolhost reloads its tool list at most once per {} ms (calls are served)",
-                LIST_CHANGED_EVERY.as_millis(),
-                LIST_CHANGED_EVERY.as_millis()
-            ))
-        })
-    }
-
-    fn attach(&self, refresh: Refresh) {
-        let _ = self.refresh.set(refresh);
-    }
-
-    fn shutdown(&self) -> BackendFuture<'_, ()> {
-        Box::pin(async move {
-            let all: Vec<_> = self.lock().drain().map(|(_, (_, c))| c).collect();
-            futures::future::join_all(all.iter().map(|c| c.close())).await;
-            self.close_sessions(|_| true).await;
-        })
-    }
-}
-
-impl crate::sessions::SessionResources for McpBackend {
-    fn release_session(
-        &self,
-        id: &str,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
-        let id = id.to_owned();
-        Box::pin(async move { self.close_sessions(|(_, session)| *session == id).await })
-    }
 }

@@ -306,6 +306,44 @@ impl NodeBackend {
         sessions + lock(&self.pools).get(name).map_or(0, Vec::len)
     }
 
+    /// The nodes of version `spec` of its toolkit not in a call now (idle
+    /// session nodes, the hot pool), for a look.
+    pub(super) fn idle_nodes(&self, spec: &Arc<LoadedManifest>) -> Vec<Arc<Node>> {
+        let name = &spec.name;
+        let mut nodes: Vec<Arc<Node>> = lock(&self.slots)
+            .iter()
+            .filter(|((_, toolkit), _)| toolkit == name)
+            .filter_map(|(_, slot)| {
+                let slot = slot.try_lock().ok()?;
+                let current = slot.made_for.as_ref().is_some_and(|m| Arc::ptr_eq(m, spec));
+                slot.node.clone().filter(|_| current)
+            })
+            .collect();
+        if let Some(pool) = lock(&self.pools).get(name) {
+            nodes.extend(pool.iter().map(|p| p.node.clone()));
+        }
+        nodes
+    }
+
+    /// Remove the idle session nodes of toolkit `name`: the next call of
+    /// each session starts a fresh one.
+    pub(super) async fn discard_idle(&self, name: &str) {
+        let slots: Vec<_> = lock(&self.slots)
+            .iter()
+            .filter(|((_, toolkit), _)| toolkit == name)
+            .map(|(_, slot)| slot.clone())
+            .collect();
+        for slot in slots {
+            let Ok(mut slot) = slot.try_lock() else {
+                continue;
+            };
+            if let Some(node) = slot.node.take() {
+                slot.lost = Some(format!("the {name} toolkit was degraded and restarted"));
+                self.remove_container(&node.container).await;
+            }
+        }
+    }
+
     fn slot(&self, key: &Key) -> Arc<tokio::sync::Mutex<Slot>> {
         lock(&self.slots).entry(key.clone()).or_default().clone()
     }

@@ -299,6 +299,19 @@ impl Node {
         }
     }
 
+    /// A service node's answer to GET `path` (its health path), without
+    /// counting as a use (a look must not keep an idle node alive).
+    pub async fn check(&self, path: &str, timeout: Duration) -> Result<u16, NodeError> {
+        let Link::Service(link) = &self.link else {
+            return Err(NodeError::Io("not a service node".into()));
+        };
+        if !self.is_alive() {
+            return Err(NodeError::Died(self.stderr_tail()));
+        }
+        let answer = link.call("GET", path, None, None, timeout).await?;
+        Ok(answer.status)
+    }
+
     /// The node's engine is gone: it counts as dead now, and a request
     /// waiting on it ends at once (as [`NodeError::Died`]).
     pub fn sever(&self) {

@@ -11,9 +11,12 @@ use super::health::Cause;
 use super::manifest::{self, LoadedManifest};
 use super::{DockerToolkit, NodeBackend, lock};
 use crate::backend::{
-    Backend, BackendFuture, EntryFile, Loaded, Problem, content_hash, folder_manifest,
+    Backend, BackendFuture, Checked, EntryFile, Loaded, Problem, content_hash, folder_manifest,
 };
 use crate::tool::Limits;
+
+/// How long a look waits for a service's health path.
+const PROBE_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Backend for NodeBackend {
     fn name(&self) -> &'static str {
@@ -106,6 +109,41 @@ impl Backend for NodeBackend {
         } else {
             Problem::unavailable(reason)
         })
+    }
+
+    fn probe<'a>(&'a self, name: &'a str) -> BackendFuture<'a, Option<Checked>> {
+        Box::pin(async move {
+            let spec = lock(&self.specs).get(name).cloned()?;
+            spec.service_port()?;
+            let path = &spec.manifest.docker.health_path;
+            let mut checked = None;
+            for node in self.idle_nodes(&spec) {
+                let answer = node.check(path, PROBE_WITHIN).await;
+                let (ok, detail) = match answer {
+                    Ok(status) => (
+                        (200..300).contains(&status),
+                        format!("GET {path} answered {status}"),
+                    ),
+                    Err(e) => (false, format!("GET {path} failed: {e}")),
+                };
+                checked = Some(Checked {
+                    ok,
+                    detail,
+                    container_id: Some(node.container.clone()),
+                });
+                if !ok {
+                    break;
+                }
+            }
+            checked
+        })
+    }
+
+    fn restart(&self, name: &str) {
+        self.drain_pool(name);
+        let Some(me) = self.me.upgrade() else { return };
+        let name = name.to_owned();
+        tokio::spawn(async move { me.discard_idle(&name).await });
     }
 
     fn scheduling(&self, name: &str) -> Option<serde_json::Value> {

@@ -140,7 +140,7 @@ impl PluginManager {
             }
         }
         let old = self.get_key(&key).and_then(|s| s.version);
-        let category = super::manifest_category(name, &files);
+        let common = super::manifest_common(name, &files);
         let loaded = backend
             .load(name, copies(&files), &|_| {})
             .await
@@ -165,7 +165,7 @@ impl PluginManager {
         })
         .await
         .unwrap_or_else(|e| Err(std::io::Error::other(e)))?;
-        let status = self.register(&key, &backend, loaded, category)?;
+        let status = self.register(&key, &backend, loaded, common)?;
         self.update(&key, |s| {
             s.files = Some(identity);
             s.stamps = Some(stamps);

@@ -132,13 +132,87 @@ pub(super) fn identity(files: &[EntryFile]) -> String {
         .join("+")
 }
 
-/// The top-level `category` of entry `name`'s manifest (`<name>.toml`, every
-/// kind's), if it gives one.
-pub(super) fn manifest_category(name: &str, files: &[EntryFile]) -> Option<String> {
+/// What every kind's manifest (`<name>.toml`) may say at its top level,
+/// read here for the catalog (each backend's own reading checks it).
+#[derive(Debug, Default)]
+pub struct Common {
+    pub category: Option<String>,
+    pub health: Option<crate::health::declared::Declared>,
+    pub fallback: crate::health::declared::Fallbacks,
+}
+
+/// The top-level `category`, `[health]` and `[fallback]` of entry `name`'s
+/// manifest, if it has one.
+pub(super) fn manifest_common(name: &str, files: &[EntryFile]) -> Common {
     let manifest = format!("{name}.toml");
-    let file = files
+    let table = files
         .iter()
-        .find(|f| f.path.file_name().is_some_and(|n| n == manifest.as_str()))?;
-    let table: toml::Table = std::str::from_utf8(&file.bytes).ok()?.parse().ok()?;
-    table.get("category")?.as_str().map(str::to_owned)
+        .find(|f| f.path.file_name().is_some_and(|n| n == manifest.as_str()))
+        .and_then(|f| std::str::from_utf8(&f.bytes).ok())
+        .and_then(|text| text.parse::<toml::Table>().ok())
+        .unwrap_or_default();
+    let health = table.get("health").cloned().map(toml::Value::try_into);
+    let fallback = table.get("fallback").cloned().map(toml::Value::try_into);
+    Common {
+        category: table
+            .get("category")
+            .and_then(|c| c.as_str())
+            .map(str::to_owned),
+        health: health.and_then(Result::ok),
+        fallback: fallback.and_then(Result::ok).unwrap_or_default(),
+    }
+}
+
+/// Whether toolkit `name`'s `[fallback]` can be honoured: each names one of
+/// its `tools`, never the tool itself, and each fallback there now takes
+/// the tool's input ([`crate::health::declared::schema_disagreement`]);
+/// else the toolkit is refused with the reason. A fallback not in the
+/// catalog yet is a warning (skipped until it is there).
+pub(super) fn check_fallbacks(
+    catalog: &crate::catalog::Catalog,
+    name: &str,
+    tools: &[crate::tool::ToolDescriptor],
+    fallback: &crate::health::declared::Fallbacks,
+) -> Result<Vec<String>, super::ChangeError> {
+    let refuse = |message: String| super::ChangeError::Register {
+        name: name.to_owned(),
+        message,
+    };
+    let mut warnings = Vec::new();
+    for (tool, ids) in fallback {
+        let Some(own) = tools.iter().find(|t| t.name == *tool) else {
+            return Err(refuse(format!(
+                "[fallback] names `{tool}`, which is not one of its tools"
+            )));
+        };
+        for id in ids {
+            let schema = match tools
+                .iter()
+                .find(|t| crate::tool::tool_id(name, &t.name) == *id)
+            {
+                Some(t) if t.name == *tool => {
+                    return Err(refuse(format!(
+                        "[fallback] of `{tool}` names the tool itself"
+                    )));
+                }
+                Some(t) => Some(t.input_schema.clone()),
+                None => catalog.get(id).map(|t| t.descriptor.input_schema.clone()),
+            };
+            match schema {
+                Some(schema) => {
+                    if let Some(why) =
+                        crate::health::declared::schema_disagreement(&own.input_schema, &schema)
+                    {
+                        return Err(refuse(format!(
+                            "[fallback] of `{tool}`: `{id}` cannot take its input: {why}"
+                        )));
+                    }
+                }
+                None => warnings.push(format!(
+                    "[fallback] of `{tool}`: there is no tool `{id}` now; it is skipped until there is"
+                )),
+            }
+        }
+    }
+    Ok(warnings)
 }

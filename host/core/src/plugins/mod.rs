@@ -29,7 +29,7 @@ use crate::backend::{Backend, EntryFile, Loaded};
 use crate::catalog::{Catalog, ToolkitEntry};
 use crate::tool;
 pub use admin::ChangeError;
-use entries::{files_of, identity, manifest_category, read_all, stamps};
+use entries::{Common, files_of, identity, manifest_common, read_all, stamps};
 use status::Stamps;
 pub use status::{PluginStatus, Progress, State};
 
@@ -388,7 +388,7 @@ impl PluginManager {
             }
         });
         let report = |phase| self.phase(key, phase);
-        let category = manifest_category(&key.0, &files);
+        let common = manifest_common(&key.0, &files);
         // A name another kind of entry holds is refused before anything of
         // this one is loaded (no node or server is started for it).
         if let Some(other) = self.catalog.holder_of(&key.0).filter(|o| *o != key.1) {
@@ -404,7 +404,7 @@ impl PluginManager {
             return self.finish_install(key, old, result);
         }
         let result = match backend.load(&key.0, files, &report).await {
-            Ok(loaded) => self.register(key, backend, loaded, category),
+            Ok(loaded) => self.register(key, backend, loaded, common),
             Err(message) => Err(ChangeError::Load {
                 name: key.0.clone(),
                 message,
@@ -448,7 +448,7 @@ impl PluginManager {
         key: &Key,
         backend: &Arc<dyn Backend>,
         loaded: Loaded,
-        category: Option<String>,
+        common: Common,
     ) -> Result<PluginStatus, ChangeError> {
         let name = &key.0;
         let ids: Vec<String> = loaded
@@ -458,7 +458,13 @@ impl PluginManager {
             .collect();
         let version = loaded.version.clone();
         let compile = loaded.compile;
-        let warnings = loaded.warnings;
+        let mut warnings = loaded.warnings;
+        warnings.extend(entries::check_fallbacks(
+            &self.catalog,
+            name,
+            &loaded.tools,
+            &common.fallback,
+        )?);
         let provenance = loaded.provenance;
         let replaced = self.get_key(key).is_some_and(|s| s.version.is_some());
         let mut entry = ToolkitEntry::new(
@@ -469,7 +475,9 @@ impl PluginManager {
             loaded.limits,
             loaded.toolkit,
         );
-        entry.category = category;
+        entry.category = common.category;
+        entry.health = common.health;
+        entry.fallback = common.fallback;
         self.catalog
             .register(entry, loaded.tools)
             .map_err(|e| ChangeError::Register {

@@ -93,6 +93,9 @@ impl ToolStatus {
 pub struct ToolRecord {
     pub stats: ToolStats,
     status: AtomicU8,
+    /// The last health look found it degraded ([`crate::health`]): its
+    /// calls go to its fallbacks first.
+    degraded: std::sync::atomic::AtomicBool,
 }
 
 impl Default for ToolRecord {
@@ -106,7 +109,16 @@ impl ToolRecord {
         ToolRecord {
             stats,
             status: AtomicU8::new(status.to_u8()),
+            degraded: Default::default(),
         }
+    }
+
+    pub fn is_degraded(&self) -> bool {
+        self.degraded.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_degraded(&self, degraded: bool) {
+        self.degraded.store(degraded, Ordering::Relaxed);
     }
 
     pub fn status(&self) -> ToolStatus {

@@ -31,6 +31,8 @@ pub struct ToolStats {
     /// Calls that failed for the tool's own health's sake (this process
     /// only; [`crate::health::is_trouble`]).
     trouble: AtomicU64,
+    /// The last troubled calls' errors (kind: message), newest last.
+    recent: Mutex<std::collections::VecDeque<String>>,
     /// Resources the calls used (this process only; wasm tools).
     fuel: AtomicU64,
     peak_memory: AtomicU64,
@@ -152,6 +154,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Troubled calls' errors kept per tool.
+const RECENT_ERRORS: usize = 10;
+
 impl ToolStats {
     /// [`ToolStats::record`] a call's result, counting its trouble.
     pub fn record_result<T>(&self, latency: Duration, result: &Result<T, crate::tool::CallError>) {
@@ -159,8 +164,20 @@ impl ToolStats {
             && crate::health::is_trouble(e.kind())
         {
             self.trouble.fetch_add(1, Ordering::Relaxed);
+            let mut recent = lock(&self.recent);
+            if recent.len() == RECENT_ERRORS {
+                recent.pop_front();
+            }
+            let mut line = format!("{}: {e}", e.kind());
+            line.truncate(line.floor_char_boundary(500));
+            recent.push_back(line);
         }
         self.record(latency, result.is_ok());
+    }
+
+    /// The last troubled calls' errors, oldest first (a repair task's).
+    pub fn recent_errors(&self) -> Vec<String> {
+        lock(&self.recent).iter().cloned().collect()
     }
 
     /// This process's calls and the troubled ones among them, since start.

@@ -165,10 +165,13 @@ impl Builder {
     }
 
     async fn build(&self, id: &str, spec: &TaskSpec) -> Result<TaskResult, Failure> {
-        if matches!(
-            spec.kind(),
-            super::spec::SERVICE_DEPLOY | super::spec::GITHUB_DEPLOY
-        ) {
+        let repaired_service = spec.kind() == super::spec::REPAIR_TOOL && spec.source.is_none();
+        if repaired_service
+            || matches!(
+                spec.kind(),
+                super::spec::SERVICE_DEPLOY | super::spec::GITHUB_DEPLOY
+            )
+        {
             return self.deploy(id, spec).await;
         }
         let language = spec.language.as_deref().unwrap_or("python");

@@ -56,6 +56,17 @@ impl super::build::Builder {
                 });
             }
             let _ = tokio::fs::remove_dir_all(context.join(".git")).await;
+        } else if spec.kind() == super::spec::REPAIR_TOOL {
+            // The fix's files over the serving folder's.
+            let serving = self.plugins.dir().join(name);
+            copy_flat(&serving, &context)
+                .await
+                .map_err(|e| format!("cannot copy {}: {e}", serving.display()))?;
+            for (file, text) in context_files(spec)? {
+                tokio::fs::write(context.join(&file), text)
+                    .await
+                    .map_err(|e| format!("cannot write {file}: {e}"))?;
+            }
         } else {
             tokio::fs::create_dir_all(&context)
                 .await
@@ -66,17 +77,31 @@ impl super::build::Builder {
                     .map_err(|e| format!("cannot write {file}: {e}"))?;
             }
         }
-        let (tools, skipped) = tool_entries(spec)?;
-        let manifest = manifest(spec, &tools)?;
-        crate::nodes::manifest::parse(name, &context, &manifest)
-            .map_err(|e| format!("the generated manifest is refused: {e}"))?;
+        // A repaired service keeps the manifest it serves with.
+        let repair = spec.kind() == super::spec::REPAIR_TOOL;
+        let (manifest, skipped) = if repair {
+            let serving = self.plugins.dir().join(name).join(format!("{name}.toml"));
+            let text = tokio::fs::read_to_string(&serving).await.map_err(|e| {
+                format!(
+                    "cannot read the serving manifest {}: {e}",
+                    serving.display()
+                )
+            })?;
+            (text, Vec::new())
+        } else {
+            let (tools, skipped) = tool_entries(spec)?;
+            (manifest(spec, &tools)?, skipped)
+        };
+        let parsed = crate::nodes::manifest::parse(name, &context, &manifest)
+            .map_err(|e| format!("the manifest is refused: {e}"))?;
         tokio::fs::write(context.join(format!("{name}.toml")), &manifest)
             .await
             .map_err(|e| format!("cannot write the manifest: {e}"))?;
-        let ids: Vec<String> = tools
+        let ids: Vec<String> = parsed
+            .manifest
+            .tools
             .iter()
-            .filter_map(|t| t["name"].as_str())
-            .map(|t| crate::tool::tool_id(name, t))
+            .map(|t| crate::tool::tool_id(name, &t.name))
             .collect();
         self.tasks.update(id, |_| {
             let mut m = format!("installing {} as staging", ids.join(", "));
@@ -167,6 +192,7 @@ impl super::build::Builder {
             };
             let options = crate::dispatch::CallOptions {
                 staging: true,
+                no_fallback: true,
                 ..Default::default()
             };
             let started = std::time::Instant::now();

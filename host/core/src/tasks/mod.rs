@@ -10,9 +10,11 @@
 
 pub mod budget;
 pub mod build;
+mod claims;
 pub mod config;
 pub mod deploy;
 pub mod deploy_plan;
+pub mod repair;
 mod replicas;
 pub mod seed;
 pub mod spec;
@@ -111,6 +113,10 @@ pub struct Task {
     /// The replica building it (or to build it) on a shared registry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runner: Option<String>,
+    /// What its builder is given beside the spec (a repair's errors,
+    /// health and source: [`repair::context`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<serde_json::Value>,
 }
 
 impl Task {
@@ -132,6 +138,7 @@ impl Task {
             "last_run": self.last_run,
             "claimed_by": self.claimed_by,
             "runner": self.runner,
+            "context": self.context,
             "spec": spec,
         })
     }
@@ -164,6 +171,14 @@ impl Entry {
     }
 }
 
+/// A builder's fix of a claimed task.
+pub enum Fix {
+    /// A module, built like a `build_tool` task.
+    Source { language: String, source: String },
+    /// A repaired service's build context (flat).
+    Files(std::collections::BTreeMap<String, String>),
+}
+
 /// Why a task operation was refused.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refusal {
@@ -172,6 +187,8 @@ pub enum Refusal {
     Conflict(String),
     /// 422: the budget refuses its cost.
     OverBudget(String),
+    /// 422: what was given cannot be used.
+    Invalid(String),
 }
 
 /// Every task, and the queue of the build worker.
@@ -335,6 +352,7 @@ impl Tasks {
             }],
             spec,
             runner: self.me(),
+            context: None,
         };
         let id = task.task_id.clone();
         entries.insert(id.clone(), Entry::new(task.clone()));
@@ -500,82 +518,6 @@ impl Tasks {
             (TaskStatus::Cancelled, "cancelled by an admin".into())
         })
         .ok_or_else(|| Refusal::NotFound(format!("no task `{id}`")))
-    }
-
-    /// `POST /tasks/{id}/claim`: an external builder takes a pending request.
-    pub fn claim(&self, id: &str, builder: &str) -> Result<Task, Refusal> {
-        let current = self
-            .get(id)
-            .ok_or_else(|| Refusal::NotFound(format!("no task `{id}`")))?;
-        if current.status != TaskStatus::Pending || current.kind != spec::REQUEST {
-            return Err(Refusal::Conflict(format!(
-                "task `{id}` cannot be claimed: only a pending request (a description without source) can, and this is a {} task, {}",
-                current.kind,
-                current.status.as_str()
-            )));
-        }
-        let builder = builder.to_owned();
-        self.update(id, |t| {
-            t.claimed_by = Some(builder.clone());
-            (
-                TaskStatus::Building,
-                format!("claimed by {builder}: waiting for its source (POST /tasks/{{id}}/submit)"),
-            )
-        })
-        .ok_or_else(|| Refusal::NotFound(format!("no task `{id}`")))
-    }
-
-    /// `POST /tasks/{id}/submit`: the claiming builder's source; the task is
-    /// built like a `build_tool` one.
-    pub fn submit_source(
-        &self,
-        id: &str,
-        language: String,
-        source: String,
-        examples: Option<Vec<Example>>,
-        cost_usd: Option<f64>,
-    ) -> Result<Task, Refusal> {
-        let current = self
-            .get(id)
-            .ok_or_else(|| Refusal::NotFound(format!("no task `{id}`")))?;
-        if current.claimed_by.is_none()
-            || current.status != TaskStatus::Building
-            || current.spec.source.is_some()
-        {
-            return Err(Refusal::Conflict(format!(
-                "task `{id}` takes no source now: claim a pending request first (POST /tasks/{{id}}/claim)"
-            )));
-        }
-        let verdict = {
-            let entries = self.lock();
-            let spent = Self::spent_this_month(&entries) - current.spec.cost_usd.unwrap_or(0.0);
-            self.budget.judge(cost_usd.or(current.spec.cost_usd), spent)
-        };
-        let (status, message) = match verdict {
-            budget::Verdict::Refused(why) => return Err(Refusal::OverBudget(why)),
-            budget::Verdict::NeedsApproval(why) => (TaskStatus::AwaitingApproval, why),
-            budget::Verdict::Go => (
-                TaskStatus::Building,
-                "source submitted: queued for the build worker".to_owned(),
-            ),
-        };
-        let task = self
-            .update(id, |t| {
-                t.spec.language = Some(language);
-                t.spec.source = Some(source);
-                if let Some(examples) = examples {
-                    t.spec.examples = examples;
-                }
-                if cost_usd.is_some() {
-                    t.spec.cost_usd = cost_usd;
-                }
-                (status, message)
-            })
-            .ok_or_else(|| Refusal::NotFound(format!("no task `{id}`")))?;
-        if status == TaskStatus::Building {
-            let _ = self.queue.send(id.to_owned());
-        }
-        Ok(task)
     }
 }
 

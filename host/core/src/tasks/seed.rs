@@ -24,7 +24,8 @@ impl TaskSpec {
     /// was read how, for the answer.
     pub fn read_seed_fields(&mut self) -> Vec<String> {
         let mut notes = Vec::new();
-        if self.name.contains('_') {
+        // A repair's `tool_id` names a tool (`<toolkit>_<tool>`).
+        if self.name.contains('_') && self.kind() != super::spec::REPAIR_TOOL {
             let name = self.name.replace('_', "-");
             notes.push(format!(
                 "name `{}` is `{name}` here (toolkit names hold no `_`: tool ids are <toolkit>_<tool>)",

@@ -9,8 +9,9 @@ use serde_json::Value;
 #[serde(deny_unknown_fields)]
 pub struct TaskSpec {
     /// `build_tool` (source given), `request` (a description for an
-    /// external builder to claim); `github_deploy` and `repair_tool` are
-    /// named and refused for now. Guessed from the fields when absent.
+    /// external builder to claim), `service_deploy`, `github_deploy`,
+    /// `repair_tool` ([`super::repair`]). Guessed from the fields when
+    /// absent (never a repair).
     #[serde(rename = "type", default)]
     pub kind: Option<String>,
     /// The toolkit the tool lands in: its tools are `<name>_<tool>`. Made
@@ -78,6 +79,15 @@ pub struct TaskSpec {
     pub ports: Option<Vec<u16>>,
     #[serde(default)]
     pub requirements: Option<Requirements>,
+    /// A repair's tool (the seed's `tool_id` is read into `name`, then
+    /// resolved: [`super::repair::resolve`]).
+    #[serde(default)]
+    pub tool: Option<String>,
+    /// A repair's error and container, as the seed's §4.3 gives them.
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub container_id: Option<String>,
 }
 
 /// §4's `requirements`.
@@ -115,6 +125,7 @@ pub const BUILD_TOOL: &str = "build_tool";
 pub const REQUEST: &str = "request";
 pub const SERVICE_DEPLOY: &str = "service_deploy";
 pub const GITHUB_DEPLOY: &str = "github_deploy";
+pub use super::repair::REPAIR_TOOL;
 
 impl TaskSpec {
     /// The kind, guessed when not given: source means a build.
@@ -131,7 +142,9 @@ impl TaskSpec {
     /// Whether the build worker can take it as it is (a request waits for
     /// a builder's source).
     pub fn buildable(&self) -> bool {
-        self.source.is_some() || matches!(self.kind(), SERVICE_DEPLOY | GITHUB_DEPLOY)
+        self.source.is_some()
+            || matches!(self.kind(), SERVICE_DEPLOY | GITHUB_DEPLOY)
+            || self.kind() == REPAIR_TOOL && self.files.is_some()
     }
 
     /// Why a seed field cannot be honoured here, if one cannot.
@@ -218,15 +231,24 @@ impl TaskSpec {
                     return Some(e);
                 }
             }
-            "repair_tool" => {
-                return Some(
-                    "task type `repair_tool` is not supported yet: request a replacement (build_tool with \"replace\": true)"
-                        .into(),
-                );
+            REPAIR_TOOL => {
+                if let Err(e) = super::deploy_plan::context_files(self) {
+                    return Some(e);
+                }
+                if self.source.is_some() && self.files.is_some() {
+                    return Some("a repair's fix is `source` or `files`, not both".into());
+                }
+                if self.source.is_some()
+                    && !matches!(self.language.as_deref(), Some("python" | "javascript"))
+                {
+                    return Some(
+                        "a repair's `source` needs `language` (python or javascript)".into(),
+                    );
+                }
             }
             other => {
                 return Some(format!(
-                    "unknown task type `{other}`: use build_tool, service_deploy, github_deploy or request"
+                    "unknown task type `{other}`: use build_tool, service_deploy, github_deploy, repair_tool or request"
                 ));
             }
         }
@@ -267,8 +289,12 @@ mod tests {
                 "unknown language",
             ),
             (
-                json!({"type": "repair_tool", "name": "wc"}),
-                "not supported yet",
+                json!({"type": "repair_tool", "name": "wc", "files": {"wc.toml": ""}}),
+                "not the manifest",
+            ),
+            (
+                json!({"type": "repair_tool", "name": "wc", "source": "x = 1"}),
+                "needs `language`",
             ),
             (
                 json!({"type": "github_deploy", "name": "wc", "internal_port": 80, "tools": []}),

@@ -49,6 +49,9 @@ pub(crate) fn success(out: CallOutput) -> CallToolResult {
         result.structured_content = Some(v);
     }
     meta.insert("toolhost/version".into(), Value::String(out.version));
+    if let Some(by) = out.served_by {
+        meta.insert("toolhost/served_by".into(), Value::String(by));
+    }
     meta.insert(
         "toolhost/elapsed_ms".into(),
         json!(out.elapsed.as_secs_f64() * 1000.0),
@@ -233,6 +236,7 @@ mod tests {
             version: "v".into(),
             fuel: None,
             written: Vec::new(),
+            served_by: None,
         };
         let mut rendered = serde_json::to_value(success(out)).unwrap();
         // Toolhost's own `_meta` (version, time), and the revision's
@@ -250,6 +254,7 @@ mod tests {
             version: "v".into(),
             fuel: None,
             written: Vec::new(),
+            served_by: None,
         });
         assert_eq!(native["result"], json!({"path": "a.txt"}));
         let kinds: Vec<&str> = native["content"]

@@ -269,7 +269,19 @@ fn answer(
                     "partial": v,
                 })));
             }
-            Ok(Json(wrap(&out.content)).into_response())
+            let mut response = Json(wrap(&out.content)).into_response();
+            // XAgent's body has no place for it: a fallback that served
+            // is named in a header.
+            if let Some(v) = out
+                .served_by
+                .as_deref()
+                .and_then(|by| axum::http::HeaderValue::from_str(by).ok())
+            {
+                response
+                    .headers_mut()
+                    .insert(crate::native::SERVED_BY_HEADER, v);
+            }
+            Ok(response)
         }
         Err(e) => {
             let status = match e.kind() {

@@ -1,0 +1,115 @@
+//! Fallbacks (seed 004's `fallback_strategy`): a tool whose toolkit's
+//! manifest names fallbacks (`[fallback]`, [`crate::health::declared`]) is
+//! served by the first of them that can when it cannot itself: its call
+//! failed for want of its backend (`backend_unavailable`, `timeout`,
+//! `node_lost`), or the last health look found it `degraded` (then it is
+//! not tried first, only after its fallbacks). The input goes to a fallback
+//! as its schema describes it ([`crate::health::declared::map_input`]; the
+//! schemas were checked to agree when the toolkit loaded); the answer names
+//! the tool that served ([`super::CallOutput::served_by`]).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{CallOptions, CallOutput, Dispatcher};
+use crate::health::declared::{map_input, schema_disagreement};
+use crate::sessions::Session;
+use crate::tool::{CallError, ErrorKind};
+
+/// Errors that send a call on to the next fallback.
+fn falls_back(kind: ErrorKind) -> bool {
+    matches!(
+        kind,
+        ErrorKind::BackendUnavailable | ErrorKind::Timeout | ErrorKind::NodeLost
+    )
+}
+
+/// Errors of a fallback that pass the call on to the next (it is not there,
+/// not active, or not this caller's).
+fn skips(kind: ErrorKind) -> bool {
+    falls_back(kind)
+        || matches!(
+            kind,
+            ErrorKind::NotFound | ErrorKind::NotActive | ErrorKind::Forbidden
+        )
+}
+
+impl Dispatcher {
+    /// Tool `id`'s fallbacks, in order.
+    pub fn fallbacks_of(&self, id: &str) -> Vec<String> {
+        self.catalog
+            .get(id)
+            .and_then(|t| t.toolkit.fallback.get(&t.descriptor.name).cloned())
+            .unwrap_or_default()
+    }
+
+    /// Run tool `tool_id` on `input` for `session`; when it cannot serve,
+    /// its fallbacks in order.
+    pub async fn dispatch(
+        &self,
+        session: &Arc<Session>,
+        tool_id: &str,
+        input: Value,
+        options: CallOptions,
+    ) -> Result<CallOutput, CallError> {
+        let fallbacks = match options.no_fallback {
+            true => Vec::new(),
+            false => self.fallbacks_of(tool_id),
+        };
+        if fallbacks.is_empty() {
+            return self.dispatch_one(session, tool_id, input, options).await;
+        }
+        let degraded = self
+            .catalog
+            .get(tool_id)
+            .is_some_and(|t| t.record.is_degraded());
+        let mut failed = None;
+        if !degraded {
+            match self
+                .dispatch_one(session, tool_id, input.clone(), options.clone())
+                .await
+            {
+                Err(e) if falls_back(e.kind()) => failed = Some(e),
+                done => return done,
+            }
+        }
+        for id in &fallbacks {
+            let Some(tool) = self.catalog.get(id).filter(|t| !t.record.is_degraded()) else {
+                continue;
+            };
+            // Checked when the toolkit loaded, if the fallback was there then.
+            let own = self
+                .catalog
+                .get(tool_id)
+                .map(|t| t.descriptor.input_schema.clone());
+            if let Some(why) =
+                own.and_then(|own| schema_disagreement(&own, &tool.descriptor.input_schema))
+            {
+                tracing::warn!(tool = tool_id, fallback = %id, %why, "a fallback that cannot take the tool's input is skipped");
+                continue;
+            }
+            let mapped = map_input(&input, &tool.descriptor.input_schema);
+            let options = CallOptions {
+                no_fallback: true,
+                ..options.clone()
+            };
+            match self.dispatch_one(session, id, mapped, options).await {
+                Ok(mut out) => {
+                    tracing::info!(tool = tool_id, served_by = %id, degraded, "a fallback served the call");
+                    out.served_by = Some(id.clone());
+                    return Ok(out);
+                }
+                Err(e) if skips(e.kind()) => {
+                    tracing::info!(tool = tool_id, fallback = %id, kind = %e.kind(), "the fallback could not serve either");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            // Degraded, and no fallback could serve: the tool itself.
+            None => self.dispatch_one(session, tool_id, input, options).await,
+        }
+    }
+}
