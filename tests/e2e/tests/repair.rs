@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use toolhost_e2e::sources;
 use toolhost_e2e::*;
 
 const TOKEN: &str = "admin-admin-admin-admin";
@@ -209,4 +210,120 @@ fn a_failing_service_is_degraded_served_by_its_fallback_repaired_and_running_aga
     assert_eq!(s.invoke("flaky_break", json!({})).0, 200);
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(health(&s, "flaky_echo")["state"], "running");
+}
+
+fn admin(s: &Server, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    let mut req = s.client().request(method, s.url(path)).bearer_auth(TOKEN);
+    if let Some(body) = body {
+        req = req.json(&body);
+    }
+    let r = req.send().unwrap();
+    (r.status().as_u16(), r.json().unwrap_or(Value::Null))
+}
+
+fn ended(s: &Server, id: &str) -> Value {
+    wait_for(Duration::from_secs(300), || {
+        let (_, t) = admin(
+            s,
+            reqwest::Method::GET,
+            &format!("/tasks/{id}/status"),
+            None,
+        );
+        t["status"]
+            .as_str()
+            .is_some_and(|st| matches!(st, "completed" | "failed" | "cancelled"))
+            .then_some(t)
+    })
+    .unwrap_or_else(|| panic!("task {id} did not end\n{}", s.log()))
+}
+
+/// A tool a build task made, repaired by source (seed §4.3 asked by hand):
+/// the repair carries the source it was built from; the claiming builder's
+/// new module is built with the examples the tool was made with, and
+/// replaces it, keeping its manifest (description, category).
+#[test]
+fn a_built_tool_is_repaired_by_its_new_source_with_its_own_examples() {
+    let s = Server::start_with(
+        PluginsDir::new(),
+        Some(&format!("[auth]\nadmin_token = \"{TOKEN}\"\n")),
+    )
+    .unwrap();
+    let (code, made) = admin(
+        &s,
+        reqwest::Method::POST,
+        "/tools/request",
+        Some(
+            json!({"type": "build_tool", "name": "wordcount", "description": "Counts words.",
+            "category": "text", "language": "python", "source": sources::WORDCOUNT,
+            "examples": [{"tool": "count", "input": {"text": "a b c"}, "output": 3}]}),
+        ),
+    );
+    assert_eq!(code, 202, "{made}");
+    assert_eq!(
+        ended(&s, made["task_id"].as_str().unwrap())["status"],
+        "completed"
+    );
+    assert_eq!(
+        s.invoke("wordcount_count", json!({"text": "a, b"})).1["result"],
+        2
+    );
+
+    let (code, repair) = admin(
+        &s,
+        reqwest::Method::POST,
+        "/tools/request",
+        Some(json!({"type": "repair_tool", "tool_id": "wordcount_count",
+            "error": "counts punctuation as words", "description": "a lone comma is a word"})),
+    );
+    assert_eq!(code, 202, "{repair}");
+    let id = repair["task_id"].as_str().unwrap();
+    let (_, task) = admin(&s, reqwest::Method::GET, &format!("/tasks/{id}"), None);
+    assert_eq!(
+        task["context"]["source"]["source"],
+        sources::WORDCOUNT,
+        "{task}"
+    );
+    assert_eq!(task["context"]["source"]["language"], "python");
+    assert_eq!(
+        task["spec"]["examples"][0]["output"], 3,
+        "the tool's own examples: {task}"
+    );
+    let (code, _) = admin(
+        &s,
+        reqwest::Method::POST,
+        &format!("/tasks/{id}/claim"),
+        Some(json!({"builder": "b"})),
+    );
+    assert_eq!(code, 200);
+    let fixed = sources::WORDCOUNT.replace(
+        "return len(text.split())",
+        "return len([w for w in text.split() if any(c.isalnum() for c in w)])",
+    );
+    let (code, body) = admin(
+        &s,
+        reqwest::Method::POST,
+        &format!("/tasks/{id}/submit"),
+        Some(json!({"language": "python", "source": fixed})),
+    );
+    assert_eq!(code, 202, "{body}");
+    let done = ended(&s, id);
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        s.invoke("wordcount_count", json!({"text": "a , b"})).1["result"],
+        2
+    );
+    let (_, tool) = s.get("/tools/wordcount_count");
+    assert_eq!(
+        (
+            tool["description"].as_str().is_some(),
+            tool["category"].as_str()
+        ),
+        (true, Some("text")),
+        "{tool}"
+    );
+    let manifest = std::fs::read_to_string(s.plugins_dir().join("wordcount.toml")).unwrap();
+    assert!(
+        manifest.contains("Counts words."),
+        "the manifest it served with: {manifest}"
+    );
 }

@@ -532,8 +532,12 @@ fn the_seeds_own_examples_are_accepted_as_written() {
         &std::fs::read_to_string(repo_root().join("tests/fixtures/seed004/examples.json")).unwrap(),
     )
     .unwrap();
+    // §4.3 repairs `image_compress_api`: an API toolkit `image` with the
+    // tool `compress_api` (never called here).
+    let image = "description = \"Images.\"\n[api]\nbase_url = \"http://127.0.0.1:9\"\nallow = [\"127.0.0.1:9\"]\n\
+                 [[tools]]\nname = \"compress_api\"\ndescription = \"Compress.\"\nmethod = \"POST\"\npath = \"/compress\"\n";
     let s = Server::start_with(
-        PluginsDir::new(),
+        PluginsDir::new().folder("image", &[("image.toml", image)]),
         Some(&config(
             "[tasks]\ncallback_allow = [\"caller\"]\ngit_allow = [\"github.com\"]\n",
         )),
@@ -544,6 +548,69 @@ fn the_seeds_own_examples_are_accepted_as_written() {
         assert_eq!(*status, 202, "{body}");
     }
     let (deploy, build, described) = (&answers[0].1, &answers[1].1, &answers[2].1);
+    let repair = &answers[3].1;
+    assert_eq!(
+        (repair["type"].as_str(), repair["name"].as_str()),
+        (Some("repair_tool"), Some("image")),
+        "{repair}"
+    );
+    let (_, task) = admin(
+        &s,
+        reqwest::Method::GET,
+        &format!("/tasks/{}", repair["task_id"].as_str().unwrap()),
+        None,
+    );
+    assert_eq!(task["status"], "pending", "{task}");
+    assert_eq!(task["spec"]["tool"], "image_compress_api", "{task}");
+    assert_eq!(task["spec"]["error"], "HTTP 503: Service Unavailable");
+    assert_eq!(task["spec"]["container_id"], "abc123...");
+    assert_eq!(task["context"]["backend"], "api", "{task}");
+    assert!(
+        task["context"]["files"]["image.toml"]
+            .as_str()
+            .unwrap()
+            .contains("compress_api")
+    );
+    // A second repair of it while this one is open: 409; a tool not there: 404.
+    let (status, body) = request(&s, examples[3].clone());
+    assert_eq!(status, 409, "{body}");
+    let mut nowhere = examples[3].clone();
+    nowhere["tool_id"] = json!("nowhere_tool");
+    let (status, body) = request(&s, nowhere);
+    assert_eq!(status, 404, "{body}");
+    assert!(
+        body.to_string()
+            .contains("no tool or toolkit `nowhere_tool` to repair"),
+        "{body}"
+    );
+    // Claimed like a request; a module fix without a language is refused, named.
+    let id = repair["task_id"].as_str().unwrap();
+    let (status, _) = admin(
+        &s,
+        reqwest::Method::POST,
+        &format!("/tasks/{id}/claim"),
+        Some(json!({"builder": "b"})),
+    );
+    assert_eq!(status, 200);
+    let (status, body) = admin(
+        &s,
+        reqwest::Method::POST,
+        &format!("/tasks/{id}/submit"),
+        Some(json!({"source": "x = 1"})),
+    );
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body.to_string().contains("`source` needs `language`"),
+        "{body}"
+    );
+    let (status, body) = admin(
+        &s,
+        reqwest::Method::POST,
+        &format!("/tasks/{id}/submit"),
+        Some(json!({"files": {"image.toml": "x"}})),
+    );
+    assert_eq!(status, 422, "{body}");
+    assert!(body.to_string().contains("not the manifest"), "{body}");
     assert_eq!(deploy["type"], "github_deploy", "{deploy}");
     assert_eq!(deploy["name"], "project-api", "{deploy}");
     assert!(deploy["notes"].to_string().contains("/api/run"), "{deploy}");

@@ -185,11 +185,33 @@ impl Builder {
         let dir = self.builds.join(id);
         let (src, out) = (dir.join("src"), dir.join("out"));
         let name = &spec.name;
+        // A repair keeps the manifest it serves with (its limits, health,
+        // fallbacks), or the toolkit's description.
+        let serving = self.plugins.dir().join(format!("{name}.toml"));
+        let toml_text = match spec.kind() == super::spec::REPAIR_TOOL {
+            true => match tokio::fs::read_to_string(&serving).await {
+                Ok(text) => text,
+                Err(_) => {
+                    let toolkit = self
+                        .dispatcher
+                        .catalog()
+                        .toolkits()
+                        .into_iter()
+                        .find(|k| k.name == *name);
+                    let described = TaskSpec {
+                        description: toolkit.map(|k| k.description.clone()).unwrap_or_default(),
+                        ..spec.clone()
+                    };
+                    manifest(&described, language)
+                }
+            },
+            false => manifest(spec, language),
+        };
         let write = async {
             tokio::fs::create_dir_all(&src).await?;
             tokio::fs::create_dir_all(&out).await?;
             tokio::fs::write(src.join(module), spec.source.as_deref().unwrap_or("")).await?;
-            tokio::fs::write(src.join(format!("{name}.toml")), manifest(spec, language)).await
+            tokio::fs::write(src.join(format!("{name}.toml")), &toml_text).await
         };
         write
             .await

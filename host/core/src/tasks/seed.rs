@@ -149,6 +149,12 @@ mod tests {
         assert_eq!(request.kind(), REQUEST);
         assert!(request.name.starts_with("tool-"), "{}", request.name);
         assert!(request.problem().is_none(), "{:?}", request.problem());
+        // §4.3: a repair; its `tool_id` names a tool, kept as written.
+        let repair = &specs[3];
+        assert_eq!(repair.kind(), super::super::spec::REPAIR_TOOL);
+        assert_eq!(repair.name, "image_compress_api");
+        assert_eq!(repair.container_id.as_deref(), Some("abc123..."));
+        assert!(notes[3].is_empty(), "{:?}", notes[3]);
         // A GPU is refused by name, not by shape.
         let mut gpu = specs[0].clone();
         gpu.requirements.as_mut().unwrap().gpu = true;
