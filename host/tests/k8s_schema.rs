@@ -295,3 +295,20 @@ fn names_and_labels_are_valid_whatever_the_toolkit_or_session() {
     }
     assert_ne!(objects::label_value("a/b"), objects::label_value("a.b/"));
 }
+
+/// A GPU toolkit's pods ask for the NVIDIA device plugin's resource (valid
+/// against the schema); "all of a node's" cannot be asked of Kubernetes and
+/// is refused, named.
+#[test]
+fn gpus_become_the_device_plugins_resource() {
+    let mut spec = shell_manifest();
+    spec.manifest.docker.gpu = true;
+    spec.manifest.docker.gpu_count = 2;
+    let t = objects::template(&spec, NS, &settings()).unwrap();
+    let limits = &t["spec"]["podTemplate"]["spec"]["containers"][0]["resources"]["limits"];
+    assert_eq!(limits["nvidia.com/gpu"], "2", "{limits}");
+    assert!(check_object(&t).is_empty(), "{t:#}");
+    spec.manifest.docker.gpu_count = -1;
+    let e = objects::template(&spec, NS, &settings()).unwrap_err();
+    assert!(e.contains("gpu_count = -1"), "{e}");
+}

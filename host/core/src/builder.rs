@@ -69,8 +69,22 @@ impl Builders {
         })
     }
 
-    /// A new environment: a node (no network, capped) with its folder at /work.
-    pub async fn create(&self, memory_mb: u32, cpus: f64) -> Result<Value, BuilderError> {
+    /// Whether an engine that answers offers GPUs.
+    pub fn any_gpu(&self) -> bool {
+        self.docker
+            .as_ref()
+            .and_then(|d| d.docker())
+            .is_some_and(|p| p.engines.any_gpu())
+    }
+
+    /// A new environment: a node (no network, capped; with `gpus` GPUs, -1
+    /// all of an engine's) with its folder at /work.
+    pub async fn create(
+        &self,
+        memory_mb: u32,
+        cpus: f64,
+        gpus: Option<i64>,
+    ) -> Result<Value, BuilderError> {
         let docker = self.docker()?.clone();
         let mut envs = self.envs.lock().await;
         if envs.len() >= MAX_ENVS {
@@ -95,11 +109,12 @@ impl Builders {
             pids: 256,
             network: "none",
             allocate: true,
+            gpus,
         };
         let (_, guard) = docker.start_idle(&spec, &id).await?;
         envs.insert(id.clone(), Env { guard, dir });
         Ok(
-            json!({"env_id": id, "workdir": "/work", "image": self.image, "memory_mb": memory_mb, "cpus": cpus, "network": "none"}),
+            json!({"env_id": id, "workdir": "/work", "image": self.image, "memory_mb": memory_mb, "cpus": cpus, "network": "none", "gpu_count": gpus}),
         )
     }
 

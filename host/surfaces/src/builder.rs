@@ -34,7 +34,9 @@ pub fn tools() -> Vec<(&'static str, &'static str, Value)> {
             "Create a build environment: a sandboxed container (no network, capped memory and CPU) with a work folder at /work. Returns its env_id.",
             s(json!({"type": "object", "properties": {
              "memory_mb": {"type": "integer", "minimum": 64, "maximum": 4096, "description": "Memory cap (default 1024)."},
-             "cpus": {"type": "number", "exclusiveMinimum": 0, "maximum": 4, "description": "CPU cap (default 1)."}}})),
+             "cpus": {"type": "number", "exclusiveMinimum": 0, "maximum": 4, "description": "CPU cap (default 1)."},
+             "gpu": {"type": "boolean", "description": "Give it GPUs (an engine with a GPU runtime only; refused where there is none)."},
+             "gpu_count": {"type": "integer", "minimum": -1, "description": "How many GPUs with gpu (default -1: all of an engine's)."}}})),
         ),
         (
             "write_file",
@@ -145,7 +147,19 @@ pub async fn call(
                 .and_then(Value::as_f64)
                 .unwrap_or(1.0)
                 .clamp(0.1, 4.0);
-            b.create(memory as u32, cpus).await
+            let gpus = match args.get("gpu").and_then(Value::as_bool) {
+                Some(true) => match args.get("gpu_count").and_then(Value::as_i64).unwrap_or(-1) {
+                    n if n == -1 || n >= 1 => Some(n),
+                    n => {
+                        return Err(BuilderError(
+                            422,
+                            format!("`gpu_count` {n}: a number of GPUs, or -1 for all"),
+                        ));
+                    }
+                },
+                _ => None,
+            };
+            b.create(memory as u32, cpus, gpus).await
         }
         "write_file" => {
             b.write(

@@ -56,7 +56,10 @@ fn unprocessable(message: impl Into<String>) -> ApiError {
 /// Whether `spec` may become a task: valid, its callback allowed, its name
 /// not being worked on, and free unless it asks to replace.
 pub fn admit(state: &AppState, spec: &TaskSpec) -> Result<(), ApiError> {
-    if let Some(problem) = spec.problem() {
+    if let Some(problem) = spec
+        .problem()
+        .or_else(|| spec.gpu_problem(state.builders.any_gpu()))
+    {
         return Err(unprocessable(problem));
     }
     if let Some(url) = &spec.callback_url

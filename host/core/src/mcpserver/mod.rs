@@ -504,5 +504,6 @@ fn stdio_spec(
         // Bounded by its toolkit (one server, or one per session), like
         // the interactive nodes.
         allocate: false,
+        gpus: None,
     })
 }

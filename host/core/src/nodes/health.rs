@@ -28,6 +28,8 @@ pub enum Cause {
     /// A service's container died, was restarted once, and died again: no
     /// restart for [`DEGRADED_FOR`].
     Degraded,
+    /// It asks for a GPU and no engine that answers has one.
+    Gpu,
 }
 
 /// How long a degraded service is left alone before one more start is tried.
@@ -111,6 +113,20 @@ impl Health {
             );
         }
         entry.problem = Some((cause, reason.to_owned()));
+    }
+
+    /// The monitor found an engine with GPUs up: a GPU problem is gone.
+    pub fn gpu_ok(&self, toolkit: &str) {
+        let mut map = self.lock();
+        if let Some(entry) = map.get_mut(toolkit)
+            && matches!(entry.problem, Some((Cause::Gpu, _)))
+        {
+            entry.problem = None;
+            tracing::info!(
+                toolkit,
+                "an engine with GPUs answers: the toolkit is available"
+            );
+        }
     }
 
     /// A service container of `toolkit` was found dead (`why`): the first

@@ -118,6 +118,12 @@ pub struct NodeSpec {
     pub memory_mb: u32,
     #[serde(default = "default_cpus")]
     pub cpus: f64,
+    /// Its nodes get GPUs (seed 004's `use_gpu`, `resource_limits.gpu`):
+    /// `gpu_count` of them, -1 for all of an engine's ([`super::docker::gpu`]).
+    #[serde(default, alias = "use_gpu")]
+    pub gpu: bool,
+    #[serde(default = "default_gpu_count")]
+    pub gpu_count: i64,
     #[serde(default = "default_pids")]
     pub pids: u32,
     #[serde(default = "default_call_timeout")]
@@ -144,6 +150,9 @@ fn default_memory() -> u32 {
 }
 fn default_cpus() -> f64 {
     1.0
+}
+fn default_gpu_count() -> i64 {
+    -1
 }
 fn default_pids() -> u32 {
     256
@@ -340,6 +349,9 @@ pub fn parse(name: &str, dir: &Path, text: &str) -> Result<LoadedManifest, Strin
                 return Err(
                     "docker.scheduling = \"stateless\" is for services (internal_port)".into(),
                 );
+            }
+            if d.gpu_count == 0 || d.gpu_count < -1 {
+                return Err("docker.gpu_count must be a number of GPUs, or -1 for all".into());
             }
             Some(driver)
         }

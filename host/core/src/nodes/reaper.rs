@@ -46,6 +46,25 @@ impl NodeBackend {
             })
             .collect();
         self.provider.check(&toolkits, &self.health).await;
+        // A GPU toolkit is unavailable while no engine with GPUs answers.
+        if let Some(docker) = &self.docker {
+            let gpu: Vec<String> = lock(&self.specs)
+                .values()
+                .filter(|s| s.manifest.docker.gpu)
+                .map(|s| s.name.clone())
+                .collect();
+            let any = docker.engines.any_gpu();
+            for name in gpu {
+                match any {
+                    true => self.health.gpu_ok(&name),
+                    false => self.health.found(
+                        &name,
+                        super::health::Cause::Gpu,
+                        &super::docker::gpu::no_gpu(&name),
+                    ),
+                }
+            }
+        }
     }
 
     /// Remove nodes of closed sessions, idle nodes and dead nodes; keep the

@@ -35,6 +35,11 @@ impl Toolkit for DockerToolkit {
         let mut m = serde_json::Map::new();
         m.insert("memory_mb".into(), d.memory_mb.into());
         m.insert("cpus".into(), d.cpus.into());
+        // Seed 004's ContainerInfo `use_gpu`, `gpu_count`.
+        m.insert("use_gpu".into(), d.gpu.into());
+        if d.gpu {
+            m.insert("gpu_count".into(), d.gpu_count.into());
+        }
         m
     }
 

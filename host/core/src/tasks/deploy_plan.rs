@@ -112,6 +112,11 @@ pub fn manifest(spec: &TaskSpec, tools: &[Value]) -> Result<String, String> {
         .and_then(|r| r.memory_mb)
         .unwrap_or(256);
     docker.insert("memory_mb".into(), i64::from(memory).into());
+    // §4's requirements.gpu: one GPU (admitted only where an engine has one).
+    if spec.requirements.as_ref().is_some_and(|r| r.gpu) {
+        docker.insert("gpu".into(), true.into());
+        docker.insert("gpu_count".into(), 1i64.into());
+    }
     let mut root = toml::Table::new();
     root.insert("description".into(), spec.description.clone().into());
     if let Some(category) = &spec.category {

@@ -10,7 +10,8 @@
 //!   service's one endpoint, a tool named like the toolkit.
 //! - `ports`: the first is the service's `internal_port`.
 //! - `requirements.memory_mb`: the service's memory; `requirements.gpu`:
-//!   refused by name (no engine here has a GPU runtime);
+//!   one GPU for the service's container where an engine has a GPU runtime,
+//!   else refused by name ([`TaskSpec::gpu_problem`]);
 //!   `requirements.dependencies` and `runtime`: kept for the builder.
 //! - A `build_tool` without `source` (§4.2 asks a coding agent to write it):
 //!   a request that waits for a builder to claim it.
@@ -158,7 +159,13 @@ mod tests {
         // A GPU is refused by name, not by shape.
         let mut gpu = specs[0].clone();
         gpu.requirements.as_mut().unwrap().gpu = true;
-        assert!(gpu.seed_problem().unwrap().contains("requirements.gpu"));
+        assert!(gpu.seed_problem().is_none());
+        assert!(gpu.gpu_problem(false).unwrap().contains("no Docker engine here has a GPU runtime"));
+        // Where an engine has one, a service gets it; a wasm tool cannot.
+        assert_eq!(gpu.gpu_problem(true), None);
+        let mut build = specs[1].clone();
+        build.requirements.as_mut().unwrap().gpu = true;
+        assert!(build.gpu_problem(true).unwrap().contains("only a service"));
     }
 
     #[test]

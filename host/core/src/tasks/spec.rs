@@ -147,19 +147,30 @@ impl TaskSpec {
             || self.kind() == REPAIR_TOOL && self.files.is_some()
     }
 
-    /// Why a seed field cannot be honoured here, if one cannot.
+    /// Why a seed field cannot be honoured here, if one cannot (a GPU is
+    /// judged where the engines are known: [`TaskSpec::gpu_problem`]).
     pub fn seed_problem(&self) -> Option<String> {
-        if self.requirements.as_ref().is_some_and(|r| r.gpu) {
-            return Some(
-                "requirements.gpu: no engine here has a GPU runtime, so no GPU can be given".into(),
-            );
-        }
         match self.runtime.as_deref() {
             None | Some("docker" | "uv" | "python" | "node" | "javascript") => None,
             Some(other) => Some(format!(
                 "runtime `{other}`: docker (a service), uv or python / javascript (a tool's code)"
             )),
         }
+    }
+
+    /// Why its `requirements.gpu` cannot be honoured, when no engine has a
+    /// GPU runtime (`gpu_here`) or the task is no service (only a service's
+    /// container can be given one).
+    pub fn gpu_problem(&self, gpu_here: bool) -> Option<String> {
+        if !self.requirements.as_ref().is_some_and(|r| r.gpu) {
+            return None;
+        }
+        if !gpu_here {
+            return Some("requirements.gpu: no Docker engine here has a GPU runtime (`docker info` lists no `nvidia` runtime), so no GPU can be given".into());
+        }
+        (!matches!(self.kind(), SERVICE_DEPLOY | GITHUB_DEPLOY)).then(|| {
+            "requirements.gpu: only a service (service_deploy, github_deploy) runs where a GPU can be given; a wasm tool cannot use one".into()
+        })
     }
 
     /// What is wrong with this spec on its own (422), if anything.

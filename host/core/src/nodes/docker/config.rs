@@ -24,6 +24,9 @@ pub struct DockerConfig {
     /// A `docker save` archive of the node image, loaded into an engine
     /// that lacks an image it holds (engines that cannot pull).
     pub image_archive: Option<std::path::PathBuf>,
+    /// GPUs each engine with a GPU runtime offers (one when unset;
+    /// `[[docker.engines]]` may say its own).
+    pub gpus: Option<u32>,
 }
 
 /// One Docker engine of the node pool.
@@ -46,6 +49,8 @@ pub struct DockerEngine {
     /// mounts (workspaces, drivers, service folders) under a listed folder
     /// are mapped; the others are passed as they are.
     pub paths: std::collections::BTreeMap<std::path::PathBuf, std::path::PathBuf>,
+    /// GPUs this engine offers, when it has a GPU runtime.
+    pub gpus: Option<u32>,
 }
 
 impl Default for DockerConfig {
@@ -56,6 +61,7 @@ impl Default for DockerConfig {
             max_memory_share: 0.8,
             engines: Vec::new(),
             image_archive: None,
+            gpus: None,
         }
     }
 }

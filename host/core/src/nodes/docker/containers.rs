@@ -301,6 +301,10 @@ impl DockerProvider {
                 (d.command.clone(), Some(env))
             }
         };
+        let mut host_config = hardened(d.network.mode(), memory, d.cpus, d.pids, binds);
+        if d.gpu {
+            host_config.device_requests = Some(super::gpu::device_requests(d.gpu_count));
+        }
         let body = ContainerCreateBody {
             image: Some(d.image.clone()),
             cmd,
@@ -309,7 +313,7 @@ impl DockerProvider {
             user: spec.driver.is_none().then(|| d.user.clone()).flatten(),
             labels: Some(labels),
             working_dir: Some("/workspace".into()),
-            host_config: Some(hardened(d.network.mode(), memory, d.cpus, d.pids, binds)),
+            host_config: Some(host_config),
             ..Default::default()
         };
         let name = container_name(&spec.name);
@@ -331,6 +335,9 @@ impl DockerProvider {
         let begun = std::time::Instant::now();
         self.engines
             .settle(&name, engine, d.cpus, u64::from(d.memory_mb));
+        if d.gpu {
+            self.engines.hold_gpus(&name, d.gpu_count);
+        }
         let created = docker.create_container(Some(options), body).await;
         let create_ms = begun.elapsed().as_secs_f64() * 1e3;
         let id = created.as_ref().ok().map(|c| c.id.as_str());

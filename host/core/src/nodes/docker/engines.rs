@@ -55,6 +55,8 @@ pub struct Member {
     pub(super) loading: tokio::sync::Mutex<()>,
     /// Local folders and where the engine's host sees them, longest first.
     paths: Vec<(PathBuf, PathBuf)>,
+    /// `gpus` of its configuration.
+    gpus: Option<u32>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -65,6 +67,8 @@ pub(super) struct MemberState {
     /// Pings unanswered in a row while up.
     slow: u32,
     drained: bool,
+    /// GPUs it offers (its `docker info` lists a GPU runtime).
+    pub(super) gpus: u32,
     /// From the engine's own `docker info`.
     cores: f64,
     memory_mb: u64,
@@ -76,12 +80,24 @@ pub(super) struct MemberState {
     pub(super) tried: HashSet<String>,
 }
 
+impl MemberState {
+    pub(super) fn is_up(&self) -> bool {
+        self.up == Some(true)
+    }
+
+    pub(super) fn drained_now(&self) -> bool {
+        self.drained
+    }
+}
+
 /// Where a container runs and what it is capped at.
 #[derive(Clone)]
-struct Home {
-    engine: usize,
+pub(super) struct Home {
+    pub(super) engine: usize,
     cpus: f64,
     memory_mb: u64,
+    /// GPUs it holds ([`super::gpu`]).
+    pub(super) gpus: u32,
     node: Option<Weak<Node>>,
 }
 
@@ -110,7 +126,7 @@ pub struct Engines {
     /// Session -> the engine its nodes go to.
     affinity: Mutex<HashMap<String, usize>>,
     /// Container id (its name until created) -> where it runs.
-    homes: Mutex<HashMap<String, Home>>,
+    pub(super) homes: Mutex<HashMap<String, Home>>,
     pub(super) archive: Option<PathBuf>,
     shares: Shares,
 }
@@ -124,11 +140,9 @@ impl Engines {
         };
         let mut members = Vec::new();
         if config.engines.is_empty() {
-            members.push(Member::new(
-                "local".into(),
-                Target::Local,
-                Allocation::of_host(config),
-            ));
+            let mut local = Member::new("local".into(), Target::Local, Allocation::of_host(config));
+            local.gpus = config.gpus;
+            members.push(local);
         }
         let mut names = HashSet::new();
         for e in &config.engines {
@@ -140,6 +154,7 @@ impl Engines {
             }
             // Bounded once its `docker info` is known.
             let mut member = Member::new(e.name.clone(), Target::of(e)?, Allocation::unbounded());
+            member.gpus = e.gpus.or(config.gpus);
             for (local, there) in &e.paths {
                 if !local.is_absolute() || !there.is_absolute() {
                     return Err(format!(
@@ -204,6 +219,7 @@ impl Engines {
                 engine,
                 cpus,
                 memory_mb,
+                gpus: 0,
                 node: None,
             },
         );
@@ -401,6 +417,8 @@ impl Engines {
             match answer {
                 Ok(info) => {
                     let cores = info.ncpu.unwrap_or(0) as f64;
+                    let runtime = super::gpu::has_runtime(info.runtimes.as_ref());
+                    let gpus = super::gpu::offered(m.gpus, runtime);
                     let memory_mb = (info.mem_total.unwrap_or(0).max(0) as u64) >> 20;
                     let mut s = lock(&m.state);
                     if s.up == Some(false) {
@@ -411,6 +429,7 @@ impl Engines {
                         s.tried.clear();
                     }
                     s.slow = 0;
+                    s.gpus = gpus;
                     let fresh = s.cores != cores || s.memory_mb != memory_mb;
                     (s.up, s.error, s.cores, s.memory_mb) = (Some(true), None, cores, memory_mb);
                     s.version = info.server_version;
@@ -516,6 +535,7 @@ impl Member {
             state: Mutex::default(),
             loading: tokio::sync::Mutex::new(()),
             paths: Vec::new(),
+            gpus: None,
         }
     }
 

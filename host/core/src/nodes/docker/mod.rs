@@ -15,6 +15,7 @@ pub(crate) mod containers;
 pub mod engine;
 mod engine_images;
 pub mod engines;
+pub mod gpu;
 mod placement;
 pub mod stdio;
 mod watch;
@@ -111,6 +112,16 @@ impl NodeProvider for DockerProvider {
     ) -> BackendFuture<'a, Result<usize, CallError>> {
         Box::pin(async move {
             let d = &spec.manifest.docker;
+            if d.gpu {
+                return self
+                    .engines
+                    .gpu_engine(&spec.name, d.gpu_count)
+                    .inspect_err(|e| {
+                        if e.kind() == crate::tool::ErrorKind::BackendUnavailable {
+                            self.health.failed(&spec.name, Cause::Gpu, &e.to_string())
+                        }
+                    });
+            }
             let image = d.build.is_none().then_some(d.image.as_str());
             self.engines
                 .engine_for(

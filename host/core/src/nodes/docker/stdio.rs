@@ -39,6 +39,8 @@ pub struct StdioSpec {
     /// (a long-lived container: a build environment), refused (429) when
     /// the host's share is taken.
     pub allocate: bool,
+    /// GPUs it asks for (-1: all of an engine's); none: no GPU.
+    pub gpus: Option<i64>,
 }
 
 /// The running process: its stdout to read, its stdin to write.
@@ -107,16 +109,20 @@ impl DockerProvider {
                 "the server is shutting down".into(),
             ));
         }
-        let engine = self
-            .engines
-            .engine_for(
-                session,
-                Some(&spec.image),
-                spec.cpus,
-                u64::from(spec.memory_mb),
-                false,
-            )
-            .await?;
+        let engine = match spec.gpus {
+            Some(count) => self.engines.gpu_engine(&spec.toolkit, count)?,
+            None => {
+                self.engines
+                    .engine_for(
+                        session,
+                        Some(&spec.image),
+                        spec.cpus,
+                        u64::from(spec.memory_mb),
+                        false,
+                    )
+                    .await?
+            }
+        };
         let docker = self.docker(engine).await?;
         if self.engines.has_archive() {
             self.engines
@@ -125,17 +131,19 @@ impl DockerProvider {
                 .map_err(CallError::BackendUnavailable)?;
         }
         let labels = self.labels(&spec.toolkit, session);
+        let mut host_config = hardened(
+            spec.network,
+            i64::from(spec.memory_mb) << 20,
+            spec.cpus,
+            spec.pids,
+            spec.binds.clone(),
+        );
+        host_config.device_requests = spec.gpus.map(super::gpu::device_requests);
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
             cmd: Some(vec!["sleep".into(), "infinity".into()]),
             labels: Some(labels),
-            host_config: Some(hardened(
-                spec.network,
-                i64::from(spec.memory_mb) << 20,
-                spec.cpus,
-                spec.pids,
-                spec.binds.clone(),
-            )),
+            host_config: Some(host_config),
             ..Default::default()
         };
         let name = container_name(&spec.toolkit);
@@ -150,6 +158,9 @@ impl DockerProvider {
         let options = CreateContainerOptionsBuilder::default().name(&name).build();
         self.engines
             .settle(&name, engine, spec.cpus, u64::from(spec.memory_mb));
+        if let Some(count) = spec.gpus {
+            self.engines.hold_gpus(&name, count);
+        }
         let created = docker.create_container(Some(options), body).await;
         let id = created.as_ref().ok().map(|c| c.id.as_str());
         super::lock(allocation).created(&name, id);

@@ -211,6 +211,20 @@ pub fn pod_spec(spec: &LoadedManifest, settings: &PodSettings) -> Result<PodSpec
     let millis = (d.cpus * 1000.0).round() as i64;
     caps.insert("cpu".to_owned(), Quantity(format!("{millis}m")));
     caps.insert("memory".to_owned(), Quantity(format!("{}Mi", d.memory_mb)));
+    // GPUs as the NVIDIA device plugin's extended resource: a number (a
+    // pod cannot ask for "all of a node's").
+    if d.gpu {
+        if d.gpu_count < 1 {
+            return Err(format!(
+                "the {} toolkit asks for all of a node's GPUs (gpu_count = -1): on Kubernetes give gpu_count as a number",
+                spec.name
+            ));
+        }
+        caps.insert(
+            "nvidia.com/gpu".to_owned(),
+            Quantity(d.gpu_count.to_string()),
+        );
+    }
     let container = Container {
         name: CONTAINER.into(),
         image: Some(d.image.clone()),
