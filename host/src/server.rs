@@ -150,6 +150,7 @@ impl Server {
         let catalog = Arc::new(Catalog::new());
         let mut saved = saved;
         let saved_tasks = std::mem::take(&mut saved.tasks);
+        let saved_billing = std::mem::take(&mut saved.billing);
         let saved_pins = std::mem::take(&mut saved.pins)
             .into_iter()
             .filter_map(|p| {
@@ -274,6 +275,7 @@ impl Server {
         );
         let (tasks_, queue) =
             crate::tasks::Tasks::new(Some(registry.clone()), saved_tasks, config.budget.clone());
+        tasks_.billing.load(&saved_billing);
         let events = crate::events::Events::new(&config.events, callbacks.clone())
             .map_err(|e| anyhow::anyhow!(e))?;
         let _ = tasks_.events.set(events.clone());
@@ -310,6 +312,7 @@ impl Server {
                 crate::registry::Followed::Status(id, status) => catalog.follow_status(&id, status),
                 crate::registry::Followed::Task(body) => tasks.followed(&body),
                 crate::registry::Followed::Forgotten(id) => tasks.forgotten(&id),
+                crate::registry::Followed::Billing(body) => tasks.billing.followed(&body),
             }
         });
         if registry.replicas().shared_scope().is_some() {

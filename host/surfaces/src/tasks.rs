@@ -33,6 +33,11 @@ pub fn routes(state: AppState) -> Router<AppState> {
         .route("/tasks/{id}/submit", routing::post(submit))
         .route("/tasks/{id}/approve", routing::post(approve))
         .route("/budget", routing::get(budget))
+        .route("/budget/transactions", routing::post(enter_transaction))
+        .route(
+            "/budget/transactions/{id}/approve",
+            routing::post(approve_transaction),
+        )
         .route("/events", routing::get(messages))
         .route_layer(axum::middleware::from_fn_with_state(
             state.admin_token.clone(),
@@ -348,4 +353,51 @@ async fn approve(
 
 async fn budget(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     Ok(Json(state.tasks.budget()))
+}
+
+/// Seed 004 §11's transaction, as an admin enters it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    provider: String,
+    amount_usd: f64,
+    #[serde(default)]
+    description: String,
+}
+
+/// `POST /budget/transactions`: 201 committed, 202 awaiting approval, 422
+/// over a limit (named).
+async fn enter_transaction(
+    State(state): State<AppState>,
+    JsonBody(entry): JsonBody<Entry>,
+) -> Result<Response, ApiError> {
+    let args = json!({"provider": entry.provider, "amount_usd": entry.amount_usd, "description": entry.description});
+    let entered =
+        state
+            .tasks
+            .enter_transaction(entry.provider, entry.amount_usd, entry.description, "admin");
+    let outcome = match &entered {
+        Ok(t) => t.status.clone(),
+        Err(e) => format!("{e:?}"),
+    };
+    state.audit("admin", "budget_transaction", args, &outcome);
+    let t = entered.map_err(refused)?;
+    let status = match t.status.as_str() {
+        toolhost_core::tasks::billing::COMMITTED => StatusCode::CREATED,
+        _ => StatusCode::ACCEPTED,
+    };
+    Ok((status, Json(json!(t))).into_response())
+}
+
+async fn approve_transaction(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let approved = state.tasks.approve_transaction(&id);
+    let outcome = match &approved {
+        Ok(_) => "ok".to_owned(),
+        Err(e) => format!("{e:?}"),
+    };
+    state.audit("admin", "budget_approve", json!({"id": id}), &outcome);
+    Ok(Json(json!(approved.map_err(refused)?)))
 }

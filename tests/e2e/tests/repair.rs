@@ -255,7 +255,8 @@ fn a_built_tool_is_repaired_by_its_new_source_with_its_own_examples() {
         Some(
             json!({"type": "build_tool", "name": "wordcount", "description": "Counts words.",
             "category": "text", "language": "python", "source": sources::WORDCOUNT,
-            "examples": [{"tool": "count", "input": {"text": "a b c"}, "output": 3}]}),
+            "examples": [{"tool": "count", "input": {"text": "a b c"}, "output": 3}],
+            "cost_usd": 1.5}),
         ),
     );
     assert_eq!(code, 202, "{made}");
@@ -263,6 +264,15 @@ fn a_built_tool_is_repaired_by_its_new_source_with_its_own_examples() {
         ended(&s, made["task_id"].as_str().unwrap())["status"],
         "completed"
     );
+    // Its builder's reported cost entered in the billing log at completion.
+    let (_, budget) = admin(&s, reqwest::Method::GET, "/budget", None);
+    let billed = &budget["transactions"][0];
+    assert_eq!(
+        (billed["amount_usd"].as_f64(), billed["provider"].as_str()),
+        (Some(1.5), Some("builder:toolhost")),
+        "{budget}"
+    );
+    assert_eq!(billed["task_id"], made["task_id"]);
     assert_eq!(
         s.invoke("wordcount_count", json!({"text": "a, b"})).1["result"],
         2

@@ -210,8 +210,8 @@ fn admin_get(s: &Server, path: &str) -> (u16, Value) {
     (r.status().as_u16(), r.json().unwrap_or(Value::Null))
 }
 
-/// A task made through one replica is seen through the others within a
-/// second; when the replica building it is killed, one survivor takes it
+/// A billing entry and a task made through one replica are seen through
+/// the others within a second; when the replica building it is killed, one survivor takes it
 /// over (once), builds it from the start and completes it.
 #[test]
 fn a_killed_replicas_build_is_taken_over_once_and_completed() {
@@ -221,6 +221,20 @@ fn a_killed_replicas_build_is_taken_over_once_and_completed() {
     let mut a = replica(&pg);
     let b = replica(&pg);
     let c = replica(&pg);
+    // The billing log is one: an entry made through A is B's too.
+    let r = a
+        .client()
+        .post(a.url("/budget/transactions"))
+        .bearer_auth(ADMIN)
+        .json(&json!({"provider": "openai", "amount_usd": 5.0, "description": "API Key 充值"}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    assert!(
+        soon(|| admin_get(&b, "/budget").1["spent_this_month_usd"] == 5.0),
+        "B does not see A's billing entry: {}",
+        admin_get(&b, "/budget").1
+    );
     let id = request_wordcount(a.client(), &a.base, ADMIN);
     let path = format!("/tasks/{id}/status");
     let status_on = |s: &Server| admin_get(s, &path).1["status"].clone();

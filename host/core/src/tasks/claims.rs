@@ -68,7 +68,7 @@ impl Tasks {
         }
         let verdict = {
             let entries = self.lock();
-            let spent = Self::spent_this_month(&entries) - current.spec.cost_usd.unwrap_or(0.0);
+            let spent = self.spent_this_month(&entries) - current.spec.cost_usd.unwrap_or(0.0);
             self.budget.judge(cost_usd.or(current.spec.cost_usd), spent)
         };
         let (status, message) = match verdict {

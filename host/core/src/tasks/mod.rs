@@ -8,6 +8,7 @@
 //! external builder (a coding agent) to claim it and submit source, then
 //! proceeds the same way.
 
+pub mod billing;
 pub mod budget;
 pub mod build;
 mod claims;
@@ -203,6 +204,8 @@ pub struct Tasks {
     offered: Mutex<std::collections::HashSet<String>>,
     /// Where a task's end is told (`tool_ready`, `tool_error`).
     pub events: std::sync::OnceLock<Arc<crate::events::Events>>,
+    /// Seed 004's billing log: a completed task's cost, admins' entries.
+    pub billing: billing::Billing,
 }
 
 impl Tasks {
@@ -220,10 +223,11 @@ impl Tasks {
             entries: Mutex::new(HashMap::new()),
             order: Mutex::new(Vec::new()),
             queue,
-            registry,
             budget,
             offered: Mutex::default(),
             events: Default::default(),
+            billing: billing::Billing::new(registry.clone()),
+            registry,
         });
         // Replicas sharing the registry take over what a gone one was
         // building ([`Tasks::take_over`]) instead of failing it.
@@ -289,27 +293,33 @@ impl Tasks {
         }
     }
 
-    /// What this month's tasks committed (their `cost_usd`, unless they
-    /// failed or were cancelled).
-    fn spent_this_month(entries: &HashMap<String, Entry>) -> f64 {
-        let month = budget::month_of(now_ms());
-        entries
+    /// What this month spent (the billing log) and committed (the cost of
+    /// tasks going on: entered in the log when they complete; nothing for
+    /// one that fails or is cancelled, or awaits approval).
+    fn spent_this_month(&self, entries: &HashMap<String, Entry>) -> f64 {
+        let going: f64 = entries
             .values()
-            .filter(|e| budget::month_of(e.task.created_at) == month)
-            .filter(|e| !matches!(e.task.status, TaskStatus::Failed | TaskStatus::Cancelled))
+            .filter(|e| {
+                matches!(
+                    e.task.status,
+                    TaskStatus::Pending | TaskStatus::Building | TaskStatus::Testing
+                )
+            })
             .filter_map(|e| e.task.spec.cost_usd)
-            .sum()
+            .sum();
+        self.billing.spent_this_month() + going
     }
 
     /// The budget: limits, and what this month committed.
     pub fn budget(&self) -> serde_json::Value {
-        let spent = Self::spent_this_month(&self.lock());
+        let spent = self.spent_this_month(&self.lock());
         let b = &self.budget;
         serde_json::json!({
             "monthly_limit_usd": b.monthly_limit_usd,
             "single_tx_limit_usd": b.single_tx_limit_usd,
             "require_approval_above_usd": b.require_approval_above_usd,
             "spent_this_month_usd": spent,
+            "transactions": self.billing.current(),
             "remaining_usd": b.monthly_limit_usd.map(|l| (l - spent).max(0.0)),
         })
     }
@@ -322,7 +332,7 @@ impl Tasks {
         let mut entries = self.lock();
         let verdict = self
             .budget
-            .judge(spec.cost_usd, Self::spent_this_month(&entries));
+            .judge(spec.cost_usd, self.spent_this_month(&entries));
         let (status, message) = match verdict {
             budget::Verdict::Refused(why) => return Err(Refusal::OverBudget(why)),
             budget::Verdict::NeedsApproval(why) => (TaskStatus::AwaitingApproval, why),
@@ -459,7 +469,28 @@ impl Tasks {
         if let Some(events) = self.events.get().filter(|_| !was_final) {
             events.task_ended(&task);
         }
+        if !was_final && task.status == TaskStatus::Completed {
+            self.bill(&task);
+        }
         Some(task)
+    }
+
+    /// Enter a completed task's reported cost in the billing log.
+    fn bill(&self, task: &Task) {
+        let Some(amount) = task.spec.cost_usd.filter(|c| *c > 0.0) else {
+            return;
+        };
+        let by = task.claimed_by.clone().unwrap_or_else(|| "toolhost".into());
+        self.billing.enter(billing::Transaction {
+            id: billing::new_id(),
+            at: now_ms(),
+            provider: format!("builder:{by}"),
+            amount_usd: amount,
+            description: format!("task {}: {} `{}`", task.task_id, task.kind, task.spec.name),
+            task_id: Some(task.task_id.clone()),
+            by,
+            status: billing::COMMITTED.into(),
+        });
     }
 
     pub fn get(&self, id: &str) -> Option<Task> {

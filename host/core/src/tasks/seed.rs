@@ -160,7 +160,11 @@ mod tests {
         let mut gpu = specs[0].clone();
         gpu.requirements.as_mut().unwrap().gpu = true;
         assert!(gpu.seed_problem().is_none());
-        assert!(gpu.gpu_problem(false).unwrap().contains("no Docker engine here has a GPU runtime"));
+        assert!(
+            gpu.gpu_problem(false)
+                .unwrap()
+                .contains("no Docker engine here has a GPU runtime")
+        );
         // Where an engine has one, a service gets it; a wasm tool cannot.
         assert_eq!(gpu.gpu_problem(true), None);
         let mut build = specs[1].clone();

@@ -6,6 +6,7 @@
 //! own that commits whatever has queued up in one transaction: nothing on
 //! the call path waits for the database.
 
+mod pg_follow;
 mod pg_tls;
 mod postgres;
 mod sqlite;
@@ -14,14 +15,15 @@ pub(crate) mod testing;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub use self::postgres::{Followed, PostgresStore, follow, shown as postgres_shown};
+pub use self::pg_follow::{Followed, follow};
+pub use self::postgres::{PostgresStore, shown as postgres_shown};
 pub use sqlite::SqliteStore;
 
 use super::ToolStatus;
 use super::stats::StatsRow;
 
 /// The schema this build writes.
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -82,6 +84,8 @@ pub enum Write {
     Pin(PinRow),
     /// An entry of the audit log.
     Audit(AuditRow),
+    /// A billing log entry, whole (JSON; seed 004 §11's transaction).
+    Billing(String, String),
 }
 
 /// An admin's or a builder's action, as the audit log keeps it.
@@ -122,6 +126,8 @@ pub struct Saved {
     /// Tool-request tasks (JSON), oldest first.
     pub tasks: Vec<String>,
     pub pins: Vec<PinRow>,
+    /// The billing log's entries (JSON), oldest first.
+    pub billing: Vec<String>,
 }
 
 /// A write that failed, and whether trying again may succeed (the
@@ -293,6 +299,9 @@ mod tests {
                     }),
                     Write::Audit(audit("first")),
                     Write::Audit(audit("second")),
+                    Write::Billing("b1".into(), "{\"a\":1}".into()),
+                    Write::Billing("b2".into(), "{\"a\":2}".into()),
+                    Write::Billing("b1".into(), "{\"a\":3}".into()),
                 ])
                 .unwrap();
         }
@@ -301,6 +310,8 @@ mod tests {
         assert_eq!(log, vec![audit("second"), audit("first")]);
         assert_eq!(open().audit_log(1).unwrap(), vec![audit("second")]);
         let saved = open().load().unwrap();
+        // The billing log: oldest first, an update (an approval) in place.
+        assert_eq!(saved.billing, ["{\"a\":3}", "{\"a\":2}"]);
         assert_eq!(
             saved.statuses,
             vec![("calc_evaluate".to_owned(), ToolStatus::Inactive)]

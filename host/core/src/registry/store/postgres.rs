@@ -5,6 +5,7 @@
 //! error, never a fallback to a private SQLite file (that would split the
 //! state between replicas without anyone noticing).
 
+use super::pg_follow::Notice;
 use super::{
     AuditRow, Failure, PinRow, SCHEMA_VERSION, Saved, StoreError, ToolMeta, Write, deltas,
     histogram, histogram_json, now_ms,
@@ -16,7 +17,7 @@ use postgres::Client;
 use std::collections::HashSet;
 
 /// The schema's migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
-const MIGRATIONS: [&str; 3] = [
+const MIGRATIONS: [&str; 4] = [
     "
 CREATE TABLE tools (
     tool_id      TEXT PRIMARY KEY,
@@ -76,6 +77,14 @@ CREATE TABLE audit (
     outcome TEXT NOT NULL
 );
 ",
+    "
+CREATE TABLE billing (
+    id         TEXT PRIMARY KEY,
+    seq        BIGSERIAL,
+    body       TEXT NOT NULL,
+    updated_ms BIGINT NOT NULL
+);
+",
 ];
 
 /// The database's clock, ms: every replica's heartbeat is read against the
@@ -93,26 +102,6 @@ pub struct PostgresStore {
 
 /// The channel status changes are announced on.
 pub const CHANNEL: &str = "toolhost_registry";
-
-/// A change one replica announces to the others: a tool's status, or a
-/// task saved (read it from the table) or forgotten.
-#[derive(serde::Serialize, serde::Deserialize, Default)]
-#[serde(default)]
-pub struct Notice {
-    pub from: String,
-    pub tool_id: String,
-    pub status: String,
-    pub task: Option<String>,
-    pub forgotten: Option<String>,
-}
-
-/// What the others changed, as [`follow`] hands it on.
-pub enum Followed {
-    Status(String, ToolStatus),
-    /// A task, whole (JSON).
-    Task(String),
-    Forgotten(String),
-}
 
 /// `url` with its password hidden, for messages.
 pub fn shown(url: &str) -> String {
@@ -136,83 +125,6 @@ pub fn connect(url: &str, password: Option<&str>) -> Result<Client, String> {
     }
     config.connect_timeout(std::time::Duration::from_secs(3));
     super::pg_tls::connect(&config, &target.tls)
-}
-
-/// Follow the other replicas' status changes on `url` for as long as the
-/// process lives, on a thread of its own: `on_status(tool id, status)` for
-/// each, and for every saved status at each (re)connection (what changed
-/// while the connection was down is not missed). Reconnects every second
-/// while the database is away.
-pub fn follow(
-    url: String,
-    password: Option<String>,
-    replica: String,
-    on: Box<dyn Fn(Followed) + Send>,
-) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name("toolhost-registry-follow".into())
-        .spawn(move || {
-            let mut down = false;
-            loop {
-                let run = || -> Result<(), String> {
-                    let e = |e: postgres::Error| detail(&e);
-                    let mut client = connect(&url, password.as_deref())?;
-                    client
-                        .batch_execute(&format!("LISTEN {CHANNEL}"))
-                        .map_err(e)?;
-                    for row in client
-                        .query("SELECT tool_id, status FROM statuses", &[])
-                        .map_err(e)?
-                    {
-                        if let Some(status) = ToolStatus::parse(row.get(1)) {
-                            on(Followed::Status(row.get(0), status));
-                        }
-                    }
-                    for row in client
-                        .query("SELECT body FROM tasks ORDER BY seq", &[])
-                        .map_err(e)?
-                    {
-                        on(Followed::Task(row.get(0)));
-                    }
-                    let mut reader = connect(&url, password.as_deref())?;
-                    let mut notices = client.notifications();
-                    let mut each = notices.blocking_iter();
-                    while let Some(n) =
-                        postgres::fallible_iterator::FallibleIterator::next(&mut each).map_err(e)?
-                    {
-                        let Ok(notice) = serde_json::from_str::<Notice>(n.payload()) else {
-                            continue;
-                        };
-                        if notice.from == replica {
-                            continue;
-                        }
-                        if let Some(id) = notice.task {
-                            let row = reader
-                                .query_opt("SELECT body FROM tasks WHERE task_id = $1", &[&id])
-                                .map_err(e)?;
-                            if let Some(row) = row {
-                                on(Followed::Task(row.get(0)));
-                            }
-                        } else if let Some(id) = notice.forgotten {
-                            on(Followed::Forgotten(id));
-                        } else if let Some(status) = ToolStatus::parse(&notice.status) {
-                            on(Followed::Status(notice.tool_id, status));
-                        }
-                    }
-                    Ok(())
-                };
-                if let Err(e) = run() {
-                    if !down {
-                        tracing::warn!(
-                            "following the registry database: {e}; retrying every second"
-                        );
-                    }
-                    down = true;
-                }
-                std::thread::sleep(std::time::Duration::from_secs(1));
-            }
-        })
-        .map(|_| ())
 }
 
 impl PostgresStore {
@@ -398,6 +310,13 @@ impl PostgresStore {
         }
         for row in self
             .client
+            .query("SELECT body FROM billing ORDER BY seq", &[])
+            .map_err(e)?
+        {
+            saved.billing.push(row.get(0));
+        }
+        for row in self
+            .client
             .query("SELECT body FROM tasks ORDER BY seq", &[])
             .map_err(e)?
         {
@@ -462,6 +381,19 @@ impl PostgresStore {
                     .map_err(e)?;
                     let notice = Notice {
                         task: Some(id.clone()),
+                        ..Default::default()
+                    };
+                    Self::notify(&mut tx, &replica, notice).map_err(e)?;
+                }
+                Write::Billing(id, body) => {
+                    tx.execute(
+                        "INSERT INTO billing (id, body, updated_ms) VALUES ($1, $2, $3)
+                         ON CONFLICT (id) DO UPDATE SET body = $2, updated_ms = $3",
+                        &[id, body, &now],
+                    )
+                    .map_err(e)?;
+                    let notice = Notice {
+                        billing: Some(id.clone()),
                         ..Default::default()
                     };
                     Self::notify(&mut tx, &replica, notice).map_err(e)?;

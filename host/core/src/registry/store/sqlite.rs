@@ -55,6 +55,11 @@ CREATE TABLE IF NOT EXISTS stats (
     last_used_ms     INTEGER NOT NULL,
     latency          TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS billing (
+    id         TEXT PRIMARY KEY,
+    body       TEXT NOT NULL,
+    updated_ms INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS audit (
     seq     INTEGER PRIMARY KEY AUTOINCREMENT,
     at_ms   INTEGER NOT NULL,
@@ -157,6 +162,12 @@ impl SqliteStore {
         })? {
             saved.tools.push(row?);
         }
+        let mut q = self
+            .conn
+            .prepare("SELECT body FROM billing ORDER BY rowid")?;
+        for row in q.query_map([], |r| r.get::<_, String>(0))? {
+            saved.billing.push(row?);
+        }
         let mut q = self.conn.prepare("SELECT body FROM tasks ORDER BY rowid")?;
         for row in q.query_map([], |r| r.get::<_, String>(0))? {
             saved.tasks.push(row?);
@@ -203,6 +214,13 @@ impl SqliteStore {
                     tx.execute(
                         "INSERT INTO tasks (task_id, body, updated_ms) VALUES (?1, ?2, ?3)
                          ON CONFLICT(task_id) DO UPDATE SET body = ?2, updated_ms = ?3",
+                        params![id, body, now],
+                    )?;
+                }
+                Write::Billing(id, body) => {
+                    tx.execute(
+                        "INSERT INTO billing (id, body, updated_ms) VALUES (?1, ?2, ?3)
+                         ON CONFLICT (id) DO UPDATE SET body = ?2, updated_ms = ?3",
                         params![id, body, now],
                     )?;
                 }
