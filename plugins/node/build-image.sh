@@ -227,6 +227,31 @@ done
 in_root python3 -c 'import jupyter_client, ipykernel, matplotlib_inline, numpy' \
     || die "python packages do not import"
 
+# ---- phase 4b: uv (from PyPI, pinned by hash) for the builders' uv projects ----
+UV_VERSION=0.13.9
+UV_WHEEL="uv-$UV_VERSION-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+UV_SHA256=d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19
+mkdir -p "$CACHE/uv"
+if [ ! -s "$CACHE/uv/$UV_WHEEL" ]; then
+    phase "downloading uv $UV_VERSION from PyPI"
+    python3 -m pip download --quiet --only-binary=:all: --no-deps \
+        --platform manylinux_2_17_x86_64 --python-version 3.11 "uv==$UV_VERSION" -d "$CACHE/uv" \
+        || die "cannot download uv $UV_VERSION from PyPI (python3 -m pip download)"
+fi
+echo "$UV_SHA256  $CACHE/uv/$UV_WHEEL" | sha256sum -c --quiet - || die "uv wheel hash mismatch"
+python3 - "$CACHE/uv/$UV_WHEEL" "$ROOT/usr/local/bin" <<'PY' || die "cannot unpack uv"
+import os, sys, zipfile
+wheel, dest = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as z:
+    for tool in ("uv", "uvx"):
+        path = os.path.join(dest, tool)
+        with z.open(f"uv-{os.path.basename(wheel).split('-')[1]}.data/scripts/{tool}") as src, open(path, "wb") as out:
+            out.write(src.read())
+        os.chmod(path, 0o755)
+PY
+in_root /usr/local/bin/uv --version >/dev/null || die "uv does not run in the rootfs"
+phase "uv $UV_VERSION in /usr/local/bin"
+
 # ---- phase 5: clean ----
 phase "cleaning"
 unmount_all

@@ -82,6 +82,29 @@ async def main() -> int:
         seen["task"] = {"status": status["status"], "result": status["result"], "error": status["error"]}
         back = data(await c.call_tool("read_file", {"env_id": env, "path": "app.py"}))
         seen["read_back"] = back["content"] == SOURCE
+        # A uv project (seed 004 §7): made, a PyPI dependency added (fetched by
+        # the host: the environment has no network), used by uv run.
+        project = data(await c.call_tool("create_uv_project", {"env_id": env, "name": "demo"}))
+        seen["uv_project"] = project
+        added = data(await c.call_tool("uv_add_dependency", {"env_id": env, "project_dir": project["project_dir"], "package": "six==1.16.0"}))
+        seen["uv_add"] = added
+        used = data(await c.call_tool("run_in_uv", {
+            "env_id": env, "project_dir": project["project_dir"],
+            "command": "python -c 'import six, sys; print(six.__version__, sys.prefix)'",
+        }))
+        seen["uv_run"] = used
+        missing = data(await c.call_tool("uv_add_dependency", {"env_id": env, "project_dir": "demo", "package": "no-such-package-toolhost-test"}))
+        seen["uv_missing"] = missing
+        hostile = await c.call_tool("uv_add_dependency", {"env_id": env, "project_dir": "demo", "package": "six; touch /tmp/owned"})
+        seen["uv_hostile_is_error"] = hostile.is_error
+        # Made anew with other caps: a new id, the same files, no port published.
+        rebuilt = data(await c.call_tool("rebuild_docker_ports", {"env_id": env, "ports": [8080], "mem_limit_mb": 384}))
+        seen["rebuilt"] = rebuilt
+        old = env
+        env = rebuilt["env_id"]
+        kept = data(await c.call_tool("read_file", {"env_id": env, "path": "app.py"}))
+        seen["rebuilt_kept_files"] = kept["content"] == SOURCE
+        seen["old_env_gone"] = (await c.call_tool("run", {"env_id": old, "command": "true"})).is_error
         data(await c.call_tool("destroy_env", {"env_id": env}))
         gone = await c.call_tool("run", {"env_id": env, "command": "true"})
         seen["gone_is_error"] = gone.is_error

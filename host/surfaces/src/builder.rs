@@ -72,6 +72,45 @@ pub fn tools() -> Vec<(&'static str, &'static str, Value)> {
             ),
         ),
         (
+            "create_uv_project",
+            "Create a uv project (an application) in an environment's /work: its pyproject.toml and .venv with the image's Python. Returns project_dir.",
+            s(
+                json!({"type": "object", "required": ["env_id", "name"], "properties": {
+             "env_id": {"type": "string"}, "name": {"type": "string", "description": "Lowercase letters, digits, - and _."},
+             "python_version": {"type": "string", "description": "E.g. 3.11 (Pythons are never downloaded: the image's only)."}}}),
+            ),
+        ),
+        (
+            "run_in_uv",
+            "Run a shell command in a uv project's environment (uv run); returns exit_code, stdout, stderr.",
+            s(
+                json!({"type": "object", "required": ["env_id", "project_dir", "command"], "properties": {
+             "env_id": {"type": "string"}, "project_dir": {"type": "string"}, "command": {"type": "string"},
+             "timeout_s": {"type": "integer", "minimum": 1, "maximum": 600, "description": "Killed after this (default 120)."}}}),
+            ),
+        ),
+        (
+            "uv_add_dependency",
+            "Add a PyPI package to a uv project: its wheels are fetched from PyPI by the host (the environment has no network; wheels only), then uv add. Returns status and message.",
+            s(
+                json!({"type": "object", "required": ["env_id", "project_dir", "package"], "properties": {
+             "env_id": {"type": "string"}, "project_dir": {"type": "string"},
+             "package": {"type": "string", "description": "A requirement: name, extras, versions (requests, pydantic>=2)."},
+             "dev": {"type": "boolean"}}}),
+            ),
+        ),
+        (
+            "rebuild_docker_ports",
+            "Make an environment anew with new caps (its /work files kept): returns the new env_id. Ports are never published (no network); the answer says so for any given.",
+            s(
+                json!({"type": "object", "required": ["env_id"], "properties": {
+             "env_id": {"type": "string"},
+             "ports": {"type": "array", "items": {"type": "integer"}},
+             "mem_limit_mb": {"type": "integer", "minimum": 64, "maximum": 4096},
+             "cpus": {"type": "number", "exclusiveMinimum": 0, "maximum": 4}}}),
+            ),
+        ),
+        (
             "register_tool",
             "Register the tool whose source (Python or JavaScript, the toolhost SDK's shape) is a file of an environment: a build_tool task builds it, runs the examples and activates it. Returns the task_id.",
             s(
@@ -183,6 +222,49 @@ pub async fn call(
             .await
         }
         "destroy_env" => b.destroy(arg(&args, "env_id")?).await,
+        "create_uv_project" => {
+            let python = args.get("python_version").and_then(Value::as_str);
+            b.uv_init(arg(&args, "env_id")?, arg(&args, "name")?, python)
+                .await
+        }
+        "run_in_uv" => {
+            let timeout = args.get("timeout_s").and_then(Value::as_u64).unwrap_or(120);
+            b.uv_run(
+                arg(&args, "env_id")?,
+                arg(&args, "project_dir")?,
+                arg(&args, "command")?,
+                Duration::from_secs(timeout),
+            )
+            .await
+        }
+        "uv_add_dependency" => {
+            let dev = args.get("dev").and_then(Value::as_bool).unwrap_or(false);
+            b.uv_add(
+                arg(&args, "env_id")?,
+                arg(&args, "project_dir")?,
+                arg(&args, "package")?,
+                dev,
+            )
+            .await
+        }
+        "rebuild_docker_ports" => {
+            let memory = args
+                .get("mem_limit_mb")
+                .and_then(Value::as_u64)
+                .map(|m| m.clamp(64, 4096) as u32);
+            let cpus = args
+                .get("cpus")
+                .and_then(Value::as_f64)
+                .map(|c| c.clamp(0.1, 4.0));
+            let mut rebuilt = b.rebuild(arg(&args, "env_id")?, memory, cpus).await;
+            if let (Ok(v), Some(ports)) = (&mut rebuilt, args.get("ports")) {
+                v["port_mapping"] = json!({});
+                v["ports"] = json!(format!(
+                    "{ports} not published: an environment has no network; a service it runs is reached from inside it (run, run_in_uv), a deployed one inside its own network namespace"
+                ));
+            }
+            rebuilt
+        }
         "register_tool" => register(state, &args).await,
         "open_tasks" => Ok(open_tasks(state)),
         "claim_task" => {

@@ -74,13 +74,17 @@ fn a_coding_agent_builds_and_registers_a_tool_over_mcp() {
         json!([
             "claim_task",
             "create_env",
+            "create_uv_project",
             "destroy_env",
             "open_tasks",
             "read_file",
+            "rebuild_docker_ports",
             "register_tool",
             "run",
+            "run_in_uv",
             "submit_fix",
             "task_status",
+            "uv_add_dependency",
             "write_file"
         ])
     );
@@ -98,6 +102,43 @@ fn a_coding_agent_builds_and_registers_a_tool_over_mcp() {
     assert_eq!(seen["task"]["status"], "completed", "{seen}");
     assert_eq!(seen["task"]["result"]["tool_id"], "shouter_shout");
     assert_eq!(seen["read_back"], true);
+    // uv (seed 004 §7).
+    assert_eq!(seen["uv_project"]["project_dir"], "/work/demo", "{seen}");
+    assert!(
+        seen["uv_project"]["python"]
+            .as_str()
+            .unwrap()
+            .starts_with("Python 3."),
+        "{seen}"
+    );
+    assert_eq!(seen["uv_add"]["status"], "success", "{seen}");
+    assert_eq!(seen["uv_run"]["exit_code"], 0, "{seen}");
+    let out = seen["uv_run"]["stdout"].as_str().unwrap();
+    assert!(
+        out.starts_with("1.16.0 /work/demo/.venv"),
+        "six from the project's own environment: {seen}"
+    );
+    assert_eq!(seen["uv_missing"]["status"], "error", "{seen}");
+    assert!(
+        seen["uv_missing"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be fetched from PyPI"),
+        "{seen}"
+    );
+    assert_eq!(seen["uv_hostile_is_error"], true, "{seen}");
+    assert_ne!(seen["rebuilt"]["env_id"], seen["uv_project"]["env_id"]);
+    assert_eq!(seen["rebuilt"]["memory_mb"], 384, "{seen}");
+    assert_eq!(seen["rebuilt"]["port_mapping"], json!({}), "{seen}");
+    assert!(
+        seen["rebuilt"]["ports"]
+            .as_str()
+            .unwrap()
+            .contains("not published"),
+        "{seen}"
+    );
+    assert_eq!(seen["rebuilt_kept_files"], true, "{seen}");
+    assert_eq!(seen["old_env_gone"], true, "{seen}");
     assert_eq!(seen["gone_is_error"], true);
 
     // The tool serves; the environment is gone; every action was audited.

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+mod uv;
+
 use crate::nodes::NodeBackend;
 use crate::nodes::stdio::{ContainerGuard, StdioSpec};
 use crate::tool::CallError;
@@ -27,6 +29,8 @@ pub const MAX_RUN: Duration = Duration::from_secs(600);
 struct Env {
     guard: ContainerGuard,
     dir: PathBuf,
+    /// Its caps: memory, CPUs, GPUs.
+    caps: (u32, f64, Option<i64>),
 }
 
 pub struct Builders {
@@ -34,6 +38,10 @@ pub struct Builders {
     root: PathBuf,
     image: String,
     envs: tokio::sync::Mutex<HashMap<String, Env>>,
+}
+
+fn new_env_id() -> String {
+    format!("env-{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
 }
 
 /// A builder tool's failure: its HTTP status and message.
@@ -86,18 +94,40 @@ impl Builders {
         gpus: Option<i64>,
     ) -> Result<Value, BuilderError> {
         let docker = self.docker()?.clone();
-        let mut envs = self.envs.lock().await;
+        let envs = self.envs.lock().await;
         if envs.len() >= MAX_ENVS {
             return Err(BuilderError(
                 429,
                 format!("{MAX_ENVS} build environments exist: destroy one first"),
             ));
         }
-        let id = format!("env-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+        let id = new_env_id();
         let dir = self.root.join(&id);
         tokio::fs::create_dir_all(&dir)
             .await
             .map_err(|e| BuilderError(500, format!("cannot make {}: {e}", dir.display())))?;
+        drop(envs);
+        self.start(&docker, id, dir, memory_mb, cpus, gpus).await
+    }
+
+    /// Start environment `id`'s container on its folder `dir`.
+    async fn start(
+        &self,
+        docker: &Arc<NodeBackend>,
+        id: String,
+        dir: PathBuf,
+        memory_mb: u32,
+        cpus: f64,
+        gpus: Option<i64>,
+    ) -> Result<Value, BuilderError> {
+        let mut envs = self.envs.lock().await;
+        if envs.len() >= MAX_ENVS {
+            let _ = tokio::fs::remove_dir_all(&dir).await;
+            return Err(BuilderError(
+                429,
+                format!("{MAX_ENVS} build environments exist: destroy one first"),
+            ));
+        }
         let spec = StdioSpec {
             toolkit: "builder".into(),
             image: self.image.clone(),
@@ -111,11 +141,53 @@ impl Builders {
             allocate: true,
             gpus,
         };
-        let (_, guard) = docker.start_idle(&spec, &id).await?;
-        envs.insert(id.clone(), Env { guard, dir });
+        let started = docker.start_idle(&spec, &id).await;
+        let (_, guard) = match started {
+            Ok(started) => started,
+            Err(e) => {
+                let _ = tokio::fs::remove_dir_all(&dir).await;
+                return Err(e.into());
+            }
+        };
+        envs.insert(
+            id.clone(),
+            Env {
+                guard,
+                dir,
+                caps: (memory_mb, cpus, gpus),
+            },
+        );
         Ok(
             json!({"env_id": id, "workdir": "/work", "image": self.image, "memory_mb": memory_mb, "cpus": cpus, "network": "none", "gpu_count": gpus}),
         )
+    }
+
+    /// `rebuild_docker_ports`: environment `env` made anew (a new id, its
+    /// folder and files kept) with new caps where given.
+    pub async fn rebuild(
+        &self,
+        env: &str,
+        memory_mb: Option<u32>,
+        cpus: Option<f64>,
+    ) -> Result<Value, BuilderError> {
+        let docker = self.docker()?.clone();
+        let Some(Env {
+            mut guard,
+            dir,
+            caps,
+        }) = self.envs.lock().await.remove(env)
+        else {
+            return Err(BuilderError(404, format!("no build environment `{env}`")));
+        };
+        guard.remove().await;
+        let id = new_env_id();
+        let moved = self.root.join(&id);
+        tokio::fs::rename(&dir, &moved)
+            .await
+            .map_err(|e| BuilderError(500, format!("cannot keep the folder of `{env}`: {e}")))?;
+        let (memory_mb, cpus) = (memory_mb.unwrap_or(caps.0), cpus.unwrap_or(caps.1));
+        self.start(&docker, id, moved, memory_mb, cpus, caps.2)
+            .await
     }
 
     async fn dir_of(&self, env: &str) -> Result<PathBuf, BuilderError> {
@@ -202,7 +274,12 @@ impl Builders {
                 .ok_or_else(|| BuilderError(404, format!("no build environment `{env}`")))?
         };
         let secs = timeout.as_secs().max(1).to_string();
-        let cmd = vec![
+        // uv's settings (the environment's own variables are not set on the
+        // container: `docker inspect` would show them).
+        let mut cmd: Vec<String> = std::iter::once("env".to_owned())
+            .chain(uv::UV_ENV.iter().map(|v| v.to_string()))
+            .collect();
+        cmd.extend([
             "timeout".into(),
             "-s".into(),
             "KILL".into(),
@@ -210,7 +287,7 @@ impl Builders {
             "sh".into(),
             "-c".into(),
             command.to_owned(),
-        ];
+        ]);
         let ran = self
             .docker()?
             .run_in(
