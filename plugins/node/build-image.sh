@@ -234,7 +234,12 @@ UV_SHA256=d7f459fe4fd247d830351c75686d3996ace3c6f3f728eb0e85a30b7ada0cef19
 mkdir -p "$CACHE/uv"
 if [ ! -s "$CACHE/uv/$UV_WHEEL" ]; then
     phase "downloading uv $UV_VERSION from PyPI"
-    python3 -m pip download --quiet --only-binary=:all: --no-deps \
+    PIP=(python3 -m pip)
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+        python3 -m venv "$CACHE/uv/pip-venv" || die "no pip: apt-get install python3-pip (or python3-venv)"
+        PIP=("$CACHE/uv/pip-venv/bin/pip")
+    fi
+    "${PIP[@]}" download --quiet --only-binary=:all: --no-deps \
         --platform manylinux_2_17_x86_64 --python-version 3.11 "uv==$UV_VERSION" -d "$CACHE/uv" \
         || die "cannot download uv $UV_VERSION from PyPI (python3 -m pip download)"
 fi
