@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-mod uv;
+pub mod uv;
 
 use crate::nodes::NodeBackend;
 use crate::nodes::stdio::{ContainerGuard, StdioSpec};

@@ -81,6 +81,51 @@ fn failed(what: &str, ran: &Value) -> BuilderError {
     BuilderError(422, format!("{what} exited {}: {tail}", ran["exit_code"]))
 }
 
+/// Fetch `requirements`' wheels (their dependencies' too) from PyPI into
+/// `dest`, with the host's pip: wheels only, so no package code runs here.
+/// Why not, named, when they cannot be.
+pub async fn fetch_wheels(requirements: &[&str], dest: &std::path::Path) -> Result<(), String> {
+    if let Some(bad) = requirements.iter().find(|r| !valid_requirement(r)) {
+        return Err(format!(
+            "`{bad}` is not a requirement (a PyPI name, extras, versions)"
+        ));
+    }
+    let mut fetch = tokio::process::Command::new("python3");
+    fetch
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .args(["--only-binary=:all:", "--python-version", "3.11", "--dest"])
+        .arg(dest)
+        .args(requirements)
+        .kill_on_drop(true);
+    let fetched = tokio::time::timeout(FETCH_WITHIN, fetch.output())
+        .await
+        .map_err(|_| format!("fetching {requirements:?} from PyPI took over {FETCH_WITHIN:?}"))?
+        .map_err(|e| format!("wheels are fetched with the host's `python3 -m pip`: {e}"))?;
+    if fetched.status.success() {
+        return Ok(());
+    }
+    let err = String::from_utf8_lossy(&fetched.stderr);
+    let last = err
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    Err(format!(
+        "{} cannot be fetched from PyPI as wheels (packages without a wheel are not built here): {last}",
+        requirements
+            .iter()
+            .map(|r| format!("`{r}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
 impl Builders {
     /// `create_uv_project`: `uv init` of an application `name` in /work.
     pub async fn uv_init(
@@ -161,49 +206,8 @@ impl Builders {
         tokio::fs::create_dir_all(&wheels)
             .await
             .map_err(|e| BuilderError(500, format!("cannot make {}: {e}", wheels.display())))?;
-        let mut fetch = tokio::process::Command::new("python3");
-        fetch
-            .args([
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--only-binary=:all:",
-                "--python-version",
-                "3.11",
-                "--dest",
-            ])
-            .arg(&wheels)
-            .arg(requirement)
-            .kill_on_drop(true);
-        let fetched = tokio::time::timeout(FETCH_WITHIN, fetch.output())
-            .await
-            .map_err(|_| {
-                BuilderError(
-                    504,
-                    format!("fetching `{requirement}` from PyPI took over {FETCH_WITHIN:?}"),
-                )
-            })?
-            .map_err(|e| {
-                BuilderError(
-                    503,
-                    format!(
-                        "uv_add_dependency fetches wheels with the host's `python3 -m pip`: {e}"
-                    ),
-                )
-            })?;
-        if !fetched.status.success() {
-            let err = String::from_utf8_lossy(&fetched.stderr);
-            let last = err
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("");
-            return Ok(json!({
-                "status": "error",
-                "message": format!("`{requirement}` cannot be fetched from PyPI as wheels (packages without a wheel are not built here): {last}"),
-            }));
+        if let Err(why) = fetch_wheels(&[requirement], &wheels).await {
+            return Ok(json!({"status": "error", "message": why}));
         }
         let dev = if dev { "--dev " } else { "" };
         let command = format!(

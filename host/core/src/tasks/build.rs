@@ -165,6 +165,9 @@ impl Builder {
     }
 
     async fn build(&self, id: &str, spec: &TaskSpec) -> Result<TaskResult, Failure> {
+        if spec.runtime.as_deref() == Some("uv") && spec.source.is_some() {
+            return self.uv_service(id, spec).await;
+        }
         let repaired_service = spec.kind() == super::spec::REPAIR_TOOL && spec.source.is_none();
         if repaired_service
             || matches!(

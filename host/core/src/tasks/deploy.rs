@@ -92,6 +92,11 @@ impl super::build::Builder {
             let (tools, skipped) = tool_entries(spec)?;
             (manifest(spec, &tools)?, skipped)
         };
+        // A uv build: its dependencies' wheels in the context, installed by
+        // its Dockerfile (the service's container has no network).
+        if spec.runtime.as_deref() == Some("uv") {
+            self.uv_wheels(id, spec, &context).await?;
+        }
         let parsed = crate::nodes::manifest::parse(name, &context, &manifest)
             .map_err(|e| format!("the manifest is refused: {e}"))?;
         tokio::fs::write(context.join(format!("{name}.toml")), &manifest)

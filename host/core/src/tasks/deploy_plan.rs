@@ -94,6 +94,10 @@ pub fn manifest(spec: &TaskSpec, tools: &[Value]) -> Result<String, String> {
         );
     }
     docker.insert("internal_port".into(), i64::from(port).into());
+    // The port, for a service that reads it (a uv build's listens on $PORT).
+    let mut env = toml::Table::new();
+    env.insert("PORT".into(), port.to_string().into());
+    docker.insert("env".into(), toml::Value::Table(env));
     docker.insert(
         "health_path".into(),
         spec.health_path

@@ -19,6 +19,7 @@ pub mod repair;
 mod replicas;
 pub mod seed;
 pub mod spec;
+mod uv_build;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

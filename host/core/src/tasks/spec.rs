@@ -192,7 +192,12 @@ impl TaskSpec {
                 if self.source.as_deref().is_none_or(str::is_empty) {
                     return Some("a build_tool task needs `source` (the module's code)".into());
                 }
+                let uv = self.runtime.as_deref() == Some("uv");
+                if uv && let Some(problem) = super::uv_build::problem(self) {
+                    return Some(problem);
+                }
                 match self.language.as_deref() {
+                    _ if uv => {}
                     Some("python" | "javascript") => {}
                     Some(other) => {
                         return Some(format!(
