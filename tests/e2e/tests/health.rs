@@ -106,7 +106,9 @@ fn declared_probes_degrade_without_calls_and_fallbacks_are_checked_at_load() {
                 "hostile.toml",
                 format!("{hostile_toml}\n[health]\ninterval_s = 1\nprobe = {{ tool = \"panic\", input = {{ message = \"probe\" }} }}\n"),
             ),
-        Some(&format!("[auth]\nadmin_token = \"{ADMIN}\"\n[health]\ninterval_s = 60\n")),
+        Some(&format!(
+            "[auth]\nadmin_token = \"{ADMIN}\"\n[health]\ninterval_s = 60\nrepair = \"auto\"\n"
+        )),
     )
     .unwrap();
     let degraded = wait_for(Duration::from_secs(10), || {
@@ -120,6 +122,36 @@ fn declared_probes_degrade_without_calls_and_fallbacks_are_checked_at_load() {
         "{degraded}"
     );
     assert_eq!(health(&s, "calc_evaluate")["state"], "running");
+    // `repair = "auto"`: restarted at the first look, a repair task at the
+    // next one that still finds it degraded.
+    let repair = wait_for(Duration::from_secs(10), || {
+        let r = s
+            .client()
+            .get(s.url("/tasks"))
+            .bearer_auth(ADMIN)
+            .send()
+            .unwrap();
+        let tasks: Value = r.json().unwrap();
+        tasks["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["type"] == "repair_tool")
+            .cloned()
+    })
+    .unwrap_or_else(|| panic!("no repair task\n{}", s.log()));
+    assert_eq!(repair["spec"]["name"], "hostile", "{repair}");
+    let log = wait_for(Duration::from_secs(5), || {
+        let log = s.log();
+        log.contains("repair task opened").then_some(log)
+    })
+    .expect("the opening logged");
+    let (restarted, opened) = (
+        log.find("restarting a degraded toolkit")
+            .expect("restarted first"),
+        log.find("repair task opened").expect("then a task"),
+    );
+    assert!(restarted < opened, "{log}");
 
     // Fallbacks, each toolkit a copy of calc with its own [fallback].
     let (wasm, _) = component("calc");
