@@ -313,6 +313,9 @@ impl Server {
                 crate::registry::Followed::Task(body) => tasks.followed(&body),
                 crate::registry::Followed::Forgotten(id) => tasks.forgotten(&id),
                 crate::registry::Followed::Billing(body) => tasks.billing.followed(&body),
+                crate::registry::Followed::Fallback(id, body) => {
+                    catalog.follow_fallback(&id, &body)
+                }
             }
         });
         if registry.replicas().shared_scope().is_some() {

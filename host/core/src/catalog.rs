@@ -405,6 +405,10 @@ impl Catalog {
         for (id, status) in statuses {
             records.insert(id, Arc::new(ToolRecord::new(ToolStats::default(), status)));
         }
+        for (id, body) in saved.fallbacks {
+            let record = records.entry(id).or_default();
+            record.set_fallback(serde_json::from_str(&body).ok().flatten());
+        }
         let _ = self.registry.set(registry);
     }
 
@@ -518,6 +522,22 @@ impl Catalog {
             record.set_status(status);
             self.changes.send_modify(|g| *g += 1);
         }
+    }
+
+    /// Set tool `id`'s fallbacks (none: its manifest's again), saved in the
+    /// registry (checked by the caller: [`crate::dispatch::Dispatcher::check_fallbacks`]).
+    pub fn set_fallback(&self, id: &str, fallback: Option<Vec<String>>) {
+        self.record(id).set_fallback(fallback.clone());
+        if let Some(registry) = self.registry.get() {
+            let body = serde_json::to_string(&fallback).unwrap_or_default();
+            registry.write(Write::Fallback(id.to_owned(), body));
+        }
+    }
+
+    /// Another replica set tool `id`'s fallbacks (JSON).
+    pub fn follow_fallback(&self, id: &str, body: &str) {
+        self.record(id)
+            .set_fallback(serde_json::from_str(body).ok().flatten());
     }
 
     /// Set the status of tool `id` (saved, and every surface's list

@@ -9,6 +9,7 @@ pub mod conns;
 pub mod console;
 pub mod engines;
 pub mod error;
+pub mod fallback;
 pub mod files;
 pub mod formats;
 pub mod front;
@@ -61,6 +62,7 @@ pub fn router(
         .merge(builder)
         .merge(health::routes())
         .merge(native::routes())
+        .merge(fallback::routes())
         .merge(files::routes(limits.max_upload_bytes))
         .merge(tasks::routes(state.clone()))
         .merge(system::routes(state.clone()))

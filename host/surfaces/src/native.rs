@@ -167,6 +167,7 @@ async fn describe_tool(
     body["limits"] = t.toolkit.limits.view(t.toolkit.toolkit.own_limits());
     body["stats"] = json!(t.record.stats.view());
     body["health"] = state.health.view(&t.id);
+    body["fallback_strategy"] = json!(state.dispatcher.fallbacks_of(&t.id));
     Ok(Json(body))
 }
 

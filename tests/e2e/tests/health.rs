@@ -98,7 +98,7 @@ fn declared_probes_degrade_without_calls_and_fallbacks_are_checked_at_load() {
     let calc_toml = std::fs::read_to_string(calc_toml.unwrap()).unwrap();
     let (_, hostile_toml) = component("hostile");
     let hostile_toml = std::fs::read_to_string(hostile_toml.unwrap()).unwrap();
-    let s = Server::start_with(
+    let mut s = Server::start_with(
         PluginsDir::new()
             .add("calc", "calc")
             .add("hostile", "hostile")
@@ -184,6 +184,89 @@ fn declared_probes_degrade_without_calls_and_fallbacks_are_checked_at_load() {
     let (code, body) = s.invoke("later_evaluate", json!({"expression": "1+2"}));
     assert_eq!(code, 200, "{body}");
     assert!(body.get("served_by").is_none(), "{body}");
+    let (_, tool) = s.get("/tools/later_evaluate");
+    assert_eq!(
+        tool["fallback_strategy"],
+        json!(["calc_evaluate", "nowhere_tool"])
+    );
+    // Set through the registry, over the manifest's; checked, named.
+    let put = |id: &str, body: Value, token: Option<&str>| {
+        let mut r = s
+            .client()
+            .put(s.url(&format!("/tools/{id}/fallback")))
+            .json(&body);
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        let r = r.send().unwrap();
+        (
+            r.status().as_u16(),
+            r.json::<Value>().unwrap_or(Value::Null),
+        )
+    };
+    let (code, body) = put(
+        "later_evaluate",
+        json!({"fallback_strategy": ["calc_evaluate"]}),
+        Some(ADMIN),
+    );
+    assert_eq!(
+        (code, &body["fallback_strategy"]),
+        (200, &json!(["calc_evaluate"])),
+        "{body}"
+    );
+    assert_eq!(
+        s.get("/tools/later_evaluate").1["fallback_strategy"],
+        json!(["calc_evaluate"])
+    );
+    for (list, needle) in [
+        (
+            json!(["hostile_panic"]),
+            "cannot take `later_evaluate`'s input: it requires `message`",
+        ),
+        (json!(["nowhere_x"]), "unknown fallback `nowhere_x`"),
+        (json!(["later_evaluate"]), "cannot fall back to itself"),
+    ] {
+        let (code, body) = put(
+            "later_evaluate",
+            json!({"fallback_strategy": list}),
+            Some(ADMIN),
+        );
+        assert_eq!(code, 422, "{body}");
+        assert!(body.to_string().contains(needle), "{needle}: {body}");
+    }
+    assert_eq!(
+        put("nowhere_x", json!({"fallback_strategy": []}), Some(ADMIN)).0,
+        404
+    );
+    assert_eq!(
+        put("later_evaluate", json!({"fallback_strategy": []}), None).0,
+        401
+    );
+    assert_eq!(
+        put("later_evaluate", json!({"fallbacks": []}), Some(ADMIN)).0,
+        422
+    );
+    // null: the manifest's again.
+    let (code, body) = put(
+        "later_evaluate",
+        json!({"fallback_strategy": null}),
+        Some(ADMIN),
+    );
+    assert_eq!(
+        (code, &body["fallback_strategy"]),
+        (200, &json!(["calc_evaluate", "nowhere_tool"])),
+        "{body}"
+    );
+    let (code, _) = put(
+        "later_evaluate",
+        json!({"fallback_strategy": []}),
+        Some(ADMIN),
+    );
+    assert_eq!(code, 200);
+    assert_eq!(
+        s.get("/tools/later_evaluate").1["fallback_strategy"],
+        json!([])
+    );
     for (name, fallback, needle) in [
         (
             "unlike",
@@ -211,6 +294,17 @@ fn declared_probes_degrade_without_calls_and_fallbacks_are_checked_at_load() {
                 .any(|t| t.starts_with(&format!("{name}_")))
         );
     }
+    // The fallbacks set through the registry are kept: the same after a
+    // restart.
+    s.restart().unwrap();
+    let ready = wait_for(Duration::from_secs(20), || {
+        s.plugin("later").filter(|p| p["state"] == "ready")
+    });
+    assert!(ready.is_some(), "{}", s.log());
+    assert_eq!(
+        s.get("/tools/later_evaluate").1["fallback_strategy"],
+        json!([])
+    );
 }
 
 /// An MCP server's ping at each look (the manifest's own interval): asked

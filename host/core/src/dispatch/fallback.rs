@@ -36,12 +36,41 @@ fn skips(kind: ErrorKind) -> bool {
 }
 
 impl Dispatcher {
-    /// Tool `id`'s fallbacks, in order.
+    /// Tool `id`'s fallbacks, in order: as set through the registry, else
+    /// its manifest's.
     pub fn fallbacks_of(&self, id: &str) -> Vec<String> {
-        self.catalog
-            .get(id)
-            .and_then(|t| t.toolkit.fallback.get(&t.descriptor.name).cloned())
+        let Some(t) = self.catalog.get(id) else {
+            return Vec::new();
+        };
+        t.record
+            .fallback()
+            .or_else(|| t.toolkit.fallback.get(&t.descriptor.name).cloned())
             .unwrap_or_default()
+    }
+
+    /// Why `fallbacks` cannot be tool `id`'s, if they cannot: each must be a
+    /// tool there now, not `id` itself, taking `id`'s input.
+    pub fn check_fallbacks(&self, id: &str, fallbacks: &[String]) -> Result<(), String> {
+        let tool = self
+            .catalog
+            .get(id)
+            .ok_or_else(|| format!("no tool `{id}`"))?;
+        for f in fallbacks {
+            if f == id {
+                return Err(format!("`{id}` cannot fall back to itself"));
+            }
+            let other = self
+                .catalog
+                .get(f)
+                .ok_or_else(|| format!("unknown fallback `{f}`: no such tool"))?;
+            if let Some(why) = schema_disagreement(
+                &tool.descriptor.input_schema,
+                &other.descriptor.input_schema,
+            ) {
+                return Err(format!("`{f}` cannot take `{id}`'s input: {why}"));
+            }
+        }
+        Ok(())
     }
 
     /// Run tool `tool_id` on `input` for `session`; when it cannot serve,

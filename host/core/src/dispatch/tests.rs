@@ -273,6 +273,27 @@ async fn fallbacks_serve_when_the_tool_cannot_and_say_so() {
         (by(&out)["by"].as_str(), out.served_by.as_deref()),
         (Some("main"), None)
     );
+    // Set through the registry, over the manifest's: none.
+    catalog.get("main_run").unwrap().record.set_degraded(false);
+    catalog
+        .get("main_run")
+        .unwrap()
+        .record
+        .set_fallback(Some(Vec::new()));
+    let e = call(json!({"fail": "unavailable"})).await.unwrap_err();
+    assert_eq!(e.kind(), crate::tool::ErrorKind::BackendUnavailable);
+    assert!(
+        d.check_fallbacks("main_run", &["main_run".into()])
+            .unwrap_err()
+            .contains("itself")
+    );
+    assert!(
+        d.check_fallbacks("main_run", &["nope_x".into()])
+            .unwrap_err()
+            .contains("unknown fallback")
+    );
+    assert_eq!(d.check_fallbacks("main_run", &["spare_run".into()]), Ok(()));
+    catalog.get("main_run").unwrap().record.set_fallback(None);
     // A probe (no_fallback) calls the tool itself.
     catalog.get("spare_run").unwrap().record.set_degraded(false);
     let options = CallOptions {

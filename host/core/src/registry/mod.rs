@@ -96,6 +96,9 @@ pub struct ToolRecord {
     /// The last health look found it degraded ([`crate::health`]): its
     /// calls go to its fallbacks first.
     degraded: std::sync::atomic::AtomicBool,
+    /// Its fallbacks as set through the registry (`PUT
+    /// /tools/{id}/fallback`); none: its manifest's.
+    fallback: std::sync::Mutex<Option<Vec<String>>>,
 }
 
 impl Default for ToolRecord {
@@ -110,7 +113,20 @@ impl ToolRecord {
             stats,
             status: AtomicU8::new(status.to_u8()),
             degraded: Default::default(),
+            fallback: Default::default(),
         }
+    }
+
+    /// Its fallbacks as set through the registry, if they were.
+    pub fn fallback(&self) -> Option<Vec<String>> {
+        self.fallback
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn set_fallback(&self, fallback: Option<Vec<String>>) {
+        *self.fallback.lock().unwrap_or_else(|e| e.into_inner()) = fallback;
     }
 
     pub fn is_degraded(&self) -> bool {

@@ -86,6 +86,8 @@ pub enum Write {
     Audit(AuditRow),
     /// A billing log entry, whole (JSON; seed 004 §11's transaction).
     Billing(String, String),
+    /// A tool's fallbacks set through the registry (JSON: a list, or null).
+    Fallback(String, String),
 }
 
 /// An admin's or a builder's action, as the audit log keeps it.
@@ -128,6 +130,8 @@ pub struct Saved {
     pub pins: Vec<PinRow>,
     /// The billing log's entries (JSON), oldest first.
     pub billing: Vec<String>,
+    /// Tools' fallbacks set through the registry: (tool id, JSON list).
+    pub fallbacks: Vec<(String, String)>,
 }
 
 /// A write that failed, and whether trying again may succeed (the
@@ -302,6 +306,8 @@ mod tests {
                     Write::Billing("b1".into(), "{\"a\":1}".into()),
                     Write::Billing("b2".into(), "{\"a\":2}".into()),
                     Write::Billing("b1".into(), "{\"a\":3}".into()),
+                    Write::Fallback("calc_evaluate".into(), "[\"x_y\"]".into()),
+                    Write::Fallback("calc_evaluate".into(), "[\"y_z\"]".into()),
                 ])
                 .unwrap();
         }
@@ -312,6 +318,10 @@ mod tests {
         let saved = open().load().unwrap();
         // The billing log: oldest first, an update (an approval) in place.
         assert_eq!(saved.billing, ["{\"a\":3}", "{\"a\":2}"]);
+        assert_eq!(
+            saved.fallbacks,
+            [("calc_evaluate".to_owned(), "[\"y_z\"]".to_owned())]
+        );
         assert_eq!(
             saved.statuses,
             vec![("calc_evaluate".to_owned(), ToolStatus::Inactive)]

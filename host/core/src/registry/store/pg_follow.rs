@@ -16,6 +16,7 @@ pub struct Notice {
     pub task: Option<String>,
     pub forgotten: Option<String>,
     pub billing: Option<String>,
+    pub fallback: Option<String>,
 }
 
 /// What the others changed, as [`follow`] hands it on.
@@ -26,6 +27,8 @@ pub enum Followed {
     Forgotten(String),
     /// A billing log entry, whole (JSON).
     Billing(String),
+    /// A tool's fallbacks set through the registry (JSON list, or null).
+    Fallback(String, String),
 }
 
 /// Follow the other replicas' status changes on `url` for as long as the
@@ -65,6 +68,12 @@ pub fn follow(
                         on(Followed::Task(row.get(0)));
                     }
                     for row in client
+                        .query("SELECT tool_id, body FROM fallbacks", &[])
+                        .map_err(e)?
+                    {
+                        on(Followed::Fallback(row.get(0), row.get(1)));
+                    }
+                    for row in client
                         .query("SELECT body FROM billing ORDER BY seq", &[])
                         .map_err(e)?
                     {
@@ -88,6 +97,13 @@ pub fn follow(
                                 .map_err(e)?;
                             if let Some(row) = row {
                                 on(Followed::Task(row.get(0)));
+                            }
+                        } else if let Some(id) = notice.fallback {
+                            let row = reader
+                                .query_opt("SELECT body FROM fallbacks WHERE tool_id = $1", &[&id])
+                                .map_err(e)?;
+                            if let Some(row) = row {
+                                on(Followed::Fallback(id, row.get(0)));
                             }
                         } else if let Some(id) = notice.billing {
                             let row = reader

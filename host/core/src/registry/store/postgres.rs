@@ -84,6 +84,11 @@ CREATE TABLE billing (
     body       TEXT NOT NULL,
     updated_ms BIGINT NOT NULL
 );
+CREATE TABLE fallbacks (
+    tool_id    TEXT PRIMARY KEY,
+    body       TEXT NOT NULL,
+    updated_ms BIGINT NOT NULL
+);
 ",
 ];
 
@@ -310,6 +315,13 @@ impl PostgresStore {
         }
         for row in self
             .client
+            .query("SELECT tool_id, body FROM fallbacks ORDER BY tool_id", &[])
+            .map_err(e)?
+        {
+            saved.fallbacks.push((row.get(0), row.get(1)));
+        }
+        for row in self
+            .client
             .query("SELECT body FROM billing ORDER BY seq", &[])
             .map_err(e)?
         {
@@ -381,6 +393,19 @@ impl PostgresStore {
                     .map_err(e)?;
                     let notice = Notice {
                         task: Some(id.clone()),
+                        ..Default::default()
+                    };
+                    Self::notify(&mut tx, &replica, notice).map_err(e)?;
+                }
+                Write::Fallback(id, body) => {
+                    tx.execute(
+                        "INSERT INTO fallbacks (tool_id, body, updated_ms) VALUES ($1, $2, $3)
+                         ON CONFLICT (tool_id) DO UPDATE SET body = $2, updated_ms = $3",
+                        &[id, body, &now],
+                    )
+                    .map_err(e)?;
+                    let notice = Notice {
+                        fallback: Some(id.clone()),
                         ..Default::default()
                     };
                     Self::notify(&mut tx, &replica, notice).map_err(e)?;

@@ -55,6 +55,11 @@ CREATE TABLE IF NOT EXISTS stats (
     last_used_ms     INTEGER NOT NULL,
     latency          TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS fallbacks (
+    tool_id    TEXT PRIMARY KEY,
+    body       TEXT NOT NULL,
+    updated_ms INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS billing (
     id         TEXT PRIMARY KEY,
     body       TEXT NOT NULL,
@@ -164,6 +169,12 @@ impl SqliteStore {
         }
         let mut q = self
             .conn
+            .prepare("SELECT tool_id, body FROM fallbacks ORDER BY tool_id")?;
+        for row in q.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))? {
+            saved.fallbacks.push(row?);
+        }
+        let mut q = self
+            .conn
             .prepare("SELECT body FROM billing ORDER BY rowid")?;
         for row in q.query_map([], |r| r.get::<_, String>(0))? {
             saved.billing.push(row?);
@@ -214,6 +225,13 @@ impl SqliteStore {
                     tx.execute(
                         "INSERT INTO tasks (task_id, body, updated_ms) VALUES (?1, ?2, ?3)
                          ON CONFLICT(task_id) DO UPDATE SET body = ?2, updated_ms = ?3",
+                        params![id, body, now],
+                    )?;
+                }
+                Write::Fallback(id, body) => {
+                    tx.execute(
+                        "INSERT INTO fallbacks (tool_id, body, updated_ms) VALUES (?1, ?2, ?3)
+                         ON CONFLICT (tool_id) DO UPDATE SET body = ?2, updated_ms = ?3",
                         params![id, body, now],
                     )?;
                 }
