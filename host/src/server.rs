@@ -289,6 +289,7 @@ impl Server {
                 Arc::downgrade(&health),
                 manager.dir().to_owned(),
             )));
+        health.attach(registry.clone());
         health.spawn(catalog.clone(), events.clone(), Arc::downgrade(&dispatcher));
         let builder = Arc::new(crate::tasks::build::Builder {
             tasks: tasks_.clone(),
@@ -302,10 +303,17 @@ impl Server {
         tasks.push(builder.spawn(queue));
         // Replicas on one database follow each other's status changes and
         // tasks, and take over the builds of a replica that is gone.
-        let following = (Arc::downgrade(&catalog), Arc::downgrade(&tasks_));
+        let following = (
+            Arc::downgrade(&catalog),
+            Arc::downgrade(&tasks_),
+            Arc::downgrade(&health),
+        );
         registry.follow(move |change| {
-            let (Some(catalog), Some(tasks)) = (following.0.upgrade(), following.1.upgrade())
-            else {
+            let (Some(catalog), Some(tasks), Some(health)) = (
+                following.0.upgrade(),
+                following.1.upgrade(),
+                following.2.upgrade(),
+            ) else {
                 return;
             };
             match change {
@@ -315,6 +323,9 @@ impl Server {
                 crate::registry::Followed::Billing(body) => tasks.billing.followed(&body),
                 crate::registry::Followed::Fallback(id, body) => {
                     catalog.follow_fallback(&id, &body)
+                }
+                crate::registry::Followed::Health(id, replica, body) => {
+                    health.followed(&id, &replica, &body)
                 }
             }
         });

@@ -15,8 +15,12 @@ use toolhost_e2e::*;
 const ADMIN: &str = "admin-admin-admin-admin";
 
 fn replica_with(pg: &pg::Postgres, plugins: PluginsDir) -> Server {
+    replica_configured(pg, plugins, "")
+}
+
+fn replica_configured(pg: &pg::Postgres, plugins: PluginsDir, extra: &str) -> Server {
     let config = format!(
-        "[registry]\nflush_ms = 100\nurl = \"{}\"\n[auth]\nadmin_token = \"{ADMIN}\"\n",
+        "[registry]\nflush_ms = 100\nurl = \"{}\"\n[auth]\nadmin_token = \"{ADMIN}\"\n{extra}",
         pg.url
     );
     Server::start_with(plugins, Some(&config)).unwrap()
@@ -272,4 +276,49 @@ fn a_killed_replicas_build_is_taken_over_once_and_completed() {
         .filter(|s| s.tool_ids().iter().any(|t| t == "wordcount_count"))
         .count();
     assert_eq!(served, 1, "served by exactly the replica that built it");
+}
+
+/// One verdict for all replicas: calls trapping on B alone degrade the
+/// tool on A too (the reason naming B), and exactly one `health_alert` goes
+/// out, the leading replica's.
+#[test]
+fn a_tool_degraded_on_one_replica_is_degraded_on_all_with_one_alert() {
+    let Some(pg) = pg::Postgres::start() else {
+        return;
+    };
+    let health = "[health]\ninterval_s = 1\nmin_calls = 3\nrepair = \"off\"\n";
+    let a = replica_configured(&pg, PluginsDir::new().add("hostile", "hostile"), health);
+    let b = replica_configured(&pg, PluginsDir::new().add("hostile", "hostile"), health);
+    let (on_a, on_b) = (
+        toolhost_e2e::events::subscribe(&a, ADMIN),
+        toolhost_e2e::events::subscribe(&b, ADMIN),
+    );
+    let state = |s: &Server| s.get("/tools/hostile_panic").1["health"].clone();
+    assert!(soon(
+        || state(&a)["last_healthy"].is_string() && state(&b)["last_healthy"].is_string()
+    ));
+    // B's calls keep trapping (each look judges the calls since the last).
+    let both = wait_for(Duration::from_secs(15), || {
+        for _ in 0..2 {
+            assert_eq!(b.invoke("hostile_panic", json!({"message": "boom"})).0, 500);
+        }
+        (state(&a)["state"] == "degraded" && state(&b)["state"] == "degraded").then_some(())
+    });
+    assert!(both.is_some(), "A: {}\nB: {}", state(&a), state(&b));
+    assert!(
+        state(&a)["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("on replica "),
+        "A learnt it from B: {}",
+        state(&a)
+    );
+    // Alerts: one, whichever replica leads.
+    std::thread::sleep(Duration::from_secs(3));
+    let alerts: Vec<Value> = on_a
+        .try_iter()
+        .chain(on_b.try_iter())
+        .filter(|m| m["type"] == "health_alert" && m["payload"]["tool_id"] == "hostile_panic")
+        .collect();
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
 }

@@ -103,6 +103,9 @@ struct Seen {
     check: Option<Checked>,
     /// Looks in a row that found it degraded.
     looks_degraded: u32,
+    /// This replica's own verdict at the last look (what it tells the
+    /// others), without theirs.
+    own: Option<String>,
 }
 
 /// A tool that turned (or stays) degraded, as [`Health::on_degraded`] is
@@ -128,6 +131,20 @@ pub struct Health {
     looked: Mutex<HashMap<String, (Instant, String)>>,
     /// Told of each degraded tool at each look (repair tasks).
     pub on_degraded: OnceLock<OnDegraded>,
+    /// Where replicas tell each other their verdicts.
+    registry: OnceLock<Arc<crate::registry::Registry>>,
+    /// The other replicas' verdicts: tool -> replica -> (reason when
+    /// degraded, when told).
+    peers: Mutex<HashMap<String, HashMap<String, PeerVerdict>>>,
+}
+
+/// Another replica's verdict: the reason when degraded, and when told.
+type PeerVerdict = (Option<String>, Instant);
+
+/// A replica's verdict as the others are told it.
+#[derive(Serialize, Deserialize)]
+struct Told {
+    degraded: Option<String>,
 }
 
 /// Unix time `ms` as seed 004 writes times (`2026-03-20T10:00:00Z`).
@@ -160,7 +177,41 @@ impl Health {
             seen: Mutex::default(),
             looked: Mutex::default(),
             on_degraded: OnceLock::new(),
+            registry: OnceLock::new(),
+            peers: Mutex::default(),
         })
+    }
+
+    /// Tell replicas sharing `registry` this one's verdicts, and hear theirs
+    /// ([`Health::followed`]): one verdict for all (a tool degraded on one is
+    /// degraded on every one), one alert (the leading replica's).
+    pub fn attach(&self, registry: Arc<crate::registry::Registry>) {
+        let _ = self.registry.set(registry);
+    }
+
+    /// Replica `replica` told its verdict on tool `tool` (JSON).
+    pub fn followed(&self, tool: &str, replica: &str, body: &str) {
+        let Ok(told) = serde_json::from_str::<Told>(body) else {
+            return;
+        };
+        lock(&self.peers)
+            .entry(tool.to_owned())
+            .or_default()
+            .insert(replica.to_owned(), (told.degraded, Instant::now()));
+    }
+
+    /// A fresh verdict of another replica that tool `id` is degraded.
+    fn peer_says(&self, id: &str, fresh: Duration) -> Option<String> {
+        let peers = lock(&self.peers);
+        let (replica, (reason, _)) = peers
+            .get(id)?
+            .iter()
+            .find(|(_, (reason, at))| reason.is_some() && at.elapsed() < fresh)?;
+        Some(format!(
+            "on replica {}: {}",
+            &replica[..8.min(replica.len())],
+            reason.as_deref().unwrap_or_default()
+        ))
     }
 
     pub fn config(&self) -> &HealthConfig {
@@ -251,6 +302,7 @@ impl Health {
         let now = crate::tasks::now_ms();
         let tools = catalog.all_tools();
         let mut told = Vec::new();
+        let leads = self.registry.get().is_none_or(|r| r.replicas().leads());
         {
             let mut seen = lock(&self.seen);
             seen.retain(|id, _| tools.iter().any(|t| &t.id == id));
@@ -279,6 +331,29 @@ impl Health {
                         rate.then(|| format!("{trouble} of its {calls} calls since the last look failed (timeouts, traps, lost nodes, unavailable backend)"))
                     });
                 let container = entry.check.as_ref().and_then(|c| c.container_id.clone());
+                // Told to the others when it changes, and again at each
+                // look while degraded (a verdict not renewed goes stale).
+                if let Some(registry) = self
+                    .registry
+                    .get()
+                    .filter(|r| r.replicas().shared_scope().is_some())
+                    && (reason != entry.own || reason.is_some())
+                {
+                    let body = serde_json::to_string(&Told {
+                        degraded: reason.clone(),
+                    })
+                    .unwrap_or_default();
+                    registry.write(crate::registry::Write::Health(
+                        t.id.clone(),
+                        registry.replicas().id().to_owned(),
+                        body,
+                    ));
+                }
+                entry.own = reason.clone();
+                let every = t.toolkit.health.as_ref().and_then(|h| h.interval_s);
+                let every = Duration::from_secs(every.unwrap_or(self.config.interval_s).max(1));
+                let reason =
+                    reason.or_else(|| self.peer_says(&t.id, every * 3 + Duration::from_secs(5)));
                 match (reason, &entry.degraded) {
                     (None, was) => {
                         if was.is_some() {
@@ -289,7 +364,7 @@ impl Health {
                         entry.last_healthy = Some(now);
                     }
                     (Some(reason), was) => {
-                        if was.is_none() {
+                        if was.is_none() && leads {
                             tracing::warn!(tool = %t.id, %reason, "tool degraded");
                             let last = entry.last_healthy.map(iso);
                             events.health_alert(
@@ -299,16 +374,22 @@ impl Health {
                                 last.as_deref(),
                             );
                         }
+                        if was.is_none() && !leads {
+                            tracing::info!(tool = %t.id, %reason, "tool degraded (the leading replica alerts)");
+                        }
                         entry.degraded = Some(reason.clone());
                         entry.looks_degraded += 1;
-                        told.push(Degraded {
-                            tool_id: t.id.clone(),
-                            toolkit: t.toolkit.name.clone(),
-                            reason,
-                            container_id: container,
-                            check: entry.check.as_ref().map(|c| c.detail.clone()),
-                            looks: entry.looks_degraded,
-                        });
+                        // Repairs are the leading replica's to start.
+                        if leads {
+                            told.push(Degraded {
+                                tool_id: t.id.clone(),
+                                toolkit: t.toolkit.name.clone(),
+                                reason,
+                                container_id: container,
+                                check: entry.check.as_ref().map(|c| c.detail.clone()),
+                                looks: entry.looks_degraded,
+                            });
+                        }
                     }
                 }
                 t.record.set_degraded(entry.degraded.is_some());

@@ -59,6 +59,21 @@ impl Replicas {
         *self.live.lock().unwrap_or_else(|e| e.into_inner()) = Some((Instant::now(), live));
     }
 
+    /// Whether this replica leads the others (the alive one of the lowest
+    /// id, by a recent reading): it speaks for all (health alerts, repair
+    /// tasks). On its own, or without a recent reading, it does.
+    pub fn leads(&self) -> bool {
+        if self.shared_scope.is_none() {
+            return true;
+        }
+        match &*self.live.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some((at, live)) if at.elapsed() < LEASE => {
+                live.iter().all(|other| other.as_str() >= self.id.as_str())
+            }
+            _ => true,
+        }
+    }
+
     /// Whether the process whose id is `run` is known to be gone: another
     /// process, on our own or absent from a recent reading of the alive
     /// ones. Without a recent reading (the database away) nobody is.
@@ -96,5 +111,11 @@ mod tests {
         assert!(a.is_gone(b.id()));
         *a.live.lock().unwrap() = Some((Instant::now() - LEASE, HashSet::new()));
         assert!(!a.is_gone(b.id()), "an old reading proves nothing");
+        // One leads: the alive one of the lowest id.
+        let live: HashSet<String> = [a.id().to_owned(), b.id().to_owned()].into();
+        a.saw(live.clone());
+        b.saw(live);
+        assert!(a.leads() != b.leads(), "exactly one of two leads");
+        assert!(alone.leads());
     }
 }

@@ -88,6 +88,8 @@ pub enum Write {
     Billing(String, String),
     /// A tool's fallbacks set through the registry (JSON: a list, or null).
     Fallback(String, String),
+    /// A replica's verdict on a tool's health: tool id, replica, JSON.
+    Health(String, String, String),
 }
 
 /// An admin's or a builder's action, as the audit log keeps it.

@@ -17,6 +17,8 @@ pub struct Notice {
     pub forgotten: Option<String>,
     pub billing: Option<String>,
     pub fallback: Option<String>,
+    /// A tool whose health the sender judged.
+    pub health: Option<String>,
 }
 
 /// What the others changed, as [`follow`] hands it on.
@@ -29,6 +31,8 @@ pub enum Followed {
     Billing(String),
     /// A tool's fallbacks set through the registry (JSON list, or null).
     Fallback(String, String),
+    /// Another replica's verdict on a tool's health: tool id, replica, JSON.
+    Health(String, String, String),
 }
 
 /// Follow the other replicas' status changes on `url` for as long as the
@@ -97,6 +101,16 @@ pub fn follow(
                                 .map_err(e)?;
                             if let Some(row) = row {
                                 on(Followed::Task(row.get(0)));
+                            }
+                        } else if let Some(id) = notice.health {
+                            let row = reader
+                                .query_opt(
+                                    "SELECT body FROM health WHERE tool_id = $1 AND replica = $2",
+                                    &[&id, &notice.from],
+                                )
+                                .map_err(e)?;
+                            if let Some(row) = row {
+                                on(Followed::Health(id, notice.from.clone(), row.get(0)));
                             }
                         } else if let Some(id) = notice.fallback {
                             let row = reader

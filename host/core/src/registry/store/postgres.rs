@@ -89,6 +89,13 @@ CREATE TABLE fallbacks (
     body       TEXT NOT NULL,
     updated_ms BIGINT NOT NULL
 );
+CREATE TABLE health (
+    tool_id    TEXT NOT NULL,
+    replica    TEXT NOT NULL,
+    body       TEXT NOT NULL,
+    updated_ms BIGINT NOT NULL,
+    PRIMARY KEY (tool_id, replica)
+);
 ",
 ];
 
@@ -393,6 +400,19 @@ impl PostgresStore {
                     .map_err(e)?;
                     let notice = Notice {
                         task: Some(id.clone()),
+                        ..Default::default()
+                    };
+                    Self::notify(&mut tx, &replica, notice).map_err(e)?;
+                }
+                Write::Health(id, of, body) => {
+                    tx.execute(
+                        "INSERT INTO health (tool_id, replica, body, updated_ms) VALUES ($1, $2, $3, $4)
+                         ON CONFLICT (tool_id, replica) DO UPDATE SET body = $3, updated_ms = $4",
+                        &[id, of, body, &now],
+                    )
+                    .map_err(e)?;
+                    let notice = Notice {
+                        health: Some(id.clone()),
                         ..Default::default()
                     };
                     Self::notify(&mut tx, &replica, notice).map_err(e)?;

@@ -228,6 +228,8 @@ impl SqliteStore {
                         params![id, body, now],
                     )?;
                 }
+                // A process on its own has no one to tell.
+                Write::Health(..) => {}
                 Write::Fallback(id, body) => {
                     tx.execute(
                         "INSERT INTO fallbacks (tool_id, body, updated_ms) VALUES (?1, ?2, ?3)
