@@ -433,3 +433,34 @@ fn a_service_image_is_built_from_its_folder_and_rebuilt_when_it_changes() {
             .output();
     }
 }
+
+/// A Docker toolkit's node start as its check: a declared probe call runs
+/// in a session of its own at each look, so a container is started (and
+/// removed with the session); its answer is the toolkit's last check.
+#[test]
+fn a_declared_probe_starts_a_node_at_each_look() {
+    if !require_docker() {
+        return;
+    }
+    let manifest = tiny_manifest(
+        "[health]\ninterval_s = 1\nprobe = { tool = \"ok\", input = { ping = 1 } }\n",
+    );
+    let s = Server::start(
+        PluginsDir::new().folder("tiny", &[("tiny.toml", &manifest), ("tiny.py", TINY)]),
+    );
+    let checked = wait_for(Duration::from_secs(30), || {
+        let h = s.get("/tools/tiny_ok").1["health"].clone();
+        (h["last_check"] == "probe tiny_ok answered").then_some(h)
+    });
+    assert!(
+        checked.is_some(),
+        "{}\n{}",
+        s.get("/tools/tiny_ok").1,
+        s.log()
+    );
+    assert_eq!(s.get("/tools/tiny_ok").1["health"]["state"], "running");
+    // The probe's containers go with its sessions.
+    std::thread::sleep(Duration::from_secs(2));
+    let starts = s.log().matches("node started").count();
+    assert!(starts >= 2, "a node started at each look: {starts}");
+}
