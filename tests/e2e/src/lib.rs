@@ -6,6 +6,7 @@
 //! with every test, `cargo test --workspace --no-run`, and runs `make plugins
 //! fixtures` first); `TOOLHOST_BIN` overrides the binary's path.
 
+pub mod admin;
 mod docker;
 pub mod docs;
 pub mod events;

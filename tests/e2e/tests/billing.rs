@@ -1,23 +1,13 @@
 //! Seed 004's billing log (§11): an admin's entries judged by the §11
 //! rules (within the single-transaction limit: committed; over the
-//! approval threshold: waiting for an admin; over the single limit or past
+//! approval threshold: waiting for an admin, its amount held; over the single limit or past
 //! the monthly one: refused, named), `spent_this_month_usd` derived from
 //! them and from the tasks going on (a cancelled one costs nothing), all of
 //! it in `GET /budget`, audited, and kept across a restart.
 
 use serde_json::{Value, json};
+use toolhost_e2e::admin::{TOKEN, request as admin};
 use toolhost_e2e::*;
-
-const TOKEN: &str = "admin-admin-admin-admin";
-
-fn admin(s: &Server, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-    let mut req = s.client().request(method, s.url(path)).bearer_auth(TOKEN);
-    if let Some(body) = body {
-        req = req.json(&body);
-    }
-    let r = req.send().unwrap();
-    (r.status().as_u16(), r.json().unwrap_or(Value::Null))
-}
 
 fn post(s: &Server, path: &str, body: Value) -> (u16, Value) {
     admin(s, reqwest::Method::POST, path, Some(body))
@@ -51,7 +41,7 @@ fn the_billing_log_follows_the_seeds_rules_and_survives_a_restart() {
         (201, Some("committed")),
         "{first}"
     );
-    // Over the approval threshold: waits, not counted yet.
+    // Over the approval threshold: waits, its amount held against the month.
     let (code, waiting) = post(
         &s,
         "/budget/transactions",
@@ -62,7 +52,7 @@ fn the_billing_log_follows_the_seeds_rules_and_survives_a_restart() {
         (202, Some("awaiting_approval")),
         "{waiting}"
     );
-    assert_eq!(budget(&s)["spent_this_month_usd"], 5.0);
+    assert_eq!(budget(&s)["spent_this_month_usd"], 12.0);
     // Over the single-transaction limit: refused, named.
     let (code, body) = post(
         &s,

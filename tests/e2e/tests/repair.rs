@@ -11,10 +11,10 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use toolhost_e2e::admin::{TOKEN, request as admin, task_ended as ended};
 use toolhost_e2e::sources;
 use toolhost_e2e::*;
 
-const TOKEN: &str = "admin-admin-admin-admin";
 const FLAKY: &str = include_str!("../../fixtures/services/flaky.py");
 const TINY: &str = include_str!("../../fixtures/services/tiny.py");
 
@@ -210,31 +210,6 @@ fn a_failing_service_is_degraded_served_by_its_fallback_repaired_and_running_aga
     assert_eq!(s.invoke("flaky_break", json!({})).0, 200);
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(health(&s, "flaky_echo")["state"], "running");
-}
-
-fn admin(s: &Server, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-    let mut req = s.client().request(method, s.url(path)).bearer_auth(TOKEN);
-    if let Some(body) = body {
-        req = req.json(&body);
-    }
-    let r = req.send().unwrap();
-    (r.status().as_u16(), r.json().unwrap_or(Value::Null))
-}
-
-fn ended(s: &Server, id: &str) -> Value {
-    wait_for(Duration::from_secs(300), || {
-        let (_, t) = admin(
-            s,
-            reqwest::Method::GET,
-            &format!("/tasks/{id}/status"),
-            None,
-        );
-        t["status"]
-            .as_str()
-            .is_some_and(|st| matches!(st, "completed" | "failed" | "cancelled"))
-            .then_some(t)
-    })
-    .unwrap_or_else(|| panic!("task {id} did not end\n{}", s.log()))
 }
 
 /// A tool a build task made, repaired by source (seed §4.3 asked by hand):

@@ -5,12 +5,9 @@
 //! and tested by its example before it is active. A dependency PyPI lacks
 //! fails the task, named.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
+use toolhost_e2e::admin::{TOKEN, request as admin, task_ended as ended};
 use toolhost_e2e::*;
-
-const TOKEN: &str = "admin-admin-admin-admin";
 
 const APP: &str = r#"
 import json, os
@@ -42,31 +39,6 @@ class H(BaseHTTPRequestHandler):
 
 ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
 "#;
-
-fn admin(s: &Server, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-    let mut req = s.client().request(method, s.url(path)).bearer_auth(TOKEN);
-    if let Some(body) = body {
-        req = req.json(&body);
-    }
-    let r = req.send().unwrap();
-    (r.status().as_u16(), r.json().unwrap_or(Value::Null))
-}
-
-fn ended(s: &Server, id: &str) -> Value {
-    wait_for(Duration::from_secs(300), || {
-        let (_, t) = admin(
-            s,
-            reqwest::Method::GET,
-            &format!("/tasks/{id}/status"),
-            None,
-        );
-        t["status"]
-            .as_str()
-            .is_some_and(|st| matches!(st, "completed" | "failed" | "cancelled"))
-            .then_some(t)
-    })
-    .unwrap_or_else(|| panic!("task {id} did not end\n{}", s.log()))
-}
 
 fn spec(deps: Value) -> Value {
     json!({

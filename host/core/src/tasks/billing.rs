@@ -64,14 +64,16 @@ impl Billing {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// What the committed entries of the current UTC month add up to.
+    /// What the current UTC month's entries add up to (those awaiting
+    /// approval are held: the month's limit was judged with them).
     pub fn spent_this_month(&self) -> f64 {
         let month = super::budget::month_of(super::now_ms());
         self.lock()
             .iter()
-            .filter(|t| t.status == COMMITTED && super::budget::month_of(t.at) == month)
+            .filter(|t| super::budget::month_of(t.at) == month)
             .map(|t| t.amount_usd)
-            .sum()
+            .sum::<f64>()
+            + 0.0
     }
 
     /// Enter `t` (or its new state), saved in the registry.
@@ -156,8 +158,8 @@ impl super::Tasks {
         Ok(t)
     }
 
-    /// An admin approves entry `id`, awaiting approval: committed, unless the
-    /// month's limit was reached meanwhile.
+    /// An admin approves entry `id`, awaiting approval: committed (its
+    /// amount was held within the month's limit since it was entered).
     pub fn approve_transaction(&self, id: &str) -> Result<Transaction, super::Refusal> {
         let mut t = self
             .billing
@@ -167,15 +169,6 @@ impl super::Tasks {
             return Err(super::Refusal::Conflict(format!(
                 "billing entry `{id}` is not awaiting approval ({})",
                 t.status
-            )));
-        }
-        let spent = self.spent_this_month(&self.lock());
-        if let Some(limit) = self.budget.monthly_limit_usd
-            && spent + t.amount_usd > limit
-        {
-            return Err(super::Refusal::OverBudget(format!(
-                "${:.2} with ${spent:.2} already committed this month is over the monthly limit of ${limit:.2} ([budget] monthly_limit_usd)",
-                t.amount_usd
             )));
         }
         t.status = COMMITTED.into();
@@ -212,12 +205,13 @@ mod tests {
         let b = Billing::default();
         b.enter(tx("a", now, 5.0, COMMITTED));
         b.enter(tx("b", now, 2.5, AWAITING));
-        // Last year's does not count this month.
+        // Last year's does not count this month; one awaiting approval is held.
         b.enter(tx("c", now - 400 * 86_400_000, 100.0, COMMITTED));
-        assert_eq!(b.spent_this_month(), 5.0);
-        // Approved: the same entry, now counted.
+        assert_eq!(b.spent_this_month(), 7.5);
+        // Approved: the same entry, still counted once.
         b.enter(tx("b", now, 2.5, COMMITTED));
         assert_eq!(b.spent_this_month(), 7.5);
+        assert!(Billing::default().spent_this_month().is_sign_positive());
         assert_eq!(
             b.current()
                 .iter()

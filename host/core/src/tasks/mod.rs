@@ -294,21 +294,18 @@ impl Tasks {
         }
     }
 
-    /// What this month spent (the billing log) and committed (the cost of
-    /// tasks going on: entered in the log when they complete; nothing for
-    /// one that fails or is cancelled, or awaits approval).
+    /// What this month spent (the billing log's entries, those awaiting
+    /// approval held too) and committed (the cost of tasks going on or
+    /// awaiting approval: entered in the log when they complete; nothing
+    /// for one that fails or is cancelled).
     fn spent_this_month(&self, entries: &HashMap<String, Entry>) -> f64 {
         let going: f64 = entries
             .values()
-            .filter(|e| {
-                matches!(
-                    e.task.status,
-                    TaskStatus::Pending | TaskStatus::Building | TaskStatus::Testing
-                )
-            })
+            .filter(|e| !e.task.status.is_final())
             .filter_map(|e| e.task.spec.cost_usd)
             .sum();
-        self.billing.spent_this_month() + going
+        // (A sum of nothing is -0.0.)
+        self.billing.spent_this_month() + going + 0.0
     }
 
     /// The budget: limits, and what this month committed.
