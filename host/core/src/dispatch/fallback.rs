@@ -42,10 +42,23 @@ impl Dispatcher {
         let Some(t) = self.catalog.get(id) else {
             return Vec::new();
         };
-        t.record
-            .fallback()
-            .or_else(|| t.toolkit.fallback.get(&t.descriptor.name).cloned())
-            .unwrap_or_default()
+        match t.record.fallback() {
+            Some(set) => set.as_ref().clone(),
+            None => t
+                .toolkit
+                .fallback
+                .get(&t.descriptor.name)
+                .cloned()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Whether tool `id` may have fallbacks (the call's fast path: no list
+    /// made, no lock taken, when it has none).
+    fn may_fall_back(&self, id: &str) -> bool {
+        self.catalog.get(id).is_some_and(|t| {
+            t.record.has_fallback() || t.toolkit.fallback.contains_key(&t.descriptor.name)
+        })
     }
 
     /// Why `fallbacks` cannot be tool `id`'s, if they cannot: each must be a
@@ -82,7 +95,7 @@ impl Dispatcher {
         input: Value,
         options: CallOptions,
     ) -> Result<CallOutput, CallError> {
-        let fallbacks = match options.no_fallback {
+        let fallbacks = match options.no_fallback || !self.may_fall_back(tool_id) {
             true => Vec::new(),
             false => self.fallbacks_of(tool_id),
         };

@@ -98,7 +98,7 @@ pub struct ToolRecord {
     degraded: std::sync::atomic::AtomicBool,
     /// Its fallbacks as set through the registry (`PUT
     /// /tools/{id}/fallback`); none: its manifest's.
-    fallback: std::sync::Mutex<Option<Vec<String>>>,
+    fallback: arc_swap::ArcSwapOption<Vec<String>>,
 }
 
 impl Default for ToolRecord {
@@ -117,16 +117,19 @@ impl ToolRecord {
         }
     }
 
-    /// Its fallbacks as set through the registry, if they were.
-    pub fn fallback(&self) -> Option<Vec<String>> {
-        self.fallback
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+    /// Its fallbacks as set through the registry, if they were (read on
+    /// every call: no lock).
+    pub fn fallback(&self) -> Option<Arc<Vec<String>>> {
+        self.fallback.load_full()
+    }
+
+    /// Whether fallbacks were set through the registry, and some.
+    pub fn has_fallback(&self) -> bool {
+        self.fallback.load().as_ref().is_some_and(|f| !f.is_empty())
     }
 
     pub(crate) fn set_fallback(&self, fallback: Option<Vec<String>>) {
-        *self.fallback.lock().unwrap_or_else(|e| e.into_inner()) = fallback;
+        self.fallback.store(fallback.map(Arc::new));
     }
 
     pub fn is_degraded(&self) -> bool {
