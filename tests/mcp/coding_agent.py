@@ -42,6 +42,18 @@ def data(result) -> dict:
     return result.structured_content
 
 
+async def task_end(c, task_id: str) -> dict:
+    """Follow task `task_id` (task_status) to its end: what is seen of it."""
+    deadline = time.monotonic() + 240
+    while True:
+        status = data(await c.call_tool("task_status", {"task_id": task_id}))
+        if status["status"] in ("completed", "failed", "cancelled"):
+            return {"status": status["status"], "result": status["result"], "error": status["error"]}
+        if time.monotonic() > deadline:
+            raise SystemExit(f"FAILED: task {task_id} did not end: {status}")
+        await anyio.sleep(0.5)
+
+
 async def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--url", required=True)
@@ -71,15 +83,7 @@ async def main() -> int:
             "examples": [{"tool": "shout", "input": {"text": "hi"}, "output": "HI!"}],
         }))
         seen["registered"] = reg
-        deadline = time.monotonic() + 240
-        while True:
-            status = data(await c.call_tool("task_status", {"task_id": reg["task_id"]}))
-            if status["status"] in ("completed", "failed", "cancelled"):
-                break
-            if time.monotonic() > deadline:
-                raise SystemExit(f"FAILED: the task did not end: {status}")
-            await anyio.sleep(0.5)
-        seen["task"] = {"status": status["status"], "result": status["result"], "error": status["error"]}
+        seen["task"] = await task_end(c, reg["task_id"])
         back = data(await c.call_tool("read_file", {"env_id": env, "path": "app.py"}))
         seen["read_back"] = back["content"] == SOURCE
         # A uv project (seed 004 §7): made, a PyPI dependency added (fetched by

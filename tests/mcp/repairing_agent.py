@@ -16,18 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 
 import anyio
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-
-def data(result) -> dict:
-    if result.is_error:
-        raise SystemExit(f"FAILED: a builder tool answered an error: {result.content}")
-    return result.structured_content
+# The coding agent's helpers (its folder is on the path when run as a script).
+from coding_agent import data, task_end
 
 
 async def main() -> int:
@@ -59,15 +55,7 @@ async def main() -> int:
             "examples": [{"tool": "echo", "input": {"text": "after the fix"}}],
         }))
         seen["submitted"] = submitted
-        deadline = time.monotonic() + 240
-        while True:
-            status = data(await c.call_tool("task_status", {"task_id": repair["task_id"]}))
-            if status["status"] in ("completed", "failed", "cancelled"):
-                break
-            if time.monotonic() > deadline:
-                raise SystemExit(f"FAILED: the repair did not end: {status}")
-            await anyio.sleep(0.5)
-        seen["task"] = {"status": status["status"], "result": status["result"], "error": status["error"]}
+        seen["task"] = await task_end(c, repair["task_id"])
         data(await c.call_tool("destroy_env", {"env_id": env}))
     print(json.dumps(seen))
     return 0

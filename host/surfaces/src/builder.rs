@@ -301,9 +301,13 @@ pub async fn call(
     result
 }
 
-fn refusal(r: toolhost_core::tasks::Refusal) -> BuilderError {
-    let e = super::tasks::refused(r);
+/// An API error as a builder tool's failure (its status and message).
+fn failure(e: ApiError) -> BuilderError {
     BuilderError(e.status.as_u16(), e.message)
+}
+
+fn refusal(r: toolhost_core::tasks::Refusal) -> BuilderError {
+    failure(super::tasks::refused(r))
 }
 
 /// Pending requests and repairs, with what their builder is given.
@@ -352,9 +356,7 @@ async fn submit_fix(state: &AppState, args: &Value) -> Result<Value, BuilderErro
         }
         submission.files = Some(files);
     }
-    let s = submission
-        .fix()
-        .map_err(|e| BuilderError(e.status.as_u16(), e.message))?;
+    let s = submission.fix().map_err(failure)?;
     let task = state
         .tasks
         .submit_source(arg(args, "task_id")?, s.fix, s.examples, s.cost_usd)
@@ -391,11 +393,8 @@ async fn register(state: &AppState, args: &Value) -> Result<Value, BuilderError>
             .unwrap_or(false),
         ..Default::default()
     };
-    super::tasks::admit(state, &spec).map_err(|e| BuilderError(e.status.as_u16(), e.message))?;
-    let task = state.tasks.submit(spec).map_err(|r| {
-        let e = super::tasks::refused(r);
-        BuilderError(e.status.as_u16(), e.message)
-    })?;
+    super::tasks::admit(state, &spec).map_err(failure)?;
+    let task = state.tasks.submit(spec).map_err(refusal)?;
     Ok(json!({"task_id": task.task_id, "status": task.status}))
 }
 

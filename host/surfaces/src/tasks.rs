@@ -136,15 +136,10 @@ pub fn open_repair(state: &AppState, mut spec: TaskSpec) -> Result<Task, ApiErro
     let catalog = state.dispatcher.catalog();
     repair::resolve(&mut spec, catalog).map_err(refused)?;
     admit(state, &spec)?;
-    let made = state.tasks.made(&spec.name);
-    let context = repair::context(
-        &spec,
-        catalog,
-        state.plugins.dir(),
-        &state.health,
-        made.as_ref(),
-    );
-    state.tasks.open_repair(spec, context).map_err(refused)
+    state
+        .tasks
+        .open_repair(spec, catalog, state.plugins.dir(), &state.health)
+        .map_err(refused)
 }
 
 async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {

@@ -91,6 +91,15 @@ pub fn run_python(python: &Path, script: &str, args: &[&std::ffi::OsStr]) -> (bo
     (out.status.success(), report)
 }
 
+/// The JSON object a script printed last on a line of its own (what it saw).
+pub fn last_json(report: &str) -> Value {
+    report
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no report: {report}"))
+}
+
 /// The python of a venv with the pinned packages of `requirements` (a path
 /// from the repository root), made on first use by `tests/venv.sh`.
 pub fn python_venv(requirements: &str) -> PathBuf {

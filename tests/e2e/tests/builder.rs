@@ -64,11 +64,7 @@ fn a_coding_agent_builds_and_registers_a_tool_over_mcp() {
         "the coding agent failed:\n{report}\nserver log:\n{}",
         s.log()
     );
-    let seen: Value = report
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| panic!("no report: {report}"));
+    let seen = last_json(&report);
     assert_eq!(
         seen["tools"],
         json!([

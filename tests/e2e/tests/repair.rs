@@ -180,11 +180,7 @@ fn a_failing_service_is_degraded_served_by_its_fallback_repaired_and_running_aga
         "the repairing agent failed:\n{report}\nserver log:\n{}",
         s.log()
     );
-    let seen: Value = report
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| panic!("no report: {report}"));
+    let seen = last_json(&report);
     assert_eq!(
         seen["claimed"],
         json!({"status": "building", "claimed_by": "repairing-agent"}),

@@ -94,23 +94,16 @@ impl Builders {
         gpus: Option<i64>,
     ) -> Result<Value, BuilderError> {
         let docker = self.docker()?.clone();
-        let envs = self.envs.lock().await;
-        if envs.len() >= MAX_ENVS {
-            return Err(BuilderError(
-                429,
-                format!("{MAX_ENVS} build environments exist: destroy one first"),
-            ));
-        }
         let id = new_env_id();
         let dir = self.root.join(&id);
         tokio::fs::create_dir_all(&dir)
             .await
             .map_err(|e| BuilderError(500, format!("cannot make {}: {e}", dir.display())))?;
-        drop(envs);
         self.start(&docker, id, dir, memory_mb, cpus, gpus).await
     }
 
-    /// Start environment `id`'s container on its folder `dir`.
+    /// Start environment `id`'s container on its folder `dir` (removed when
+    /// it cannot start: [`MAX_ENVS`] exist, or the engine refuses).
     async fn start(
         &self,
         docker: &Arc<NodeBackend>,

@@ -127,6 +127,16 @@ pub async fn fetch_wheels(requirements: &[&str], dest: &std::path::Path) -> Resu
 }
 
 impl Builders {
+    /// Environment `env`'s `/work/.wheels`, made if missing (uv's only
+    /// source: `--find-links` of a folder that is not there fails).
+    async fn wheels(&self, env: &str) -> Result<std::path::PathBuf, BuilderError> {
+        let wheels = self.dir_of(env).await?.join(".wheels");
+        tokio::fs::create_dir_all(&wheels)
+            .await
+            .map_err(|e| BuilderError(500, format!("cannot make {}: {e}", wheels.display())))?;
+        Ok(wheels)
+    }
+
     /// `create_uv_project`: `uv init` of an application `name` in /work.
     pub async fn uv_init(
         &self,
@@ -149,10 +159,7 @@ impl Builders {
         let command = format!(
             "uv init --quiet --no-workspace --vcs none --app {python} --name {name} {name}"
         );
-        let wheels = self.dir_of(env).await?.join(".wheels");
-        tokio::fs::create_dir_all(&wheels)
-            .await
-            .map_err(|e| BuilderError(500, format!("cannot make {}: {e}", wheels.display())))?;
+        self.wheels(env).await?;
         let ran = self.run(env, &command, Duration::from_secs(120)).await?;
         if ran["exit_code"] != 0 {
             return Err(failed("uv init", &ran));
@@ -202,10 +209,7 @@ impl Builders {
                 "`{requirement}` is not a requirement (a PyPI name, extras, versions)"
             )));
         }
-        let wheels = self.dir_of(env).await?.join(".wheels");
-        tokio::fs::create_dir_all(&wheels)
-            .await
-            .map_err(|e| BuilderError(500, format!("cannot make {}: {e}", wheels.display())))?;
+        let wheels = self.wheels(env).await?;
         if let Err(why) = fetch_wheels(&[requirement], &wheels).await {
             return Ok(json!({"status": "error", "message": why}));
         }

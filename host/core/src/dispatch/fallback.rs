@@ -13,6 +13,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{CallOptions, CallOutput, Dispatcher};
+use crate::catalog::ToolEntry;
 use crate::health::declared::{map_input, schema_disagreement};
 use crate::sessions::Session;
 use crate::tool::{CallError, ErrorKind};
@@ -35,30 +36,28 @@ fn skips(kind: ErrorKind) -> bool {
         )
 }
 
+/// Tool `t`'s fallbacks, in order (none made, no lock taken, for a tool
+/// without: the call's fast path).
+fn listed(t: &ToolEntry) -> Vec<String> {
+    if !t.record.has_fallback() && !t.toolkit.fallback.contains_key(&t.descriptor.name) {
+        return Vec::new();
+    }
+    match t.record.fallback() {
+        Some(set) => set.as_ref().clone(),
+        None => t
+            .toolkit
+            .fallback
+            .get(&t.descriptor.name)
+            .cloned()
+            .unwrap_or_default(),
+    }
+}
+
 impl Dispatcher {
     /// Tool `id`'s fallbacks, in order: as set through the registry, else
     /// its manifest's.
     pub fn fallbacks_of(&self, id: &str) -> Vec<String> {
-        let Some(t) = self.catalog.get(id) else {
-            return Vec::new();
-        };
-        match t.record.fallback() {
-            Some(set) => set.as_ref().clone(),
-            None => t
-                .toolkit
-                .fallback
-                .get(&t.descriptor.name)
-                .cloned()
-                .unwrap_or_default(),
-        }
-    }
-
-    /// Whether tool `id` may have fallbacks (the call's fast path: no list
-    /// made, no lock taken, when it has none).
-    fn may_fall_back(&self, id: &str) -> bool {
-        self.catalog.get(id).is_some_and(|t| {
-            t.record.has_fallback() || t.toolkit.fallback.contains_key(&t.descriptor.name)
-        })
+        self.catalog.get(id).map(|t| listed(&t)).unwrap_or_default()
     }
 
     /// Why `fallbacks` cannot be tool `id`'s, if they cannot: each must be a
@@ -95,17 +94,15 @@ impl Dispatcher {
         input: Value,
         options: CallOptions,
     ) -> Result<CallOutput, CallError> {
-        let fallbacks = match options.no_fallback || !self.may_fall_back(tool_id) {
-            true => Vec::new(),
-            false => self.fallbacks_of(tool_id),
+        let tool = match options.no_fallback {
+            true => None,
+            false => self.catalog.get(tool_id),
         };
-        if fallbacks.is_empty() {
+        let fallbacks = tool.as_deref().map(listed).unwrap_or_default();
+        let Some(tool) = tool.filter(|_| !fallbacks.is_empty()) else {
             return self.dispatch_one(session, tool_id, input, options).await;
-        }
-        let degraded = self
-            .catalog
-            .get(tool_id)
-            .is_some_and(|t| t.record.is_degraded());
+        };
+        let degraded = tool.record.is_degraded();
         let mut failed = None;
         if !degraded {
             match self
@@ -117,21 +114,18 @@ impl Dispatcher {
             }
         }
         for id in &fallbacks {
-            let Some(tool) = self.catalog.get(id).filter(|t| !t.record.is_degraded()) else {
+            let Some(other) = self.catalog.get(id).filter(|t| !t.record.is_degraded()) else {
                 continue;
             };
             // Checked when the toolkit loaded, if the fallback was there then.
-            let own = self
-                .catalog
-                .get(tool_id)
-                .map(|t| t.descriptor.input_schema.clone());
-            if let Some(why) =
-                own.and_then(|own| schema_disagreement(&own, &tool.descriptor.input_schema))
-            {
+            if let Some(why) = schema_disagreement(
+                &tool.descriptor.input_schema,
+                &other.descriptor.input_schema,
+            ) {
                 tracing::warn!(tool = tool_id, fallback = %id, %why, "a fallback that cannot take the tool's input is skipped");
                 continue;
             }
-            let mapped = map_input(&input, &tool.descriptor.input_schema);
+            let mapped = map_input(&input, &other.descriptor.input_schema);
             let options = CallOptions {
                 no_fallback: true,
                 ..options.clone()

@@ -214,8 +214,10 @@ impl Health {
         ))
     }
 
-    pub fn config(&self) -> &HealthConfig {
-        &self.config
+    /// Seconds between `toolkit`'s looks: its manifest's, else `[health]`'s.
+    fn interval(&self, toolkit: &ToolkitEntry) -> Duration {
+        let every = toolkit.health.as_ref().and_then(|h| h.interval_s);
+        Duration::from_secs(every.unwrap_or(self.config.interval_s).max(1))
     }
 
     /// The toolkits due for a look now (all of them when `all`).
@@ -227,8 +229,7 @@ impl Health {
             if due.contains_key(&t.toolkit.name) {
                 continue;
             }
-            let every = t.toolkit.health.as_ref().and_then(|h| h.interval_s);
-            let every = Duration::from_secs(every.unwrap_or(self.config.interval_s).max(1));
+            let every = self.interval(&t.toolkit);
             // Ticks come every second: a look a little early is on time. A
             // new version (a repair) is looked at at once.
             let last = looked.get(&t.toolkit.name);
@@ -304,8 +305,12 @@ impl Health {
         let mut told = Vec::new();
         let leads = self.registry.get().is_none_or(|r| r.replicas().leads());
         {
+            // Tools gone from the catalog are forgotten.
+            let ids: std::collections::HashSet<&str> =
+                tools.iter().map(|t| t.id.as_str()).collect();
+            lock(&self.peers).retain(|id, _| ids.contains(id.as_str()));
             let mut seen = lock(&self.seen);
-            seen.retain(|id, _| tools.iter().any(|t| &t.id == id));
+            seen.retain(|id, _| ids.contains(id.as_str()));
             for t in &tools {
                 let Some(f) = found.get(t.toolkit.name.as_str()) else {
                     continue;
@@ -350,10 +355,8 @@ impl Health {
                     ));
                 }
                 entry.own = reason.clone();
-                let every = t.toolkit.health.as_ref().and_then(|h| h.interval_s);
-                let every = Duration::from_secs(every.unwrap_or(self.config.interval_s).max(1));
-                let reason =
-                    reason.or_else(|| self.peer_says(&t.id, every * 3 + Duration::from_secs(5)));
+                let fresh = self.interval(&t.toolkit) * 3 + Duration::from_secs(5);
+                let reason = reason.or_else(|| self.peer_says(&t.id, fresh));
                 match (reason, &entry.degraded) {
                     (None, was) => {
                         if was.is_some() {

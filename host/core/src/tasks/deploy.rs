@@ -28,6 +28,7 @@ impl super::build::Builder {
             .await
             .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
         let _ = tokio::fs::remove_dir_all(&context).await;
+        let repair = spec.kind() == super::spec::REPAIR_TOOL;
         if let Some(url) = &spec.repo_url {
             if let Some(why) = git_refusal(url, &self.callbacks.git_allow) {
                 return Err(why.into());
@@ -56,21 +57,18 @@ impl super::build::Builder {
                 });
             }
             let _ = tokio::fs::remove_dir_all(context.join(".git")).await;
-        } else if spec.kind() == super::spec::REPAIR_TOOL {
-            // The fix's files over the serving folder's.
-            let serving = self.plugins.dir().join(name);
-            copy_flat(&serving, &context)
-                .await
-                .map_err(|e| format!("cannot copy {}: {e}", serving.display()))?;
-            for (file, text) in context_files(spec)? {
-                tokio::fs::write(context.join(&file), text)
-                    .await
-                    .map_err(|e| format!("cannot write {file}: {e}"))?;
-            }
         } else {
-            tokio::fs::create_dir_all(&context)
-                .await
-                .map_err(|e| format!("cannot make {}: {e}", context.display()))?;
+            if repair {
+                // The fix's files over the serving folder's.
+                let serving = self.plugins.dir().join(name);
+                copy_flat(&serving, &context)
+                    .await
+                    .map_err(|e| format!("cannot copy {}: {e}", serving.display()))?;
+            } else {
+                tokio::fs::create_dir_all(&context)
+                    .await
+                    .map_err(|e| format!("cannot make {}: {e}", context.display()))?;
+            }
             for (file, text) in context_files(spec)? {
                 tokio::fs::write(context.join(&file), text)
                     .await
@@ -78,7 +76,6 @@ impl super::build::Builder {
             }
         }
         // A repaired service keeps the manifest it serves with.
-        let repair = spec.kind() == super::spec::REPAIR_TOOL;
         let (manifest, skipped) = if repair {
             let serving = self.plugins.dir().join(name).join(format!("{name}.toml"));
             let text = tokio::fs::read_to_string(&serving).await.map_err(|e| {

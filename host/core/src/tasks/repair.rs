@@ -47,7 +47,7 @@ pub fn resolve(spec: &mut TaskSpec, catalog: &Catalog) -> Result<(), Refusal> {
 }
 
 /// What the builder of a repair of `spec` (resolved) is given.
-pub fn context(
+fn context(
     spec: &TaskSpec,
     catalog: &Catalog,
     plugins: &Path,
@@ -115,11 +115,19 @@ impl Tasks {
         })
     }
 
-    /// A repair task for `spec` (resolved), its `context` attached; the
+    /// A repair task for `spec` (resolved), its [`context`] attached; the
     /// examples are those the toolkit was made with unless it brings its own.
-    pub fn open_repair(&self, mut spec: TaskSpec, context: Value) -> Result<Task, Refusal> {
+    pub fn open_repair(
+        &self,
+        mut spec: TaskSpec,
+        catalog: &Catalog,
+        plugins: &Path,
+        health: &crate::health::Health,
+    ) -> Result<Task, Refusal> {
+        let made = self.made(&spec.name);
+        let context = context(&spec, catalog, plugins, health, made.as_ref());
         if spec.examples.is_empty()
-            && let Some(made) = self.made(&spec.name)
+            && let Some(made) = made
         {
             spec.examples = made.spec.examples;
         }
@@ -180,9 +188,7 @@ pub fn on_degraded(
             container_id: d.container_id.clone(),
             ..Default::default()
         };
-        let made = tasks.made(&spec.name);
-        let context = context(&spec, &catalog, &plugins, &health, made.as_ref());
-        match tasks.open_repair(spec, context) {
+        match tasks.open_repair(spec, &catalog, &plugins, &health) {
             Ok(task) => {
                 tracing::warn!(tool = %d.tool_id, task = %task.task_id, "repair task opened for a degraded tool")
             }

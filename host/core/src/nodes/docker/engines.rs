@@ -84,10 +84,6 @@ impl MemberState {
     pub(super) fn is_up(&self) -> bool {
         self.up == Some(true)
     }
-
-    pub(super) fn drained_now(&self) -> bool {
-        self.drained
-    }
 }
 
 /// Where a container runs and what it is capped at.

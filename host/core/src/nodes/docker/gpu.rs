@@ -86,9 +86,10 @@ impl super::engines::Engines {
             .members
             .iter()
             .enumerate()
+            .filter(|(_, m)| !m.is_drained())
             .filter_map(|(i, m)| {
                 let s = super::engines::lock(&m.state);
-                (s.is_up() && !s.drained_now() && s.gpus > 0).then(|| {
+                (s.is_up() && s.gpus > 0).then(|| {
                     let held = homes
                         .values()
                         .filter(|h| h.engine == i)
