@@ -58,6 +58,9 @@ pub struct Config {
     /// Named secrets API toolkits reference (`[api.auth] secret`); see
     /// [`SecretValues`].
     pub secrets: SecretValues,
+    /// `[telemetry]`: traces over OTLP, the log lines' format
+    /// (`crate::traces`).
+    pub telemetry: crate::traces::TelemetryConfig,
 }
 
 /// `[secrets]`: name = value. The values never leave the server: `Debug`
@@ -127,6 +130,7 @@ impl Config {
             "plugins.max_upload_mb must be at least 1"
         );
         self.auth.check().map_err(anyhow::Error::msg)?;
+        self.telemetry.check()?;
         crate::trust::Trust::from_config(&self.trust)
             .map_err(|m| anyhow::anyhow!("[trust]: {m}"))?;
         Ok(())

@@ -16,3 +16,4 @@ pub use toolhost_surfaces as surfaces;
 
 pub mod config;
 pub mod server;
+pub mod traces;

@@ -138,14 +138,21 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     let started = std::time::Instant::now();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
-                .unwrap_or_else(|_| "info,wasmtime=warn,cranelift=warn,rmcp=warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    // The server's log lines and traces are as its file says; every other
+    // command's are the defaults.
+    let serving = match &cli.command {
+        Command::Serve { config, .. } => Some(match config {
+            Some(path) => Config::from_file(path)?,
+            None => Config::default(),
+        }),
+        _ => None,
+    };
+    let _telemetry = toolhost::traces::init(
+        serving
+            .as_ref()
+            .map_or(&Default::default(), |c: &Config| &c.telemetry),
+    )?;
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
     runtime.block_on(async move {
         match cli.command {
@@ -153,15 +160,12 @@ fn main() -> anyhow::Result<()> {
                 bind,
                 plugins,
                 data,
-                config,
+                config: _,
                 admin_token,
                 token,
                 cache_key,
             } => {
-                let mut config = match config {
-                    Some(path) => Config::from_file(&path)?,
-                    None => Config::default(),
-                };
+                let mut config = serving.expect("read above");
                 if let Some(bind) = bind {
                     config.server.bind = bind;
                 }

@@ -19,6 +19,8 @@ NUL-terminated JSON commands to Chromium's fd 3 and reads NUL-terminated replies
 and events from its fd 4. One page target is used, attached in flat session mode.
 If Chromium dies, the next op starts a new one and says so ("restarted": true).
 """
+import contextlib
+import functools
 import base64
 import fcntl
 import json
@@ -579,6 +581,51 @@ def handle(browser, req):
     raise InvalidInput(f"unknown op {op!r} (expected ping, open or screenshot)")
 
 
+
+class Steps:
+    """The steps of a traced request (one that carries the host's `trace`):
+    names and Unix times in ns, sent back beside the result as `steps`; the
+    host shows them as spans under the request's `node.exec`."""
+
+    def __init__(self):
+        self.taken = None
+
+    def begin(self, trace):
+        self.taken = [] if isinstance(trace, dict) else None
+
+    @contextlib.contextmanager
+    def step(self, name, **attributes):
+        if self.taken is None:
+            yield attributes
+            return
+        start = time.time_ns()
+        try:
+            yield attributes
+        finally:
+            self.taken.append({"name": name, "start_ns": start, "end_ns": time.time_ns(), "attributes": attributes})
+
+    def traced(self, name):
+        """`function` as a step named `name` of the requests it runs in."""
+        def wrap(function):
+            @functools.wraps(function)
+            def run(*args, **kwargs):
+                with self.step(name):
+                    return function(*args, **kwargs)
+            return run
+        return wrap
+
+    def attach(self, reply):
+        if self.taken is not None:
+            reply["steps"] = self.taken[-64:]
+            self.taken = None
+        return reply
+
+
+STEPS = Steps()
+Browser.start = STEPS.traced("browser.start")(Browser.start)
+Browser.navigate = STEPS.traced("page.navigate")(Browser.navigate)
+
+
 def send(obj):
     # json.dumps escapes control characters: one object is always one line.
     sys.stdout.buffer.write(json.dumps(obj, ensure_ascii=False).encode("utf-8", "replace") + b"\n")
@@ -602,14 +649,17 @@ def serve(browser):
                 raise InvalidInput("request needs an integer id")
             if not isinstance(req.get("op"), str):
                 raise InvalidInput("request needs an op (string)")
-            send({"id": rid, "ok": True, "result": handle(browser, req)})
+            STEPS.begin(req.pop("trace", None))
+            with STEPS.step(req["op"]):
+                result = handle(browser, req)
+            send(STEPS.attach({"id": rid, "ok": True, "result": result}))
         except InvalidInput as e:
-            send({"id": rid, "ok": False, "error": {"kind": "invalid_input", "message": str(e)}})
+            send(STEPS.attach({"id": rid, "ok": False, "error": {"kind": "invalid_input", "message": str(e)}}))
         except Failed as e:
-            send({"id": rid, "ok": False, "error": {"kind": "failed", "message": str(e)}})
+            send(STEPS.attach({"id": rid, "ok": False, "error": {"kind": "failed", "message": str(e)}}))
         except Exception as e:  # never crash on one request
             log(f"internal error: {e!r}")
-            send({"id": rid, "ok": False, "error": {"kind": "failed", "message": f"internal driver error: {e!r}"}})
+            send(STEPS.attach({"id": rid, "ok": False, "error": {"kind": "failed", "message": f"internal driver error: {e!r}"}}))
 
 
 def main():

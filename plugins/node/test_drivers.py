@@ -170,6 +170,18 @@ def test_shell():
         r = d.call("run")
         check("shell: run without command -> invalid_input", r["error"]["kind"] == "invalid_input", str(r))
 
+        trace = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+        r = d.call("run", command="sleep 0.2; echo traced", trace=trace)
+        steps = {s["name"]: s for s in r.get("steps", [])}
+        check("shell: a traced request answers with its steps (the op, waiting for output)",
+              r["ok"] and r["result"]["stdout"] == "traced\n" and {"run", "shell.wait_output"} <= set(steps)
+              and steps["run"]["end_ns"] - steps["run"]["start_ns"] >= 200_000_000
+              and steps["run"]["start_ns"] <= steps["shell.wait_output"]["start_ns"], str(r)[:400])
+        r = d.call("run", command="true")
+        check("shell: an untraced request has no steps", r["ok"] and "steps" not in r, str(r)[:200])
+        r = d.call("run", trace=trace)
+        check("shell: a traced request that fails still says its steps",
+              r["error"]["kind"] == "invalid_input" and [s["name"] for s in r["steps"]] == ["run"], str(r)[:300])
         r = d.ok("run", command="echo out; echo err >&2; exit_code_test() { return 3; }; exit_code_test")
         check("shell: stdout, stderr, exit code",
               (r["stdout"], r["stderr"], r["exit_code"], r["finished"]) == ("out\n", "err\n", 3, True), str(r))
@@ -308,7 +320,11 @@ def test_notebook():
     try:
         timing("notebook: container start to ready", d.ready_s)
         protocol_checks(d, "notebook")
-        r = d.ok("execute", code="x = 41\nprint('hello')")
+        r = d.call("execute", code="x = 41\nprint('hello')",
+                   trace={"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})
+        check("notebook: a traced request answers with the kernel's step",
+              r["ok"] and {"execute", "kernel.execute"} <= {s["name"] for s in r.get("steps", [])}, str(r)[:400])
+        r = r["result"]
         check("notebook: stdout", r["stdout"] == "hello\n" and r["result"] is None and r["error"] is None, str(r))
         r = d.ok("execute", code="x + 1")
         check("notebook: state survives, result", r["result"] == "42" and isinstance(r["execution_count"], int),

@@ -24,6 +24,8 @@ token itself) can break the framing; a syntax error is just a non-zero status.
 The command is finished once the sentinel has been seen on both stdout and
 stderr, so both streams are complete. Logs go to stderr only.
 """
+import contextlib
+import functools
 import json
 import os
 import secrets
@@ -481,6 +483,51 @@ def handle(shell, req):
     raise InvalidInput(f"unknown op {op!r} (expected ping, run, read_output or kill)")
 
 
+
+class Steps:
+    """The steps of a traced request (one that carries the host's `trace`):
+    names and Unix times in ns, sent back beside the result as `steps`; the
+    host shows them as spans under the request's `node.exec`."""
+
+    def __init__(self):
+        self.taken = None
+
+    def begin(self, trace):
+        self.taken = [] if isinstance(trace, dict) else None
+
+    @contextlib.contextmanager
+    def step(self, name, **attributes):
+        if self.taken is None:
+            yield attributes
+            return
+        start = time.time_ns()
+        try:
+            yield attributes
+        finally:
+            self.taken.append({"name": name, "start_ns": start, "end_ns": time.time_ns(), "attributes": attributes})
+
+    def traced(self, name):
+        """`function` as a step named `name` of the requests it runs in."""
+        def wrap(function):
+            @functools.wraps(function)
+            def run(*args, **kwargs):
+                with self.step(name):
+                    return function(*args, **kwargs)
+            return run
+        return wrap
+
+    def attach(self, reply):
+        if self.taken is not None:
+            reply["steps"] = self.taken[-64:]
+            self.taken = None
+        return reply
+
+
+STEPS = Steps()
+Shell.start = STEPS.traced("shell.start")(Shell.start)
+Shell.pump = STEPS.traced("shell.wait_output")(Shell.pump)
+
+
 def send(obj):
     # json.dumps escapes control characters: one object is always one line.
     sys.stdout.buffer.write(json.dumps(obj, ensure_ascii=False).encode("utf-8", "replace") + b"\n")
@@ -504,14 +551,17 @@ def serve(shell):
                 raise InvalidInput("request needs an integer id")
             if not isinstance(req.get("op"), str):
                 raise InvalidInput("request needs an op (string)")
-            send({"id": rid, "ok": True, "result": handle(shell, req)})
+            STEPS.begin(req.pop("trace", None))
+            with STEPS.step(req["op"]):
+                result = handle(shell, req)
+            send(STEPS.attach({"id": rid, "ok": True, "result": result}))
         except InvalidInput as e:
-            send({"id": rid, "ok": False, "error": {"kind": "invalid_input", "message": str(e)}})
+            send(STEPS.attach({"id": rid, "ok": False, "error": {"kind": "invalid_input", "message": str(e)}}))
         except Failed as e:
-            send({"id": rid, "ok": False, "error": {"kind": "failed", "message": str(e)}})
+            send(STEPS.attach({"id": rid, "ok": False, "error": {"kind": "failed", "message": str(e)}}))
         except Exception as e:  # never crash on one request
             log(f"internal error: {e!r}")
-            send({"id": rid, "ok": False, "error": {"kind": "failed", "message": f"internal driver error: {e!r}"}})
+            send(STEPS.attach({"id": rid, "ok": False, "error": {"kind": "failed", "message": f"internal driver error: {e!r}"}}))
 
 
 def main():

@@ -46,6 +46,7 @@ pub mod schema;
 pub mod sessions;
 pub mod system;
 pub mod tasks;
+pub mod telemetry;
 pub mod text;
 pub mod tool;
 pub mod trust;

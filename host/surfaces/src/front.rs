@@ -15,6 +15,9 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
+use toolhost_core::telemetry::TARGET;
+use tracing::Instrument;
+use tracing::field::Empty;
 
 use axum::extract::Request;
 use axum::response::Response;
@@ -117,10 +120,24 @@ where
 {
     let (request, caller) = match &checks.callers {
         None => (request, None),
-        Some((callers, is_public)) => match auth::admit(callers, *is_public, request).await {
-            Ok(admitted) => admitted,
-            Err(answer) => return answer,
-        },
+        Some((callers, is_public)) => {
+            let span = tracing::info_span!(target: TARGET, "auth", "enduser.id" = Empty, otel.status_code = Empty);
+            match auth::admit(callers, *is_public, request)
+                .instrument(span.clone())
+                .await
+            {
+                Ok(admitted) => {
+                    if let Some(caller) = &admitted.1 {
+                        span.record("enduser.id", caller.name());
+                    }
+                    admitted
+                }
+                Err(answer) => {
+                    span.record("otel.status_code", "ERROR");
+                    return answer;
+                }
+            }
+        }
     };
     let mut response = match body::declared_over(&request, checks.max_body_bytes) {
         Some(declared) => body::refuse_declared(request, declared, checks.max_body_bytes).await,

@@ -87,6 +87,7 @@ async fn metrics(State(state): State<AppState>) -> Response {
             "toolhost_event_callbacks_total{{outcome=\"{outcome}\"}} {n}\n"
         ));
     }
+    toolhost_core::telemetry::render_metrics(&mut text);
     (
         [(
             header::CONTENT_TYPE,

@@ -8,11 +8,16 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::Router;
+use axum::body::Body;
 use axum::http::{HeaderName, Method, Request, StatusCode};
+use axum::middleware::Next;
 use axum::response::Response;
+use opentelemetry::context::FutureExt as _;
+use toolhost_core::telemetry::{self, TARGET};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
-use tracing::Level;
+use tracing::field::Empty;
+use tracing::{Instrument, Level};
 
 /// The header of the request id, both ways.
 pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
@@ -20,6 +25,7 @@ pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id"
 /// Wrap `router` so that its requests have ids and spans.
 pub fn layer(router: Router) -> Router {
     router
+        .layer(axum::middleware::from_fn(traced))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID_HEADER))
         .layer(
             TraceLayer::new_for_http()
@@ -41,6 +47,65 @@ pub fn layer(router: Router) -> Router {
                 .on_failure(()),
         )
         .layer(SetRequestIdLayer::new(REQUEST_ID_HEADER, MakeRequestUuid))
+}
+
+/// The request's OpenTelemetry span (HTTP server), a child of the caller's
+/// `traceparent` when it sent one (a malformed one is ignored: a new
+/// trace). With export off, the caller's context is only made current, to
+/// be passed on unchanged to the upstreams the request calls.
+async fn traced(request: Request<Body>, next: Next) -> Response {
+    let parent = telemetry::from_headers(request.headers());
+    if !telemetry::exporting() {
+        return match parent {
+            Some(cx) => next.run(request).with_context(cx).await,
+            None => next.run(request).await,
+        };
+    }
+    let method = request.method().clone();
+    let path = request.uri().path();
+    let headers = request.headers();
+    let text = |name: &HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    let span = tracing::info_span!(
+        target: TARGET,
+        "http",
+        otel.name = %format_args!("{method} {}", route_of(path)),
+        otel.kind = "server",
+        otel.status_code = Empty,
+        "http.request.method" = %method,
+        "url.path" = path,
+        "url.scheme" = "http",
+        "server.address" = text(&axum::http::header::HOST),
+        "user_agent.original" = text(&axum::http::header::USER_AGENT),
+        "toolhost.request_id" = text(&REQUEST_ID_HEADER),
+        "http.response.status_code" = Empty,
+    );
+    if let Some(cx) = parent {
+        telemetry::adopt(&span, cx);
+    }
+    let response = next.run(request).instrument(span.clone()).await;
+    let status = response.status().as_u16();
+    span.record("http.response.status_code", status);
+    if status >= 500 {
+        span.record("otel.status_code", "ERROR");
+    }
+    response
+}
+
+/// A span name's route: the path with its ids (UUIDs, long hex or decimal
+/// strings: sessions, tasks, files' hashes) as `{id}`, so that names stay
+/// few (OpenTelemetry's HTTP conventions).
+pub fn route_of(path: &str) -> String {
+    let id = |part: &str| {
+        part.len() >= 8
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() || b == b'-' || b == b'_')
+            && part.bytes().any(|b| b.is_ascii_digit())
+    };
+    path.split('/')
+        .map(|part| if id(part) { "{id}" } else { part })
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// Refusals written to the audit log a second at most; beyond, counted and

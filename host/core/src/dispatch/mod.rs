@@ -17,11 +17,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use tracing::Instrument;
+use tracing::field::Empty;
+
 use crate::backend::{Invocation, Usage};
 use crate::catalog::{Catalog, ToolEntry};
 use crate::metrics::Metrics;
 use crate::registry::ToolStatus;
 use crate::sessions::{Session, Sessions, WorkspaceFile};
+use crate::telemetry::TARGET;
 use crate::tool::{CallError, Content, LimitOverrides, Limits, ProgressSink};
 
 /// Most schema violations listed in one error.
@@ -106,13 +110,43 @@ impl Dispatcher {
     }
 
     /// Run tool `tool_id` itself on `input` for `session` (no fallback:
-    /// [`Dispatcher::dispatch`]).
+    /// [`Dispatcher::dispatch`]), in its span (OpenTelemetry's GenAI
+    /// `execute_tool`).
     async fn dispatch_one(
         &self,
         session: &Arc<Session>,
         tool_id: &str,
         input: Value,
         options: CallOptions,
+    ) -> Result<CallOutput, CallError> {
+        let span = tracing::info_span!(
+            target: TARGET,
+            "execute_tool",
+            otel.name = %format_args!("execute_tool {tool_id}"),
+            otel.status_code = Empty,
+            "gen_ai.operation.name" = "execute_tool",
+            "gen_ai.tool.name" = tool_id,
+            "gen_ai.tool.type" = "function",
+            "toolhost.session" = session.id(),
+            "enduser.id" = Empty,
+            "toolhost.backend" = Empty,
+            "toolhost.version" = Empty,
+            "toolhost.outcome" = Empty,
+            "error.type" = Empty,
+            "toolhost.fuel" = Empty,
+        );
+        self.call_one(session, tool_id, input, options, &span)
+            .instrument(span.clone())
+            .await
+    }
+
+    async fn call_one(
+        &self,
+        session: &Arc<Session>,
+        tool_id: &str,
+        input: Value,
+        options: CallOptions,
+        span: &tracing::Span,
     ) -> Result<CallOutput, CallError> {
         let tool = match self.catalog.get(tool_id) {
             Some(tool) => tool,
@@ -122,6 +156,9 @@ impl Dispatcher {
             Some(caller) => caller.clone(),
             None => session.owner().clone(),
         };
+        span.record("enduser.id", owner.name());
+        span.record("toolhost.backend", tool.toolkit.backend.name());
+        span.record("toolhost.version", tool.toolkit.version.as_str());
         if !owner.policy().allows_tool(tool_id) {
             owner.note_refused();
             tracing::info!(
@@ -179,6 +216,11 @@ impl Dispatcher {
         };
         self.metrics
             .record_call(tool_id, tool.toolkit.backend.name(), outcome, elapsed);
+        span.record("toolhost.outcome", outcome);
+        if result.is_err() && !asked {
+            span.record("error.type", outcome);
+            span.record("otel.status_code", "ERROR");
+        }
         match &result {
             Ok(_) => {
                 tracing::debug!(
@@ -202,6 +244,9 @@ impl Dispatcher {
             }
         }
         let fuel = usage.fuel.load(Ordering::Relaxed);
+        if fuel > 0 {
+            span.record("toolhost.fuel", fuel);
+        }
         tool.record
             .stats
             .record_usage(fuel, usage.peak_memory.load(Ordering::Relaxed));
@@ -315,7 +360,12 @@ async fn run(
             }
             let wait = Duration::from_millis(limits.timeout_ms);
             let queued = Instant::now();
-            match tokio::time::timeout(wait, toolkit.slots.acquire()).await {
+            let span =
+                tracing::info_span!(target: TARGET, "queue", "toolhost.queue.ahead" = waiting);
+            match tokio::time::timeout(wait, toolkit.slots.acquire())
+                .instrument(span)
+                .await
+            {
                 Ok(Ok(permit)) => {
                     metrics.record_queue_wait(&tool.id, toolkit.backend.name(), queued.elapsed());
                     permit

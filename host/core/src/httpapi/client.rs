@@ -6,8 +6,10 @@
 //! and the toolkit's secret injected here and scrubbed from whatever comes
 //! back.
 
+use crate::telemetry;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use reqwest::{Method, RequestBuilder, Url};
@@ -144,7 +146,22 @@ impl Outbound {
         request: RequestBuilder,
         max_bytes: usize,
     ) -> Result<Vec<Content>, CallError> {
-        let mut response = request.send().await.map_err(|e| self.failure(e))?;
+        let mut request = request.build().map_err(|e| self.failure(e))?;
+        let url = request.url();
+        let span = telemetry::client_span(
+            request.method().as_str(),
+            url.as_str(),
+            url.host_str().unwrap_or(""),
+        );
+        telemetry::inject_headers_of(&span, request.headers_mut());
+        let sent = self.client.execute(request).instrument(span.clone()).await;
+        telemetry::ended(
+            &span,
+            sent.as_ref()
+                .map(|r| r.status().as_u16())
+                .map_err(|_| "request_failed"),
+        );
+        let mut response = sent.map_err(|e| self.failure(e))?;
         let status = response.status();
         let media = response
             .headers()

@@ -7,6 +7,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tracing::Instrument;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
@@ -76,30 +77,31 @@ impl Toolkit for McpToolkit {
                         .await?
                 }
             };
-            let mut tasked = self.is_tasked(server_name);
-            let result = loop {
-                let result = if tasked {
-                    self.call_as_task(&conn, &params, deadline, &call).await?
-                } else {
-                    let request =
-                        ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
-                    self.exchange(&conn, request, deadline, &call).await?
-                };
-                // MCP 2025-11-25: a tool the server runs only as a task is
-                // refused with -32601 (Method not found) when called plainly
-                // (the TypeScript SDK says it in a tool error instead). Called
-                // again as one, and as one from now on.
-                if !tasked && wants_a_task(&result) {
-                    tracing::info!(toolkit = %self.toolkit, tool = %server_name, "the MCP server runs this tool only as a task: called as one from now on");
-                    self.tasked
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(server_name.clone());
-                    tasked = true;
-                    continue;
-                }
-                break result;
-            };
+            let span = tracing::info_span!(
+                target: crate::telemetry::TARGET,
+                "mcp.client",
+                otel.name = %format_args!("tools/call {server_name}"),
+                otel.kind = "client",
+                otel.status_code = tracing::field::Empty,
+                "mcp.method.name" = "tools/call",
+                "gen_ai.operation.name" = "execute_tool",
+                "gen_ai.tool.name" = server_name.as_str(),
+                "toolhost.toolkit" = self.toolkit.as_str(),
+                "error.type" = tracing::field::Empty,
+            );
+            crate::telemetry::inject_meta_of(&span, &mut params.meta.get_or_insert_default().0.0);
+            let result = self
+                .call_traced(&conn, &params, deadline, &call, server_name)
+                .instrument(span.clone())
+                .await;
+            if let Err(e) = &result {
+                span.record("error.type", e.kind().as_str());
+                span.record("otel.status_code", "ERROR");
+            } else if matches!(&result, Ok(Err(_))) {
+                span.record("error.type", "upstream");
+                span.record("otel.status_code", "ERROR");
+            }
+            let result = result?;
             match result {
                 Ok(ServerResult::CallToolResult(result)) => client::into_content(result),
                 Ok(other) => match as_call_result(other) {
@@ -133,6 +135,40 @@ impl Toolkit for McpToolkit {
 }
 
 impl McpToolkit {
+    /// The call, plainly or as a task (as the server wants it).
+    async fn call_traced(
+        &self,
+        conn: &Connection,
+        params: &CallToolRequestParams,
+        deadline: Instant,
+        call: &Invocation,
+        server_name: &str,
+    ) -> Result<Result<ServerResult, ServiceError>, CallError> {
+        let mut tasked = self.is_tasked(server_name);
+        loop {
+            let result = if tasked {
+                self.call_as_task(conn, params, deadline, call).await?
+            } else {
+                let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+                self.exchange(conn, request, deadline, call).await?
+            };
+            // MCP 2025-11-25: a tool the server runs only as a task is
+            // refused with -32601 (Method not found) when called plainly
+            // (the TypeScript SDK says it in a tool error instead). Called
+            // again as one, and as one from now on.
+            if !tasked && wants_a_task(&result) {
+                tracing::info!(toolkit = %self.toolkit, tool = %server_name, "the MCP server runs this tool only as a task: called as one from now on");
+                self.tasked
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(server_name.to_owned());
+                tasked = true;
+                continue;
+            }
+            return Ok(result);
+        }
+    }
+
     fn is_tasked(&self, server_name: &str) -> bool {
         self.tasked
             .lock()

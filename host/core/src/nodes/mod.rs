@@ -402,9 +402,15 @@ impl NodeBackend {
         }
         self.make_room(&key, spec).await?;
         let engine = self.engine_for(session.id(), spec).await?;
+        // Recorded on the call's `node.acquire` span.
+        let acquire = tracing::Span::current();
         let node = match self.take_pooled(spec, session, engine).await {
-            Some(node) => node,
+            Some(node) => {
+                acquire.record("toolhost.node.source", "pool");
+                node
+            }
             None => {
+                acquire.record("toolhost.node.source", "created");
                 let workspace = session
                     .prepare_workspace()
                     .await

@@ -166,6 +166,11 @@ impl ServiceLink {
             if let Some(ct) = content_type {
                 request = request.header("content-type", ct);
             }
+            // The trace the call is in (the caller's span, or the host's
+            // client span), so the service's own spans join it.
+            for (name, value) in crate::telemetry::fields() {
+                request = request.header(name, value);
+            }
             let request = request
                 .body(Full::new(body.unwrap_or_default()))
                 .map_err(|e| NodeError::Io(e.to_string()))?;

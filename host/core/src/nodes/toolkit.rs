@@ -11,6 +11,9 @@ use super::manifest::{LoadedManifest, Scheduling};
 use super::node::Node;
 use super::{NodeBackend, NodeError};
 use crate::backend::{Invocation, Toolkit};
+use crate::telemetry::{self, TARGET};
+use tracing::Instrument;
+use tracing::field::Empty;
 use crate::tool::BoxFuture;
 use crate::tool::{CallError, Content};
 
@@ -53,8 +56,12 @@ impl Toolkit for DockerToolkit {
             if self.spec.service_port().is_some() {
                 return self.call_service(call).await;
             }
-            let args = call.input;
-            let (node, note) = self.backend.node_for(&call.session, &self.spec).await?;
+            let mut args = call.input;
+            let (node, note) = self
+                .backend
+                .node_for(&call.session, &self.spec)
+                .instrument(acquire_span(&self.spec.name))
+                .await?;
             let timeout = Duration::from_millis(call.limits.timeout_ms) + GRACE;
             let name = &self.spec.name;
             let mut cancelled = DiscardIfDropped(Some((
@@ -63,7 +70,27 @@ impl Toolkit for DockerToolkit {
                 name.clone(),
                 node.clone(),
             )));
-            let answer = node.request(&call.tool, args, timeout).await;
+            // The driver is told the trace it is in, and answers with the
+            // steps it took (spans under this one).
+            let exec = tracing::info_span!(
+                target: TARGET,
+                "node.exec",
+                "toolhost.node.container" = %node.container,
+                "toolhost.node.op" = %call.tool,
+            );
+            let trace = telemetry::fields_of(&exec);
+            if !trace.is_empty()
+                && let Value::Object(map) = &mut args
+            {
+                map.insert("trace".into(), trace.into_iter().collect());
+            }
+            let answer = node
+                .request(&call.tool, args, timeout)
+                .instrument(exec.clone())
+                .await;
+            if let Ok(response) = &answer {
+                telemetry::record_steps(&exec, response.get("steps"));
+            }
             cancelled.0 = None;
             let response = match answer {
                 Ok(r) => r,
@@ -133,6 +160,7 @@ impl DockerToolkit {
             .ok_or_else(|| CallError::NotFound(call.tool.clone()))?;
         let timeout = Duration::from_millis(call.limits.timeout_ms);
         let stateless = spec.manifest.docker.scheduling == Scheduling::Stateless;
+        let acquire = acquire_span(name);
         let (node, note) = if stateless {
             let workspace = call
                 .session
@@ -141,13 +169,18 @@ impl DockerToolkit {
                 .map_err(|e| CallError::Internal(e.to_string()))?
                 .to_owned();
             let engine = self.backend.engine_for(call.session.id(), spec).await?;
+            acquire.record("toolhost.node.source", "created");
             let node = self
                 .backend
                 .create_node(spec, &workspace, call.session.id(), engine)
+                .instrument(acquire)
                 .await?;
             (node, None)
         } else {
-            self.backend.node_for(&call.session, spec).await?
+            self.backend
+                .node_for(&call.session, spec)
+                .instrument(acquire)
+                .await?
         };
         let (target, body, content_type) = if matches!(method.as_str(), "GET" | "HEAD" | "DELETE") {
             (with_query(&path, &call.input), None, None)
@@ -163,9 +196,16 @@ impl DockerToolkit {
         // A stateless node goes however the call ends (a cancelled one too).
         let _removed =
             stateless.then(|| RemoveWhenDone(self.backend.clone(), node.container.clone()));
+        // The service is told the trace (traceparent: its own spans join).
+        let span = telemetry::client_span(&method, &format!("http://{name}{target}"), name);
         let answer = node
             .http(&method, &target, body, content_type, timeout)
+            .instrument(span.clone())
             .await;
+        telemetry::ended(
+            &span,
+            answer.as_ref().map(|a| a.status).map_err(|_| "request_failed"),
+        );
         let answer = match answer {
             Ok(a) => a,
             Err(e) => {
@@ -208,6 +248,17 @@ impl DockerToolkit {
         }
         Ok(content)
     }
+}
+
+/// The span of getting a node for a call: the session's, a pooled one, or
+/// a new one (`toolhost.node.source`; none recorded: the session's).
+fn acquire_span(toolkit: &str) -> tracing::Span {
+    tracing::info_span!(
+        target: TARGET,
+        "node.acquire",
+        "toolhost.toolkit" = toolkit,
+        "toolhost.node.source" = Empty,
+    )
 }
 
 /// `path` with the input's top-level properties as its query.

@@ -161,9 +161,25 @@ impl WasiHttpHooks for PolicyHooks {
             request.headers_mut().insert(name.clone(), value.clone());
         }
         let _ = fut;
+        let span = crate::telemetry::client_span(
+            request.method().as_str(),
+            &uri.to_string(),
+            uri.host().unwrap_or(""),
+        );
+        crate::telemetry::inject_headers_of(&span, request.headers_mut());
         Box::new(async move {
             use http_body_util::BodyExt;
-            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
+            use tracing::Instrument;
+            let sent = wasmtime_wasi_http::default_send_request(request, options)
+                .instrument(span.clone())
+                .await;
+            crate::telemetry::ended(
+                &span,
+                sent.as_ref()
+                    .map(|(r, _)| r.status().as_u16())
+                    .map_err(|_| "request_failed"),
+            );
+            let (response, io) = sent?;
             Ok((
                 response.map(BodyExt::boxed_unsync),
                 Box::new(io) as Box<dyn Future<Output = Result<(), HttpError>> + Send>,

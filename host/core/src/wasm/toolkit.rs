@@ -2,9 +2,12 @@
 //! the cached `InstancePre`, fuel, a memory ceiling, an epoch deadline, and
 //! the output checked before it leaves the sandbox's terms.
 
+use crate::telemetry::TARGET;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tracing::Instrument;
+use tracing::field::Empty;
 
 use wasmtime::{Engine, PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -153,15 +156,26 @@ impl WasmToolkit {
         });
 
         let mut instantiated = None;
+        let running = tracing::info_span!(
+            target: TARGET,
+            "wasm.run",
+            "toolhost.wasm.fuel" = Empty,
+            "toolhost.wasm.peak_memory_bytes" = Empty,
+        );
         let work = async {
             let started = Instant::now();
-            let plugin = self.pre.instantiate_async(&mut store).await?;
+            let plugin = self
+                .pre
+                .instantiate_async(&mut store)
+                .instrument(tracing::info_span!(target: TARGET, "wasm.instantiate"))
+                .await?;
             instantiated = Some(started.elapsed());
             let kit = plugin.toolhost_plugin_toolkit();
             match op {
                 Op::List => kit.call_list_tools(&mut store).await.map(OpResult::Tools),
                 Op::Call { tool, input, .. } => kit
                     .call_call(&mut store, tool, input)
+                    .instrument(running.clone())
                     .await
                     .map(OpResult::Call),
             }
@@ -173,6 +187,8 @@ impl WasmToolkit {
             peak_memory: store.data().limiter.peak as u64,
             instantiate: instantiated,
         };
+        running.record("toolhost.wasm.fuel", spent.fuel);
+        running.record("toolhost.wasm.peak_memory_bytes", spent.peak_memory);
         match result {
             Ok(Ok(r)) => Ok(r),
             Ok(Err(e)) => Err(classify(e, store.data(), limits, sandbox, &output)),
