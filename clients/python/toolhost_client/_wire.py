@@ -43,7 +43,31 @@ def no_cookies() -> http.cookiejar.CookieJar:
 
 
 def session_headers(session: Optional[str]) -> Dict[str, str]:
-    return {SESSION_HEADER: session} if session else {}
+    h = {SESSION_HEADER: session} if session else {}
+    h.update(trace_headers())
+    return h
+
+
+_propagate: Any = None
+
+
+def trace_headers() -> Dict[str, str]:
+    """The caller's trace context (W3C `traceparent`, `tracestate`) when
+    OpenTelemetry is installed and a span is current: toolhost's spans of
+    the call are then children of the caller's."""
+    global _propagate
+    if _propagate is None:
+        try:
+            from opentelemetry import propagate
+
+            _propagate = propagate
+        except ImportError:
+            _propagate = False
+    if not _propagate:
+        return {}
+    carrier: Dict[str, str] = {}
+    _propagate.inject(carrier)
+    return carrier
 
 
 def cookie_headers(session: str) -> Dict[str, str]:

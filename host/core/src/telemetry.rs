@@ -84,6 +84,12 @@ impl Injector for Pairs {
     }
 }
 
+/// The trace context of an HTTP request (its span's, or with export off
+/// the caller's), in its extensions: for work the request hands to other
+/// tasks (rmcp serves an MCP request in a task of its own).
+#[derive(Clone)]
+pub struct RequestTrace(pub Context);
+
 /// The caller's context in `headers`' `traceparent` (and `tracestate`);
 /// `None` when there is none or it is malformed (a new trace then, never
 /// an error).
@@ -275,7 +281,9 @@ pub fn record_steps(parent: &tracing::Span, steps: Option<&Value>) {
             .filter_map(|(k, v)| {
                 let key = format!("toolhost.driver.{}", crate::text::truncate(k, 64));
                 Some(match v {
-                    Value::String(s) => KeyValue::new(key, crate::text::truncate(s, 256).to_owned()),
+                    Value::String(s) => {
+                        KeyValue::new(key, crate::text::truncate(s, 256).to_owned())
+                    }
                     Value::Bool(b) => KeyValue::new(key, *b),
                     Value::Number(n) => match n.as_i64() {
                         Some(i) => KeyValue::new(key, i),

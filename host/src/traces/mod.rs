@@ -223,11 +223,10 @@ pub fn init(config: &TelemetryConfig) -> anyhow::Result<Telemetry> {
             let tracer = provider.tracer("toolhost");
             // Spans made apart from `tracing` (a node driver's steps).
             opentelemetry::global::set_tracer_provider(provider.clone());
-            let spans = Targets::new()
-                .with_target(TARGET, Level::TRACE)
-                .with_target("toolhost_surfaces::observe", Level::INFO);
+            let spans = Targets::new().with_target(TARGET, Level::TRACE);
             let layer = tracing_opentelemetry::layer()
                 .with_tracer(tracer)
+                .with_tracked_inactivity(false)
                 .with_location(false)
                 .with_threads(false)
                 .with_target(false)

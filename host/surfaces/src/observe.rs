@@ -13,11 +13,12 @@ use axum::http::{HeaderName, Method, Request, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 use opentelemetry::context::FutureExt as _;
-use toolhost_core::telemetry::{self, TARGET};
+use toolhost_core::telemetry::{self, RequestTrace, TARGET};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::field::Empty;
 use tracing::{Instrument, Level};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 /// The header of the request id, both ways.
 pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
@@ -53,11 +54,14 @@ pub fn layer(router: Router) -> Router {
 /// `traceparent` when it sent one (a malformed one is ignored: a new
 /// trace). With export off, the caller's context is only made current, to
 /// be passed on unchanged to the upstreams the request calls.
-async fn traced(request: Request<Body>, next: Next) -> Response {
+async fn traced(mut request: Request<Body>, next: Next) -> Response {
     let parent = telemetry::from_headers(request.headers());
     if !telemetry::exporting() {
         return match parent {
-            Some(cx) => next.run(request).with_context(cx).await,
+            Some(cx) => {
+                request.extensions_mut().insert(RequestTrace(cx.clone()));
+                next.run(request).with_context(cx).await
+            }
             None => next.run(request).await,
         };
     }
@@ -82,6 +86,9 @@ async fn traced(request: Request<Body>, next: Next) -> Response {
     if let Some(cx) = parent {
         telemetry::adopt(&span, cx);
     }
+    request
+        .extensions_mut()
+        .insert(RequestTrace(span.context()));
     let response = next.run(request).instrument(span.clone()).await;
     let status = response.status().as_u16();
     span.record("http.response.status_code", status);

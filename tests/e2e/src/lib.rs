@@ -13,6 +13,7 @@ pub mod events;
 pub mod fake;
 pub mod mcp;
 pub mod pg;
+pub mod phoenix;
 mod plugins_dir;
 pub mod registry;
 mod replica;

@@ -12,10 +12,10 @@ use super::node::Node;
 use super::{NodeBackend, NodeError};
 use crate::backend::{Invocation, Toolkit};
 use crate::telemetry::{self, TARGET};
-use tracing::Instrument;
-use tracing::field::Empty;
 use crate::tool::BoxFuture;
 use crate::tool::{CallError, Content};
+use tracing::Instrument;
+use tracing::field::Empty;
 
 /// Time the host waits beyond a call's limit before it gives up on a node
 /// (the driver enforces `timeout_s` itself and answers first).
@@ -204,7 +204,10 @@ impl DockerToolkit {
             .await;
         telemetry::ended(
             &span,
-            answer.as_ref().map(|a| a.status).map_err(|_| "request_failed"),
+            answer
+                .as_ref()
+                .map(|a| a.status)
+                .map_err(|_| "request_failed"),
         );
         let answer = match answer {
             Ok(a) => a,

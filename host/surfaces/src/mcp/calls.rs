@@ -12,8 +12,9 @@ use serde_json::Value;
 
 use super::handler::{McpHandler, has_header, is_stateless, lasting};
 use super::render::{failure, success, unknown_tool};
-use super::{input, tasks};
+use super::{input, tasks, trace};
 use crate::state::AppState;
+use axum::http::request::Parts;
 use toolhost_core::declared::TaskSupport;
 use toolhost_core::dispatch::CallOptions;
 use toolhost_core::sessions::Session;
@@ -23,6 +24,28 @@ impl McpHandler {
     /// `tools/call`: the tool through dispatch, as a task, with questions
     /// (input requests) and progress as far as the client takes them.
     pub(super) async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let parts = context.extensions.get::<Parts>();
+        let meta = request.meta.as_ref().map_or(&context.meta.0.0, |m| &m.0.0);
+        let parent = trace::parent(Some(meta), parts);
+        let session = parts
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let (tool, id) = (request.name.to_string(), context.id.clone());
+        let call = trace::Call {
+            tool: &tool,
+            id: &id,
+            session: session.as_deref(),
+            parent,
+        };
+        trace::within(call, self.call_tool_now(request, context)).await
+    }
+
+    async fn call_tool_now(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,

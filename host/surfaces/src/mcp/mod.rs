@@ -35,6 +35,7 @@ mod input;
 mod logging;
 mod render;
 mod tasks;
+mod trace;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -290,7 +290,19 @@ pub(super) async fn answer(direct: Arc<Direct>, rmcp: super::Rmcp, request: Requ
             {
                 return pass_on(parts, bytes).await;
             }
-            direct.call(parts, id, params, mode).await
+            let parent = super::trace::parent(params.meta.as_ref().map(|m| &m.0.0), Some(&parts));
+            if parent.is_none() && !toolhost_core::telemetry::exporting() {
+                return direct.call(parts, id, params, mode).await;
+            }
+            let tool = params.name.to_string();
+            let session = single(&parts.headers, &MCP_SESSION_ID).map(str::to_owned);
+            let call = super::trace::Call {
+                tool: &tool,
+                id: &id.clone(),
+                session: session.as_deref(),
+                parent,
+            };
+            super::trace::within(call, direct.call(parts, id, params, mode)).await
         }
         Err(_) => {
             if let Mode::Session(link) = &mode

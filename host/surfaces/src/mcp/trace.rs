@@ -1,0 +1,62 @@
+//! The span of an MCP `tools/call` (OpenTelemetry's MCP conventions: a
+//! server span `tools/call {tool}`), the child of the trace context the
+//! client put in the request's `_meta` (SEP-414), else of the HTTP request
+//! it came in. rmcp runs a request in a task of its own, so the HTTP
+//! request's context is taken from its parts ([`RequestTrace`]), not from
+//! the task's current span.
+
+use std::future::Future;
+
+use axum::http::request::Parts;
+use opentelemetry::Context;
+use opentelemetry::context::FutureExt as _;
+use rmcp::model::RequestId;
+use serde_json::{Map, Value};
+use toolhost_core::telemetry::{self, RequestTrace, TARGET};
+use tracing::Instrument;
+
+/// What a call's span is made of.
+pub(super) struct Call<'a> {
+    pub tool: &'a str,
+    pub id: &'a RequestId,
+    pub session: Option<&'a str>,
+    /// The client's context: in `_meta`, else its HTTP request's.
+    pub parent: Option<Context>,
+}
+
+/// The client's context of a request with `_meta` that came in `parts`.
+pub(super) fn parent(meta: Option<&Map<String, Value>>, parts: Option<&Parts>) -> Option<Context> {
+    meta.and_then(telemetry::from_meta).or_else(|| {
+        parts
+            .and_then(|p| p.extensions.get::<RequestTrace>())
+            .map(|t| t.0.clone())
+    })
+}
+
+/// Run `call` in its span; with export off, in the client's context (so
+/// that it is passed on to upstreams unchanged).
+pub(super) async fn within<F: Future>(call: Call<'_>, work: F) -> F::Output {
+    let parent = call.parent;
+    if !telemetry::exporting() {
+        return match parent {
+            Some(cx) => work.with_context(cx).await,
+            None => work.await,
+        };
+    }
+    let span = tracing::info_span!(
+        target: TARGET,
+        "mcp.server",
+        otel.name = %format_args!("tools/call {}", call.tool),
+        otel.kind = "server",
+        "mcp.method.name" = "tools/call",
+        "gen_ai.operation.name" = "execute_tool",
+        "gen_ai.tool.name" = call.tool,
+        "jsonrpc.request.id" = %call.id,
+        "mcp.session.id" = call.session,
+        "network.protocol.name" = "http",
+    );
+    if let Some(cx) = parent {
+        telemetry::adopt(&span, cx);
+    }
+    work.instrument(span).await
+}
