@@ -298,6 +298,9 @@ pub struct Round {
     /// The questions left unanswered when the round ended.
     #[serde(default)]
     pub asked: Vec<Question>,
+    /// The `traceparent` of the round's span: the next round's links to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -345,6 +348,7 @@ impl Sealer {
             args: digest(input),
             answers: replay.answers().clone(),
             asked: replay.pending(),
+            trace: crate::telemetry::traceparent(),
         };
         let options = SealOptions::new()
             .ttl(STATE_TTL)
@@ -363,6 +367,9 @@ impl Sealer {
             .map_err(|e| StateError::Refused(e.to_string()))?;
         if round.tool != tool || round.args != digest(input) {
             return Err(StateError::Foreign);
+        }
+        if let Some(earlier) = &round.trace {
+            crate::telemetry::link_traceparent(&tracing::Span::current(), earlier, "input_round");
         }
         Ok(round)
     }

@@ -229,10 +229,37 @@ pub fn adopt(span: &tracing::Span, parent: Context) {
 /// The context of the innermost span now (to link a later span to it: a
 /// call resumed by another request); `None` outside any trace.
 pub fn here() -> Option<SpanContext> {
+    if !exporting() {
+        return None;
+    }
     let cx = Context::current();
     let span = cx.span();
     let context = span.span_context();
     context.is_valid().then(|| context.clone())
+}
+
+/// The current span's `traceparent` (export on; none outside any trace).
+pub fn traceparent() -> Option<String> {
+    if !exporting() {
+        return None;
+    }
+    fields()
+        .into_iter()
+        .find(|(k, _)| k == TRACEPARENT)
+        .map(|(_, v)| v)
+}
+
+/// Link `span` to the span of `traceparent` (an earlier round's), saying
+/// why; a malformed one is no link.
+pub fn link_traceparent(span: &tracing::Span, traceparent: &str, why: &'static str) {
+    if !exporting() {
+        return;
+    }
+    let mut meta = Map::new();
+    meta.insert(TRACEPARENT.into(), Value::String(traceparent.to_owned()));
+    if let Some(cx) = from_meta(&meta) {
+        link(span, cx.span().span_context(), why);
+    }
 }
 
 /// Link `span` to `to` (a span of an earlier request that this one goes on

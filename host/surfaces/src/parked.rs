@@ -123,6 +123,9 @@ impl Parked {
             running: Some(running),
         };
         let running = guard.running.as_mut().expect("just put");
+        if let Some(origin) = running.origin() {
+            toolhost_core::telemetry::link(&tracing::Span::current(), origin, "awaits_call");
+        }
         match running.wait(self.patience).await {
             Some(done) => {
                 self.slots

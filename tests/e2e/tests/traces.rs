@@ -83,12 +83,13 @@ impl Drop for Killed {
     }
 }
 
-/// The traced upstream (tests/traces/upstream.py): its port.
-fn start_upstream(otlp: &str) -> (Killed, u16) {
+/// A script of tests/traces that prints its port first: the traced
+/// upstream (`upstream.py`, given the receiver), the capture (`capture.py`).
+fn start_script(script: &str, args: &[&str]) -> (Killed, u16) {
     let python = python_venv("tests/traces/requirements.txt");
     let mut child = Command::new(python)
-        .arg(repo_root().join("tests/traces/upstream.py"))
-        .arg(otlp)
+        .arg(repo_root().join("tests/traces").join(script))
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -97,7 +98,7 @@ fn start_upstream(otlp: &str) -> (Killed, u16) {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let port = line.trim().parse().expect("the upstream's port");
+    let port = line.trim().parse().expect("the script's port");
     (Killed(child), port)
 }
 
@@ -107,7 +108,7 @@ fn an_agent_step_is_one_tree_across_wasm_a_node_an_api_and_mcp() {
         return;
     }
     let phoenix = Phoenix::start();
-    let (_upstream, port) = start_upstream(&phoenix.traces_url());
+    let (_upstream, port) = start_script("upstream.py", &[&phoenix.traces_url()]);
     let plugins = PluginsDir::new()
         .add("calc", "calc")
         .add_toolkit_with("shell", cold)
@@ -346,4 +347,154 @@ fn a_receiver_down_or_silent_never_slows_or_fails_a_call() {
         "{metrics}"
     );
     drop(silent);
+}
+
+/// The spans the capture holds, once `done` says they are all there.
+fn captured(port: u16, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let started = Instant::now();
+    loop {
+        let spans: Vec<Value> = reqwest::blocking::get(format!("http://127.0.0.1:{port}/spans"))
+            .unwrap()
+            .json()
+            .unwrap();
+        if done(&spans) || started.elapsed() > Duration::from_secs(30) {
+            return spans;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// The span of the request with id `request_id`.
+fn request_span<'a>(spans: &'a [Value], request_id: &str) -> &'a Value {
+    spans
+        .iter()
+        .find(|s| s["attributes"]["toolhost.request_id"] == request_id)
+        .unwrap_or_else(|| panic!("no span of request {request_id}: {spans:#?}"))
+}
+
+/// Whether `span` links to `to`, saying `why`.
+fn links_to(span: &Value, to: &Value, why: &str) -> bool {
+    span["links"].as_array().unwrap().iter().any(|l| {
+        l["span_id"] == to["span_id"]
+            && l["trace_id"] == to["trace_id"]
+            && l["attributes"]["toolhost.link"] == why
+    })
+}
+
+#[test]
+fn a_call_that_goes_on_in_a_later_request_links_to_where_it_started() {
+    let (_capture, port) = start_script("capture.py", &[]);
+    let config = format!(
+        "[telemetry]\nendpoint = \"http://127.0.0.1:{port}\"\n[xagent]\npatience_ms = 300\n"
+    );
+    let s = Server::start_with(
+        PluginsDir::new()
+            .add("hostile", "hostile")
+            .add("files", "files"),
+        Some(&config),
+    )
+    .unwrap();
+    let post = |path: &str, id: &str, session: Option<&str>, body: Value| {
+        let mut r = s
+            .client()
+            .post(s.url(path))
+            .header("x-request-id", id)
+            .json(&body);
+        if let Some(session) = session {
+            r = r.header("x-toolhost-session", session);
+        }
+        let r = r.send().unwrap();
+        (
+            r.status().as_u16(),
+            r.json::<Value>().unwrap_or(Value::Null),
+        )
+    };
+
+    // XAgent's 450: the request that awaits the parked call links to the
+    // one that started it.
+    let session = toolhost_e2e::xagent::XAgent::connect(&s);
+    let cookie = session.cookie.clone();
+    let xagent = |id: &str, tool: &str, arguments: Value| {
+        let r = s
+            .client()
+            .post(s.url("/execute_tool"))
+            .header("x-request-id", id)
+            .header("cookie", &cookie)
+            .json(&json!({"tool_name": tool, "arguments": arguments}))
+            .send()
+            .unwrap();
+        (r.status().as_u16(), r.json::<Value>().unwrap())
+    };
+    let (status, body) = xagent("slow-1", "hostile_sleep", json!({"ms": 1200}));
+    assert_eq!(status, 450, "{body}");
+    let arguments = body["detail"]["arguments"].clone();
+    let mut awaits = 0;
+    loop {
+        awaits += 1;
+        let (status, body) = xagent(
+            &format!("await-{awaits}"),
+            "ToolhostEnv_await_call",
+            arguments.clone(),
+        );
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 450, "{body}");
+    }
+
+    // Native input rounds: the answering round links to the asking one.
+    let (status, body) = post(
+        "/tools/files_write/invoke",
+        "write",
+        Some("rounds"),
+        json!({"params": {"path": "a.txt", "content": "x"}}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, asked) = post(
+        "/tools/files_delete/invoke",
+        "ask",
+        Some("rounds"),
+        json!({"params": {"path": "a.txt"}}),
+    );
+    assert_eq!(
+        (status, &asked["status"]),
+        (200, &json!("input_required")),
+        "{asked}"
+    );
+    let state = asked["input_required"]["state"].clone();
+    let (status, body) = post(
+        "/tools/files_delete/invoke",
+        "answer",
+        Some("rounds"),
+        json!({"params": {"path": "a.txt"}, "input": {"state": state, "answers": {"confirm": {"action": "accept", "content": {"confirm": true}}}}}),
+    );
+    assert_eq!(
+        (status, &body["result"]),
+        (200, &json!("deleted a.txt")),
+        "{body}"
+    );
+
+    let spans = captured(port, |spans| {
+        ["answer", &format!("await-{awaits}")].iter().all(|id| {
+            spans
+                .iter()
+                .any(|s| s["attributes"]["toolhost.request_id"] == *id)
+        })
+    });
+    let started = request_span(&spans, "slow-1");
+    for i in 1..=awaits {
+        let waited = request_span(&spans, &format!("await-{i}"));
+        assert!(links_to(waited, started, "awaits_call"), "{waited:#}");
+        assert_ne!(waited["trace_id"], started["trace_id"]);
+    }
+    let ask = request_span(&spans, "ask");
+    let answer = request_span(&spans, "answer");
+    assert!(links_to(answer, ask, "input_round"), "{answer:#}");
+    // A span with no earlier part links to nothing.
+    assert!(
+        request_span(&spans, "write")["links"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
 }

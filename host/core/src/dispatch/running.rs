@@ -9,6 +9,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use opentelemetry::context::FutureExt as _;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
@@ -31,6 +32,9 @@ pub struct Running {
     call: Where,
     latest: Arc<Mutex<Option<Progress>>>,
     started: Instant,
+    /// The span of the request that started it (export on): the requests
+    /// that wait for it later link to it.
+    origin: Option<opentelemetry::trace::SpanContext>,
 }
 
 impl Drop for Running {
@@ -72,6 +76,7 @@ impl Running {
             call: Where::Inline(call),
             latest,
             started: Instant::now(),
+            origin: crate::telemetry::here(),
         }
     }
 
@@ -95,7 +100,8 @@ impl Running {
         if let Where::Inline(_) = &self.call
             && let Where::Inline(call) = std::mem::replace(&mut self.call, Where::Done)
         {
-            self.call = Where::Task(tokio::spawn(call));
+            // In the request's trace context (a caller's, with export off).
+            self.call = Where::Task(tokio::spawn(call.with_current_context()));
         }
     }
 
@@ -106,6 +112,11 @@ impl Running {
             Where::Task(task) => task.await.unwrap_or_else(|e| Err(ended(e))),
             Where::Done => Err(CallError::Internal("the call was already answered".into())),
         }
+    }
+
+    /// The span of the request that started the call, if traced.
+    pub fn origin(&self) -> Option<&opentelemetry::trace::SpanContext> {
+        self.origin.as_ref()
     }
 
     /// What a 450 answer (or a task's status) shows of the call so far.

@@ -37,7 +37,10 @@ impl McpHandler {
             .map(str::to_owned);
         let (tool, id) = (request.name.to_string(), context.id.clone());
         let call = trace::Call {
-            tool: &tool,
+            method: "tools/call",
+            tool: Some(&tool),
+            task: None,
+            link: None,
             id: &id,
             session: session.as_deref(),
             parent,

@@ -160,6 +160,30 @@ pub(super) fn caller(context: &RequestContext<RoleServer>) -> toolhost_core::cal
         })
 }
 
+/// Run `work`, a request about task `task`, in its span (linked to the
+/// span of the request that made the task).
+async fn traced_task<T>(
+    method: &'static str,
+    task: &str,
+    origin: Option<opentelemetry::trace::SpanContext>,
+    context: &RequestContext<RoleServer>,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    let parts = context.extensions.get::<Parts>();
+    let call = super::trace::Call {
+        method,
+        tool: None,
+        task: Some(task),
+        id: &context.id,
+        session: parts
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok()),
+        parent: super::trace::parent(Some(&context.meta.0.0), parts),
+        link: origin,
+    };
+    super::trace::within(call, work).await
+}
+
 /// Whether the HTTP request of `context` carried header `name`.
 pub(super) fn has_header(context: &RequestContext<RoleServer>, name: &str) -> bool {
     context
@@ -436,10 +460,21 @@ impl ServerHandler for McpHandler {
     ) -> Result<GetTaskResult, McpError> {
         self.tasks
             .check_owner(&request.task_id, &caller(&context))?;
-        self.tasks
-            .manager
-            .get_task(&request.task_id)
-            .map(GetTaskResult::new)
+        let task_id = request.task_id.clone();
+        let work = async {
+            self.tasks
+                .manager
+                .get_task(&request.task_id)
+                .map(GetTaskResult::new)
+        };
+        traced_task(
+            "tasks/get",
+            &task_id,
+            self.tasks.origin(&task_id),
+            &context,
+            work,
+        )
+        .await
     }
 
     async fn update_task(
@@ -449,9 +484,20 @@ impl ServerHandler for McpHandler {
     ) -> Result<(), McpError> {
         self.tasks
             .check_owner(&request.task_id, &caller(&context))?;
-        self.tasks
-            .manager
-            .update_task(&request.task_id, request.input_responses)
+        let task_id = request.task_id.clone();
+        let work = async {
+            self.tasks
+                .manager
+                .update_task(&request.task_id, request.input_responses)
+        };
+        traced_task(
+            "tasks/update",
+            &task_id,
+            self.tasks.origin(&task_id),
+            &context,
+            work,
+        )
+        .await
     }
 
     async fn cancel_task(
@@ -461,7 +507,16 @@ impl ServerHandler for McpHandler {
     ) -> Result<(), McpError> {
         self.tasks
             .check_owner(&request.task_id, &caller(&context))?;
-        self.tasks.manager.cancel_task(&request.task_id)
+        let task_id = request.task_id.clone();
+        let work = async { self.tasks.manager.cancel_task(&request.task_id) };
+        traced_task(
+            "tasks/cancel",
+            &task_id,
+            self.tasks.origin(&task_id),
+            &context,
+            work,
+        )
+        .await
     }
 
     fn accepted_subscription_filter(

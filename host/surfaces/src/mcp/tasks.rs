@@ -32,6 +32,7 @@ use serde_json::Value;
 
 use super::input::TaskAsker;
 use crate::state::AppState;
+use opentelemetry::trace::SpanContext;
 use toolhost_core::callers::Caller;
 use toolhost_core::catalog::{Catalog, ToolEntry};
 use toolhost_core::declared::{TaskSupport, ToolDecl};
@@ -87,7 +88,9 @@ pub struct Tasks {
     pub manager: TaskManager,
     /// The caller of every task, and when it was made: another caller's task
     /// is unknown to a caller.
-    owners: Arc<Mutex<HashMap<String, (Caller, Instant)>>>,
+    /// Each task's caller, when it was made, and the span of the request
+    /// that made it (later requests about it link to it).
+    owners: Arc<Mutex<HashMap<String, Owner>>>,
 }
 
 /// A call that may become a task.
@@ -118,6 +121,8 @@ pub enum Outcome {
     Asked,
 }
 
+type Owner = (Caller, Instant, Option<SpanContext>);
+
 /// The -32021 refusal of a `required` tool to a client without tasks.
 pub fn tasks_required() -> McpError {
     McpError::missing_required_client_capability(
@@ -131,7 +136,7 @@ impl Tasks {
     pub fn check_owner(&self, id: &str, who: &Caller) -> Result<(), McpError> {
         let owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
         match owners.get(id) {
-            Some((owner, _)) if !owner.same(who) => {
+            Some((owner, _, _)) if !owner.same(who) => {
                 tracing::info!(
                     caller = who.name(),
                     task = id,
@@ -147,12 +152,22 @@ impl Tasks {
         }
     }
 
-    /// Record `task`'s caller; forget those of tasks past twice their TTL.
-    fn note_owner(&self, task: &Task, owner: &Caller) {
+    /// Record `task`'s caller and origin; forget those of tasks past twice
+    /// their TTL.
+    fn note_owner(&self, task: &Task, owner: &Caller, origin: Option<SpanContext>) {
         let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
         let keep = Duration::from_millis(2 * TTL_MS);
-        owners.retain(|_, (_, made)| made.elapsed() < keep);
-        owners.insert(task.task_id.clone(), (owner.clone(), Instant::now()));
+        owners.retain(|_, (_, made, _)| made.elapsed() < keep);
+        owners.insert(
+            task.task_id.clone(),
+            (owner.clone(), Instant::now(), origin),
+        );
+    }
+
+    /// The span of the request that made task `id`, if traced.
+    pub fn origin(&self, id: &str) -> Option<SpanContext> {
+        let owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        owners.get(id).and_then(|(_, _, origin)| origin.clone())
     }
 
     /// Run `tool` for a client that can follow a task: the result if it
@@ -196,6 +211,7 @@ impl Tasks {
             input,
             options,
         );
+        let origin = running.origin().cloned();
         let options = TaskOptions::new()
             .with_ttl_ms(TTL_MS)
             .with_poll_interval_ms(POLL_MS)
@@ -219,7 +235,7 @@ impl Tasks {
                 let task = self
                     .manager
                     .spawn(options, move |_| Box::pin(std::future::ready(ended)));
-                self.note_owner(&task, &caller);
+                self.note_owner(&task, &caller, origin.clone());
                 return Outcome::Task(CreateTaskResult::new(task));
             }
         }
@@ -236,7 +252,7 @@ impl Tasks {
                 outcome
             })
         });
-        self.note_owner(&task, &caller);
+        self.note_owner(&task, &caller, origin.clone());
         tracing::debug!(tool, task = %task.task_id, "MCP: the call goes on as a task");
         if let Some(peer) = notify {
             tokio::spawn(tell_status(

@@ -10,18 +10,27 @@ use std::future::Future;
 use axum::http::request::Parts;
 use opentelemetry::Context;
 use opentelemetry::context::FutureExt as _;
+use opentelemetry::trace::SpanContext;
 use rmcp::model::RequestId;
 use serde_json::{Map, Value};
 use toolhost_core::telemetry::{self, RequestTrace, TARGET};
 use tracing::Instrument;
 
-/// What a call's span is made of.
+/// What a request's span is made of.
 pub(super) struct Call<'a> {
-    pub tool: &'a str,
+    /// `tools/call`, `tasks/get`, ...
+    pub method: &'static str,
+    /// The tool called (`tools/call`).
+    pub tool: Option<&'a str>,
+    /// The task asked about (`tasks/*`).
+    pub task: Option<&'a str>,
     pub id: &'a RequestId,
     pub session: Option<&'a str>,
     /// The client's context: in `_meta`, else its HTTP request's.
     pub parent: Option<Context>,
+    /// The span of the request that started the call this one goes on
+    /// with (a task's).
+    pub link: Option<SpanContext>,
 }
 
 /// The client's context of a request with `_meta` that came in `parts`.
@@ -43,20 +52,28 @@ pub(super) async fn within<F: Future>(call: Call<'_>, work: F) -> F::Output {
             None => work.await,
         };
     }
+    let name = match call.tool {
+        Some(tool) => format!("{} {tool}", call.method),
+        None => call.method.to_owned(),
+    };
     let span = tracing::info_span!(
         target: TARGET,
         "mcp.server",
-        otel.name = %format_args!("tools/call {}", call.tool),
+        otel.name = %name,
         otel.kind = "server",
-        "mcp.method.name" = "tools/call",
-        "gen_ai.operation.name" = "execute_tool",
+        "mcp.method.name" = call.method,
+        "gen_ai.operation.name" = call.tool.map(|_| "execute_tool"),
         "gen_ai.tool.name" = call.tool,
+        "toolhost.task" = call.task,
         "jsonrpc.request.id" = %call.id,
         "mcp.session.id" = call.session,
         "network.protocol.name" = "http",
     );
     if let Some(cx) = parent {
         telemetry::adopt(&span, cx);
+    }
+    if let Some(origin) = &call.link {
+        telemetry::link(&span, origin, "task_of");
     }
     work.instrument(span).await
 }

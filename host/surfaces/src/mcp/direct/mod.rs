@@ -297,7 +297,10 @@ pub(super) async fn answer(direct: Arc<Direct>, rmcp: super::Rmcp, request: Requ
             let tool = params.name.to_string();
             let session = single(&parts.headers, &MCP_SESSION_ID).map(str::to_owned);
             let call = super::trace::Call {
-                tool: &tool,
+                method: "tools/call",
+                tool: Some(&tool),
+                task: None,
+                link: None,
                 id: &id.clone(),
                 session: session.as_deref(),
                 parent,
