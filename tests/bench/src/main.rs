@@ -39,7 +39,11 @@
 //!     second, the database stopped under load (skipped without Debian's
 //!     PostgreSQL: `tests/pg/ensure-postgres.sh`).
 //!
-//! `toolhost-bench [invoke|auth|paired|hotload|nodes|languages|startup|api|services|gateway|mcp-sessions|registry]` runs one
+//! 12. Traces (see [`traces`]): the native invoke's server CPU per call
+//!     and invoke / `/health` ratio with OTLP export off, on at 100 % and
+//!     at 10 % sampling.
+//!
+//! `toolhost-bench [invoke|auth|paired|traces|hotload|nodes|languages|startup|api|services|gateway|mcp-sessions|registry]` runs one
 //! part; no argument runs all (`auth`: the cost of caller auth + metrics
 //! alone; `paired`: the surfaces' CPU time per call, paired, alone).
 //! `toolhost-bench soak` (`make soak`) is separate: `SOAK_MINUTES` (default
@@ -61,6 +65,7 @@ mod services;
 mod soak;
 mod startup;
 mod surfaces;
+mod traces;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -146,6 +151,9 @@ async fn main() -> anyhow::Result<()> {
     if part == "registry" {
         return registry_part(&plugins, connections, seconds).await;
     }
+    if part == "traces" {
+        return traces::run(calc_only.path(), connections, seconds).await;
+    }
     if part != "auth" {
         println!("== in-process dispatch of calc_evaluate (no HTTP) ==");
         in_process(calc_only.path(), samples).await?;
@@ -178,6 +186,9 @@ async fn main() -> anyhow::Result<()> {
     )
     .await?;
     drop((plain, secured));
+    if part != "auth" {
+        traces::run(calc_only.path(), connections, seconds).await?;
+    }
 
     if part.is_empty() {
         tokio::task::block_in_place(|| startup::run(&plugins, startup_runs.0, startup_runs.1))?;

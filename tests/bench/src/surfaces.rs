@@ -408,7 +408,7 @@ pub(crate) async fn auth_metrics_cost(
 /// The servers' CPU time per call (us) while each connection sends one call
 /// to each target in turn (a server and the surface to call it by), for
 /// `duration`; and the number of calls each got.
-async fn paired_cpu(
+pub(crate) async fn paired_cpu(
     targets: &[(&str, u32, Surface)],
     connections: usize,
     duration: Duration,
