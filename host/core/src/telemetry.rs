@@ -193,7 +193,7 @@ fn redacted(url: &str) -> &str {
 pub fn ended(span: &tracing::Span, status: Result<u16, &str>) {
     match status {
         Ok(code) => {
-            span.record("http.response.status_code", code);
+            span.record("http.response.status_code", i64::from(code));
             if code >= 500 {
                 span.record("otel.status_code", "ERROR");
             }

@@ -274,7 +274,17 @@ fn provider(
             .iter()
             .map(|(k, v)| (k.clone(), v.0.clone()))
             .collect(),
-        timeout: std::time::Duration::from_millis(config.timeout_ms),
+        // The standard variables win here too (the exporter would take
+        // the file's value over them).
+        timeout: std::time::Duration::from_millis(
+            [
+                "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+                "OTEL_EXPORTER_OTLP_TIMEOUT",
+            ]
+            .iter()
+            .find_map(|name| std::env::var(name).ok()?.trim().parse().ok())
+            .unwrap_or(config.timeout_ms),
+        ),
         capacity: config.queue,
         resource: resource.clone(),
     })?;

@@ -91,7 +91,7 @@ async fn traced(mut request: Request<Body>, next: Next) -> Response {
         .insert(RequestTrace(span.context()));
     let response = next.run(request).instrument(span.clone()).await;
     let status = response.status().as_u16();
-    span.record("http.response.status_code", status);
+    span.record("http.response.status_code", i64::from(status));
     if status >= 500 {
         span.record("otel.status_code", "ERROR");
     }

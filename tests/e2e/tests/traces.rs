@@ -175,10 +175,7 @@ fn an_agent_step_is_one_tree_across_wasm_a_node_an_api_and_mcp() {
     assert_eq!(calls.len(), 2, "{:#?}", tree.summary());
     let mut outcomes = Vec::new();
     for call in &calls {
-        assert!(
-            attr(call, "http.response.status_code").is_string(),
-            "{call}"
-        );
+        assert!(attr(call, "http.response.status_code").is_i64(), "{call}");
         let run = tree.child(Tree::id(call), "execute_tool calc_evaluate");
         assert_eq!(attr(run, "gen_ai.operation.name"), "execute_tool");
         assert_eq!(attr(run, "gen_ai.tool.name"), "calc_evaluate");
@@ -186,14 +183,7 @@ fn an_agent_step_is_one_tree_across_wasm_a_node_an_api_and_mcp() {
         outcomes.push(attr(run, "toolhost.outcome").as_str().unwrap().to_owned());
         tree.child(Tree::id(run), "wasm.instantiate");
         let wasm = tree.child(Tree::id(run), "wasm.run");
-        assert!(
-            attr(wasm, "toolhost.wasm.fuel")
-                .as_str()
-                .unwrap()
-                .parse::<u64>()
-                .unwrap()
-                > 0
-        );
+        assert!(attr(wasm, "toolhost.wasm.fuel").as_i64().unwrap() > 0);
     }
     outcomes.sort();
     assert_eq!(outcomes, ["invalid_input", "ok"]);
@@ -224,7 +214,7 @@ fn an_agent_step_is_one_tree_across_wasm_a_node_an_api_and_mcp() {
     let run = tree.child(Tree::id(api), "execute_tool up_greet");
     assert_eq!(attr(run, "toolhost.backend"), "api");
     let client = tree.child(Tree::id(run), "GET");
-    assert_eq!(attr(client, "http.response.status_code"), "200");
+    assert_eq!(attr(client, "http.response.status_code"), 200);
     assert_eq!(
         attr(client, "url.full"),
         &json!(format!("http://127.0.0.1:{port}/greet"))
@@ -496,5 +486,141 @@ fn a_call_that_goes_on_in_a_later_request_links_to_where_it_started() {
             .as_array()
             .unwrap()
             .is_empty()
+    );
+}
+
+/// The one captured span named `name` under span `parent`.
+fn child_of<'a>(spans: &'a [Value], parent: &Value, name: &str) -> &'a Value {
+    let found: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["name"] == name && s["parent_id"] == parent["span_id"])
+        .collect();
+    assert_eq!(found.len(), 1, "one `{name}` under {parent}: {spans:#?}");
+    found[0]
+}
+
+/// `00-<trace>-<span>-01` of `span`.
+fn traceparent_of(span: &Value) -> String {
+    format!(
+        "00-{}-{}-01",
+        span["trace_id"].as_str().unwrap(),
+        span["span_id"].as_str().unwrap()
+    )
+}
+
+#[test]
+fn the_context_goes_on_to_wasm_requests_services_and_mcp_servers() {
+    if !require_docker() {
+        return;
+    }
+    let (_capture, port) = start_script("capture.py", &[]);
+    let otlp = format!("http://127.0.0.1:{port}/v1/traces");
+    let (_upstream, up) = start_script("upstream.py", &[&otlp]);
+    let (_mcp, mcp) = start_script("mcp_upstream.py", &[&otlp]);
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", mcp)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the MCP server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let tiny = include_str!("../../fixtures/services/tiny.py");
+    let (fetch, _) = component("fetch");
+    let plugins = PluginsDir::new()
+        .write("fetch.wasm", std::fs::read(fetch).unwrap())
+        .write(
+            "fetch.toml",
+            format!("description = \"fetch\"\n[http]\nallow = [\"127.0.0.1:{up}\"]\n"),
+        )
+        .folder(
+            "tiny",
+            &[
+                (
+                    "tiny.toml",
+                    "[docker]\nimage = \"toolhost-node:latest\"\ncommand = [\"python3\", \"-u\", \"/toolkit/tiny.py\"]\n\
+                     internal_port = 9000\nstart_timeout_s = 20\ncpus = 0.5\nmemory_mb = 128\n\
+                     [[tools]]\nname = \"ok\"\ndescription = \"Echo.\"\nendpoint_path = \"/ok\"\n\
+                     input_schema = { type = \"object\" }\n",
+                ),
+                ("tiny.py", tiny),
+            ],
+        )
+        .folder(
+            "traced",
+            &[(
+                "traced.toml",
+                &format!("[mcp]\nurl = \"http://127.0.0.1:{mcp}/mcp\"\nallow = [\"127.0.0.1:{mcp}\"]\n"),
+            )],
+        );
+    let config = format!("[telemetry]\nendpoint = \"http://127.0.0.1:{port}\"\n");
+    let s = Server::start_with(plugins, Some(&config)).unwrap();
+    let call = |id: &str, tool: &str, params: Value| {
+        let r = s
+            .client()
+            .post(s.url(&format!("/tools/{tool}/invoke")))
+            .header("x-request-id", id)
+            .json(&json!({ "params": params }))
+            .send()
+            .unwrap();
+        let status = r.status().as_u16();
+        let body: Value = r.json().unwrap();
+        assert_eq!(status, 200, "{tool}: {body}\n{}", s.log());
+        body
+    };
+    call(
+        "wasm-http",
+        "fetch_page",
+        json!({"url": format!("http://127.0.0.1:{up}/greet?name=wasm")}),
+    );
+    let service = call("service", "tiny_ok", json!({"x": 1}));
+    let mcp_answer = call("mcp", "traced_hello", json!({"name": "mcp"}));
+
+    let spans = captured(port, |spans| {
+        let services = |name: &str| spans.iter().any(|s| s["service"] == name);
+        ["wasm-http", "service", "mcp"].iter().all(|id| {
+            spans
+                .iter()
+                .any(|s| s["attributes"]["toolhost.request_id"] == *id)
+        }) && services("traced-upstream")
+            && services("traced-mcp-server")
+    });
+
+    // A wasm tool's outgoing request: its client span under `wasm.run`, the
+    // upstream's own span under it.
+    let request = request_span(&spans, "wasm-http");
+    let run = child_of(&spans, request, "execute_tool fetch_page");
+    let wasm = child_of(&spans, run, "wasm.run");
+    let get = child_of(&spans, wasm, "GET");
+    assert_eq!(get["attributes"]["http.response.status_code"], 200);
+    let greeted = child_of(&spans, get, "GET /greet");
+    assert_eq!(greeted["service"], "traced-upstream");
+
+    // A service container: the traceparent it got is its client span's.
+    let request = request_span(&spans, "service");
+    let run = child_of(&spans, request, "execute_tool tiny_ok");
+    let post = child_of(&spans, run, "POST");
+    assert_eq!(
+        service["result"]["traceparent"],
+        json!(traceparent_of(post)),
+        "{service}"
+    );
+
+    // An MCP server: `_meta` carried the client span's context; the SDK's
+    // own server spans are its children.
+    let request = request_span(&spans, "mcp");
+    let run = child_of(&spans, request, "execute_tool traced_hello");
+    let client = child_of(&spans, run, "tools/call hello");
+    let answered: Value = serde_json::from_str(mcp_answer["result"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        answered["traceparent"],
+        json!(traceparent_of(client)),
+        "{mcp_answer}"
+    );
+    assert!(
+        spans
+            .iter()
+            .any(|s| s["service"] == "traced-mcp-server" && s["parent_id"] == client["span_id"]),
+        "{spans:#?}"
     );
 }

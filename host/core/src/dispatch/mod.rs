@@ -245,7 +245,7 @@ impl Dispatcher {
         }
         let fuel = usage.fuel.load(Ordering::Relaxed);
         if fuel > 0 {
-            span.record("toolhost.fuel", fuel);
+            span.record("toolhost.fuel", fuel as i64);
         }
         tool.record
             .stats
@@ -360,8 +360,7 @@ async fn run(
             }
             let wait = Duration::from_millis(limits.timeout_ms);
             let queued = Instant::now();
-            let span =
-                tracing::info_span!(target: TARGET, "queue", "toolhost.queue.ahead" = waiting);
+            let span = tracing::info_span!(target: TARGET, "queue", "toolhost.queue.ahead" = waiting as i64);
             match tokio::time::timeout(wait, toolkit.slots.acquire())
                 .instrument(span)
                 .await

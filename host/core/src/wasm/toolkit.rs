@@ -156,12 +156,8 @@ impl WasmToolkit {
         });
 
         let mut instantiated = None;
-        let running = tracing::info_span!(
-            target: TARGET,
-            "wasm.run",
-            "toolhost.wasm.fuel" = Empty,
-            "toolhost.wasm.peak_memory_bytes" = Empty,
-        );
+        // The run's span starts once the instance is made.
+        let mut running = tracing::Span::none();
         let work = async {
             let started = Instant::now();
             let plugin = self
@@ -170,6 +166,12 @@ impl WasmToolkit {
                 .instrument(tracing::info_span!(target: TARGET, "wasm.instantiate"))
                 .await?;
             instantiated = Some(started.elapsed());
+            running = tracing::info_span!(
+                target: TARGET,
+                "wasm.run",
+                "toolhost.wasm.fuel" = Empty,
+                "toolhost.wasm.peak_memory_bytes" = Empty,
+            );
             let kit = plugin.toolhost_plugin_toolkit();
             match op {
                 Op::List => kit.call_list_tools(&mut store).await.map(OpResult::Tools),
@@ -187,8 +189,9 @@ impl WasmToolkit {
             peak_memory: store.data().limiter.peak as u64,
             instantiate: instantiated,
         };
-        running.record("toolhost.wasm.fuel", spent.fuel);
-        running.record("toolhost.wasm.peak_memory_bytes", spent.peak_memory);
+        // As i64: OpenTelemetry has no unsigned integers (a u64 would be text).
+        running.record("toolhost.wasm.fuel", spent.fuel as i64);
+        running.record("toolhost.wasm.peak_memory_bytes", spent.peak_memory as i64);
         match result {
             Ok(Ok(r)) => Ok(r),
             Ok(Err(e)) => Err(classify(e, store.data(), limits, sandbox, &output)),
