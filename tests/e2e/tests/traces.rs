@@ -464,13 +464,36 @@ fn a_call_that_goes_on_in_a_later_request_links_to_where_it_started() {
         "{body}"
     );
 
+    // An MCP task: `tasks/get` links to the `tools/call` that made it.
+    let mut mcp = toolhost_e2e::mcp::McpClient::new(&s);
+    mcp.initialize_with(
+        "2025-11-25",
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+    );
+    let created = mcp.call(1, "hostile_sleep", json!({"ms": 800}));
+    let task = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
+    let got = mcp.request(2, "tasks/get", json!({"taskId": task}));
+    assert!(got["result"]["status"].is_string(), "{got}");
+
     let spans = captured(port, |spans| {
         ["answer", &format!("await-{awaits}")].iter().all(|id| {
             spans
                 .iter()
                 .any(|s| s["attributes"]["toolhost.request_id"] == *id)
-        })
+        }) && spans.iter().any(|s| s["name"] == "tasks/get")
     });
+    let made = spans
+        .iter()
+        .find(|s| s["name"] == "tools/call hostile_sleep")
+        .unwrap_or_else(|| panic!("{spans:#?}"));
+    let asked = spans
+        .iter()
+        .find(|s| s["name"] == "tasks/get" && s["attributes"]["toolhost.task"] == task.as_str())
+        .unwrap_or_else(|| panic!("{spans:#?}"));
+    assert!(links_to(asked, made, "task_of"), "{asked:#}");
     let started = request_span(&spans, "slow-1");
     for i in 1..=awaits {
         let waited = request_span(&spans, &format!("await-{i}"));
