@@ -13,12 +13,12 @@ pub mod events;
 pub mod fake;
 pub mod mcp;
 pub mod pg;
-pub mod phoenix;
 mod plugins_dir;
 pub mod registry;
 mod replica;
 pub mod services;
 pub mod sources;
+pub mod traces;
 pub mod xagent;
 
 pub use docker::{containers, docker_available, require_docker};

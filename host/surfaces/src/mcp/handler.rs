@@ -160,30 +160,6 @@ pub(super) fn caller(context: &RequestContext<RoleServer>) -> toolhost_core::cal
         })
 }
 
-/// Run `work`, a request about task `task`, in its span (linked to the
-/// span of the request that made the task).
-async fn traced_task<T>(
-    method: &'static str,
-    task: &str,
-    origin: Option<opentelemetry::trace::SpanContext>,
-    context: &RequestContext<RoleServer>,
-    work: impl std::future::Future<Output = T>,
-) -> T {
-    let parts = context.extensions.get::<Parts>();
-    let call = super::trace::Call {
-        method,
-        tool: None,
-        task: Some(task),
-        id: &context.id,
-        session: parts
-            .and_then(|p| p.headers.get("mcp-session-id"))
-            .and_then(|v| v.to_str().ok()),
-        parent: super::trace::parent(Some(&context.meta.0.0), parts),
-        link: origin,
-    };
-    super::trace::within(call, work).await
-}
-
 /// Whether the HTTP request of `context` carried header `name`.
 pub(super) fn has_header(context: &RequestContext<RoleServer>, name: &str) -> bool {
     context
@@ -467,7 +443,7 @@ impl ServerHandler for McpHandler {
                 .get_task(&request.task_id)
                 .map(GetTaskResult::new)
         };
-        traced_task(
+        super::trace::task(
             "tasks/get",
             &task_id,
             self.tasks.origin(&task_id),
@@ -490,7 +466,7 @@ impl ServerHandler for McpHandler {
                 .manager
                 .update_task(&request.task_id, request.input_responses)
         };
-        traced_task(
+        super::trace::task(
             "tasks/update",
             &task_id,
             self.tasks.origin(&task_id),
@@ -509,7 +485,7 @@ impl ServerHandler for McpHandler {
             .check_owner(&request.task_id, &caller(&context))?;
         let task_id = request.task_id.clone();
         let work = async { self.tasks.manager.cancel_task(&request.task_id) };
-        traced_task(
+        super::trace::task(
             "tasks/cancel",
             &task_id,
             self.tasks.origin(&task_id),

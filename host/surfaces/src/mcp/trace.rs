@@ -11,7 +11,9 @@ use axum::http::request::Parts;
 use opentelemetry::Context;
 use opentelemetry::context::FutureExt as _;
 use opentelemetry::trace::SpanContext;
+use rmcp::RoleServer;
 use rmcp::model::RequestId;
+use rmcp::service::RequestContext;
 use serde_json::{Map, Value};
 use toolhost_core::telemetry::{self, RequestTrace, TARGET};
 use tracing::Instrument;
@@ -76,4 +78,28 @@ pub(super) async fn within<F: Future>(call: Call<'_>, work: F) -> F::Output {
         telemetry::link(&span, origin, "task_of");
     }
     work.instrument(span).await
+}
+
+/// Run `work`, a request about task `task`, in its span (linked to the
+/// span of the request that made the task).
+pub(super) async fn task<T>(
+    method: &'static str,
+    task: &str,
+    origin: Option<opentelemetry::trace::SpanContext>,
+    context: &RequestContext<RoleServer>,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    let parts = context.extensions.get::<Parts>();
+    let call = Call {
+        method,
+        tool: None,
+        task: Some(task),
+        id: &context.id,
+        session: parts
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok()),
+        parent: parent(Some(&context.meta.0.0), parts),
+        link: origin,
+    };
+    within(call, work).await
 }

@@ -1,13 +1,17 @@
-//! Arize Phoenix (PyPI `arize-phoenix`, in `target/venvs/traces`), a real
-//! OTLP receiver, on 127.0.0.1: spans in on `/v1/traces`, back out on its
-//! REST API (`/v1/projects/default/spans`).
+//! Receivers of traces for the traces tests: Arize Phoenix (PyPI
+//! `arize-phoenix`, in `target/venvs/traces`), a real OTLP receiver, on
+//! 127.0.0.1: spans in on `/v1/traces`, back out on its REST API
+//! (`/v1/projects/default/spans`); and the scripts of `tests/traces`
+//! (`capture.py`, an OTLP receiver decoding with `opentelemetry-proto`,
+//! for span links; the traced upstreams), with what the capture holds.
 
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::{free_port, python_venv};
+use crate::{free_port, python_venv, repo_root};
 
 pub struct Phoenix {
     child: Child,
@@ -105,4 +109,84 @@ impl Drop for Phoenix {
     fn drop(&mut self) {
         crate::stop_gracefully(&mut self.child, Duration::from_secs(5));
     }
+}
+
+/// A process killed when the test ends, however it ends.
+pub struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A script of tests/traces that prints its port first: the traced
+/// upstream (`upstream.py`, given the receiver), the capture (`capture.py`).
+pub fn start_script(script: &str, args: &[&str]) -> (Killed, u16) {
+    let python = python_venv("tests/traces/requirements.txt");
+    let mut child = Command::new(python)
+        .arg(repo_root().join("tests/traces").join(script))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the upstream");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line.trim().parse().expect("the script's port");
+    (Killed(child), port)
+}
+
+/// The spans the capture holds, once `done` says they are all there.
+pub fn captured(port: u16, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let started = Instant::now();
+    loop {
+        let spans: Vec<Value> = reqwest::blocking::get(format!("http://127.0.0.1:{port}/spans"))
+            .unwrap()
+            .json()
+            .unwrap();
+        if done(&spans) || started.elapsed() > Duration::from_secs(30) {
+            return spans;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// The span of the request with id `request_id`.
+pub fn request_span<'a>(spans: &'a [Value], request_id: &str) -> &'a Value {
+    spans
+        .iter()
+        .find(|s| s["attributes"]["toolhost.request_id"] == request_id)
+        .unwrap_or_else(|| panic!("no span of request {request_id}: {spans:#?}"))
+}
+
+/// Whether `span` links to `to`, saying `why`.
+pub fn links_to(span: &Value, to: &Value, why: &str) -> bool {
+    span["links"].as_array().unwrap().iter().any(|l| {
+        l["span_id"] == to["span_id"]
+            && l["trace_id"] == to["trace_id"]
+            && l["attributes"]["toolhost.link"] == why
+    })
+}
+
+/// The one captured span named `name` under span `parent`.
+pub fn child_of<'a>(spans: &'a [Value], parent: &Value, name: &str) -> &'a Value {
+    let found: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["name"] == name && s["parent_id"] == parent["span_id"])
+        .collect();
+    assert_eq!(found.len(), 1, "one `{name}` under {parent}: {spans:#?}");
+    found[0]
+}
+
+/// `00-<trace>-<span>-01` of `span`.
+pub fn traceparent_of(span: &Value) -> String {
+    format!(
+        "00-{}-{}-01",
+        span["trace_id"].as_str().unwrap(),
+        span["span_id"].as_str().unwrap()
+    )
 }
