@@ -29,10 +29,56 @@ pub const TRACEPARENT: &str = "traceparent";
 pub const TRACESTATE: &str = "tracestate";
 
 static EXPORTING: AtomicBool = AtomicBool::new(false);
+/// The share of new traces kept (f64 bits), and whether a caller's sampled
+/// flag decides instead.
+static RATIO: AtomicU64 = AtomicU64::new(0x3FF0_0000_0000_0000); // 1.0
+static PARENT_BASED: AtomicBool = AtomicBool::new(true);
 
-/// Export is on (spans are made): set once, by whoever installs the layer.
-pub fn set_exporting() {
+/// Export is on (spans are made), keeping `ratio` of new traces, or a
+/// caller's choice when `parent_based`: set once, by whoever installs the
+/// layer.
+pub fn set_exporting(ratio: f64, parent_based: bool) {
+    RATIO.store(ratio.to_bits(), Ordering::Relaxed);
+    PARENT_BASED.store(parent_based, Ordering::Relaxed);
     EXPORTING.store(true, Ordering::Relaxed);
+}
+
+/// Whether a request with the caller's context `parent` is traced (export
+/// on). Decided here, before any span is made, so that a trace not kept
+/// costs no span at all: the first span of a request is made only when
+/// this says yes, and the others only inside a kept trace ([`in_trace`]).
+pub fn sample(parent: Option<&Context>) -> bool {
+    if !exporting() {
+        return false;
+    }
+    if let Some(parent) = parent
+        && PARENT_BASED.load(Ordering::Relaxed)
+    {
+        return parent.span().span_context().is_sampled();
+    }
+    let ratio = f64::from_bits(RATIO.load(Ordering::Relaxed));
+    // A uniform draw in [0, 1) from 53 random bits.
+    let draw = (uuid::Uuid::new_v4().as_u64_pair().0 >> 11) as f64 / (1u64 << 53) as f64;
+    ratio >= 1.0 || draw < ratio
+}
+
+/// Whether the current span is in a kept trace (export on): toolhost's
+/// spans below a request's are made only then ([`crate::trace_span`]).
+pub fn in_trace() -> bool {
+    exporting() && Context::current().span().span_context().is_sampled()
+}
+
+/// A span of toolhost's (target [`TARGET`]) when the current trace is kept
+/// ([`in_trace`]); else [`tracing::Span::none`], made for nothing.
+#[macro_export]
+macro_rules! trace_span {
+    ($name:expr $(, $($fields:tt)*)?) => {
+        if $crate::telemetry::in_trace() {
+            ::tracing::info_span!(target: $crate::telemetry::TARGET, $name $(, $($fields)*)?)
+        } else {
+            ::tracing::Span::none()
+        }
+    };
 }
 
 /// Whether spans are exported (work done only for a span, such as a node
@@ -162,8 +208,7 @@ fn inject_context(cx: &Context, headers: &mut HeaderMap) {
 /// conventions); `http.response.status_code` and `otel.status_code` are
 /// recorded by the caller ([`ended`]).
 pub fn client_span(method: &str, url: &str, host: &str) -> tracing::Span {
-    tracing::info_span!(
-        target: TARGET,
+    crate::trace_span!(
         "http.client",
         otel.name = %method,
         otel.kind = "client",

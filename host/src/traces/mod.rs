@@ -219,7 +219,7 @@ pub fn init(config: &TelemetryConfig) -> anyhow::Result<Telemetry> {
     let (otel_layer, provider) = match &settings.url {
         None => (None, None),
         Some(url) => {
-            let provider = provider(config, &settings, url)?;
+            let provider = provider(config, url)?;
             let tracer = provider.tracer("toolhost");
             // Spans made apart from `tracing` (a node driver's steps).
             opentelemetry::global::set_tracer_provider(provider.clone());
@@ -232,7 +232,10 @@ pub fn init(config: &TelemetryConfig) -> anyhow::Result<Telemetry> {
                 .with_target(false)
                 .with_level(false)
                 .with_filter(spans);
-            toolhost_core::telemetry::set_exporting();
+            // The sampling is decided before a request's first span is made
+            // (`telemetry::sample`): a trace not kept makes no span at all;
+            // the SDK records every span it is given.
+            toolhost_core::telemetry::set_exporting(settings.ratio, settings.parent_based);
             (Some(layer), Some(provider))
         }
     };
@@ -252,11 +255,7 @@ pub fn init(config: &TelemetryConfig) -> anyhow::Result<Telemetry> {
     Ok(Telemetry { provider })
 }
 
-fn provider(
-    config: &TelemetryConfig,
-    settings: &Settings,
-    url: &str,
-) -> anyhow::Result<SdkTracerProvider> {
+fn provider(config: &TelemetryConfig, url: &str) -> anyhow::Result<SdkTracerProvider> {
     let mut resource = Resource::builder();
     if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
         resource = resource.with_service_name(config.service_name.clone());
@@ -288,21 +287,9 @@ fn provider(
         capacity: config.queue,
         resource: resource.clone(),
     })?;
-    let ratio = if settings.ratio >= 1.0 {
-        Sampler::AlwaysOn
-    } else if settings.ratio <= 0.0 {
-        Sampler::AlwaysOff
-    } else {
-        Sampler::TraceIdRatioBased(settings.ratio)
-    };
-    let sampler = if settings.parent_based {
-        Sampler::ParentBased(Box::new(ratio))
-    } else {
-        ratio
-    };
     Ok(SdkTracerProvider::builder()
         .with_span_processor(queue)
-        .with_sampler(sampler)
+        .with_sampler(Sampler::AlwaysOn)
         .with_resource(resource)
         .build())
 }

@@ -15,7 +15,6 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use toolhost_core::telemetry::TARGET;
 use tracing::Instrument;
 use tracing::field::Empty;
 
@@ -121,7 +120,8 @@ where
     let (request, caller) = match &checks.callers {
         None => (request, None),
         Some((callers, is_public)) => {
-            let span = tracing::info_span!(target: TARGET, "auth", "enduser.id" = Empty, otel.status_code = Empty);
+            let span =
+                toolhost_core::trace_span!("auth", "enduser.id" = Empty, otel.status_code = Empty);
             match auth::admit(callers, *is_public, request)
                 .instrument(span.clone())
                 .await

@@ -56,11 +56,19 @@ pub fn layer(router: Router) -> Router {
 /// be passed on unchanged to the upstreams the request calls.
 async fn traced(mut request: Request<Body>, next: Next) -> Response {
     let parent = telemetry::from_headers(request.headers());
-    if !telemetry::exporting() {
+    if !telemetry::sample(parent.as_ref()) {
+        // Not traced here: the caller's context (if any) goes on unchanged,
+        // and with export on, the MCP surface knows the request is not kept.
         return match parent {
             Some(cx) => {
                 request.extensions_mut().insert(RequestTrace(cx.clone()));
                 next.run(request).with_context(cx).await
+            }
+            None if telemetry::exporting() => {
+                request
+                    .extensions_mut()
+                    .insert(RequestTrace(opentelemetry::Context::new()));
+                next.run(request).await
             }
             None => next.run(request).await,
         };

@@ -107,7 +107,8 @@ fn a_call_that_goes_on_in_a_later_request_links_to_where_it_started() {
         "{body}"
     );
 
-    // An MCP task: `tasks/get` links to the `tools/call` that made it.
+    // An MCP task: `tasks/get` links to the `tools/call` that made it (that
+    // span ends with the task's call, after the `tasks/get`).
     let mut mcp = toolhost_e2e::mcp::McpClient::new(&s);
     mcp.initialize_with(
         "2025-11-25",
@@ -126,7 +127,9 @@ fn a_call_that_goes_on_in_a_later_request_links_to_where_it_started() {
             spans
                 .iter()
                 .any(|s| s["attributes"]["toolhost.request_id"] == *id)
-        }) && spans.iter().any(|s| s["name"] == "tasks/get")
+        }) && ["tasks/get", "tools/call hostile_sleep"]
+            .iter()
+            .all(|name| spans.iter().any(|s| s["name"] == *name))
     });
     let made = spans
         .iter()
@@ -270,4 +273,48 @@ fn the_context_goes_on_to_wasm_requests_services_and_mcp_servers() {
             .any(|s| s["service"] == "traced-mcp-server" && s["parent_id"] == client["span_id"]),
         "{spans:#?}"
     );
+}
+
+#[test]
+fn a_request_is_kept_or_not_as_a_whole() {
+    // No new trace kept (ratio 0); a caller's sampled flag is followed.
+    let (_capture, port) = start_script("capture.py", &[]);
+    let config =
+        format!("[telemetry]\nendpoint = \"http://127.0.0.1:{port}\"\nsample_ratio = 0.0\n");
+    let s = Server::start_with(PluginsDir::new().add("calc", "calc"), Some(&config)).unwrap();
+    let call = |id: &str, traceparent: Option<&str>| {
+        let mut r = s
+            .client()
+            .post(s.url("/tools/calc_evaluate/invoke"))
+            .header("x-request-id", id)
+            .json(&json!({"params": {"expression": "1+1"}}));
+        if let Some(tp) = traceparent {
+            r = r.header("traceparent", tp);
+        }
+        assert_eq!(r.send().unwrap().status(), 200);
+    };
+    let kept = "4bf92f3577b34da6a3ce929d0e0e4736";
+    call("new", None);
+    call(
+        "declined",
+        Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"),
+    );
+    call("kept", Some(&format!("00-{kept}-00f067aa0ba902b7-01")));
+    let spans = captured(port, |spans| {
+        spans.iter().any(|s| s["name"] == "wasm.run")
+            && spans
+                .iter()
+                .any(|s| s["attributes"]["toolhost.request_id"] == "kept")
+    });
+    // Give a wrongly kept span of the first two calls time to arrive.
+    std::thread::sleep(Duration::from_millis(1500));
+    let spans = captured(port, |_| true);
+    let request = request_span(&spans, "kept");
+    assert_eq!(request["parent_id"], "00f067aa0ba902b7");
+    let run = child_of(&spans, request, "execute_tool calc_evaluate");
+    child_of(&spans, run, "wasm.instantiate");
+    child_of(&spans, run, "wasm.run");
+    // Nothing else: no span of the two others, no orphan of theirs.
+    assert!(spans.iter().all(|s| s["trace_id"] == kept), "{spans:#?}");
+    assert_eq!(spans.len(), 4, "{spans:#?}");
 }

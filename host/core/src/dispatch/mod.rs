@@ -25,7 +25,6 @@ use crate::catalog::{Catalog, ToolEntry};
 use crate::metrics::Metrics;
 use crate::registry::ToolStatus;
 use crate::sessions::{Session, Sessions, WorkspaceFile};
-use crate::telemetry::TARGET;
 use crate::tool::{CallError, Content, LimitOverrides, Limits, ProgressSink};
 
 /// Most schema violations listed in one error.
@@ -119,8 +118,7 @@ impl Dispatcher {
         input: Value,
         options: CallOptions,
     ) -> Result<CallOutput, CallError> {
-        let span = tracing::info_span!(
-            target: TARGET,
+        let span = crate::trace_span!(
             "execute_tool",
             otel.name = %format_args!("execute_tool {tool_id}"),
             otel.status_code = Empty,
@@ -360,7 +358,7 @@ async fn run(
             }
             let wait = Duration::from_millis(limits.timeout_ms);
             let queued = Instant::now();
-            let span = tracing::info_span!(target: TARGET, "queue", "toolhost.queue.ahead" = waiting as i64);
+            let span = crate::trace_span!("queue", "toolhost.queue.ahead" = waiting as i64);
             match tokio::time::timeout(wait, toolkit.slots.acquire())
                 .instrument(span)
                 .await

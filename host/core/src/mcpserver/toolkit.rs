@@ -77,8 +77,7 @@ impl Toolkit for McpToolkit {
                         .await?
                 }
             };
-            let span = tracing::info_span!(
-                target: crate::telemetry::TARGET,
+            let span = crate::trace_span!(
                 "mcp.client",
                 otel.name = %format_args!("tools/call {server_name}"),
                 otel.kind = "client",

@@ -11,7 +11,7 @@ use super::manifest::{LoadedManifest, Scheduling};
 use super::node::Node;
 use super::{NodeBackend, NodeError};
 use crate::backend::{Invocation, Toolkit};
-use crate::telemetry::{self, TARGET};
+use crate::telemetry;
 use crate::tool::BoxFuture;
 use crate::tool::{CallError, Content};
 use tracing::Instrument;
@@ -72,8 +72,7 @@ impl Toolkit for DockerToolkit {
             )));
             // The driver is told the trace it is in, and answers with the
             // steps it took (spans under this one).
-            let exec = tracing::info_span!(
-                target: TARGET,
+            let exec = crate::trace_span!(
                 "node.exec",
                 "toolhost.node.container" = %node.container,
                 "toolhost.node.op" = %call.tool,
@@ -256,8 +255,7 @@ impl DockerToolkit {
 /// The span of getting a node for a call: the session's, a pooled one, or
 /// a new one (`toolhost.node.source`; none recorded: the session's).
 fn acquire_span(toolkit: &str) -> tracing::Span {
-    tracing::info_span!(
-        target: TARGET,
+    crate::trace_span!(
         "node.acquire",
         "toolhost.toolkit" = toolkit,
         "toolhost.node.source" = Empty,

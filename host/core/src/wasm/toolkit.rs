@@ -2,7 +2,6 @@
 //! the cached `InstancePre`, fuel, a memory ceiling, an epoch deadline, and
 //! the output checked before it leaves the sandbox's terms.
 
-use crate::telemetry::TARGET;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -163,11 +162,10 @@ impl WasmToolkit {
             let plugin = self
                 .pre
                 .instantiate_async(&mut store)
-                .instrument(tracing::info_span!(target: TARGET, "wasm.instantiate"))
+                .instrument(crate::trace_span!("wasm.instantiate"))
                 .await?;
             instantiated = Some(started.elapsed());
-            running = tracing::info_span!(
-                target: TARGET,
+            running = crate::trace_span!(
                 "wasm.run",
                 "toolhost.wasm.fuel" = Empty,
                 "toolhost.wasm.peak_memory_bytes" = Empty,

@@ -10,7 +10,7 @@ use std::future::Future;
 use axum::http::request::Parts;
 use opentelemetry::Context;
 use opentelemetry::context::FutureExt as _;
-use opentelemetry::trace::SpanContext;
+use opentelemetry::trace::{SpanContext, TraceContextExt};
 use rmcp::RoleServer;
 use rmcp::model::RequestId;
 use rmcp::service::RequestContext;
@@ -28,27 +28,51 @@ pub(super) struct Call<'a> {
     pub task: Option<&'a str>,
     pub id: &'a RequestId,
     pub session: Option<&'a str>,
-    /// The client's context: in `_meta`, else its HTTP request's.
-    pub parent: Option<Context>,
+    pub parent: Parent,
     /// The span of the request that started the call this one goes on
     /// with (a task's).
     pub link: Option<SpanContext>,
 }
 
-/// The client's context of a request with `_meta` that came in `parts`.
-pub(super) fn parent(meta: Option<&Map<String, Value>>, parts: Option<&Parts>) -> Option<Context> {
-    meta.and_then(telemetry::from_meta).or_else(|| {
-        parts
-            .and_then(|p| p.extensions.get::<RequestTrace>())
-            .map(|t| t.0.clone())
-    })
+/// Whose child a request's span is.
+pub(super) enum Parent {
+    /// The client's context in the request's `_meta`.
+    Meta(Context),
+    /// The HTTP request's (its span's when kept; else the caller's, or none).
+    Http(Context),
+    Unknown,
 }
 
-/// Run `call` in its span; with export off, in the client's context (so
-/// that it is passed on to upstreams unchanged).
+impl Parent {
+    pub(super) fn is_unknown(&self) -> bool {
+        matches!(self, Parent::Unknown)
+    }
+}
+
+/// The client's context of a request with `_meta` that came in `parts`.
+pub(super) fn parent(meta: Option<&Map<String, Value>>, parts: Option<&Parts>) -> Parent {
+    if let Some(cx) = meta.and_then(telemetry::from_meta) {
+        return Parent::Meta(cx);
+    }
+    match parts.and_then(|p| p.extensions.get::<RequestTrace>()) {
+        Some(t) => Parent::Http(t.0.clone()),
+        None => Parent::Unknown,
+    }
+}
+
+/// Run `call` in its span when its trace is kept; else in the client's
+/// context (so that it is passed on to upstreams unchanged).
 pub(super) async fn within<F: Future>(call: Call<'_>, work: F) -> F::Output {
-    let parent = call.parent;
-    if !telemetry::exporting() {
+    let kept = match &call.parent {
+        Parent::Meta(cx) => telemetry::sample(Some(cx)),
+        Parent::Http(cx) => telemetry::exporting() && cx.span().span_context().is_sampled(),
+        Parent::Unknown => telemetry::sample(None),
+    };
+    let parent = match call.parent {
+        Parent::Meta(cx) | Parent::Http(cx) if cx.span().span_context().is_valid() => Some(cx),
+        _ => None,
+    };
+    if !kept {
         return match parent {
             Some(cx) => work.with_context(cx).await,
             None => work.await,

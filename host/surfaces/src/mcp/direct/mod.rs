@@ -291,7 +291,7 @@ pub(super) async fn answer(direct: Arc<Direct>, rmcp: super::Rmcp, request: Requ
                 return pass_on(parts, bytes).await;
             }
             let parent = super::trace::parent(params.meta.as_ref().map(|m| &m.0.0), Some(&parts));
-            if parent.is_none() && !toolhost_core::telemetry::exporting() {
+            if parent.is_unknown() && !toolhost_core::telemetry::exporting() {
                 return direct.call(parts, id, params, mode).await;
             }
             let tool = params.name.to_string();
