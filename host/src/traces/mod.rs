@@ -223,7 +223,10 @@ pub fn init(config: &TelemetryConfig) -> anyhow::Result<Telemetry> {
             let tracer = provider.tracer("toolhost");
             // Spans made apart from `tracing` (a node driver's steps).
             opentelemetry::global::set_tracer_provider(provider.clone());
-            let spans = Targets::new().with_target(TARGET, Level::TRACE);
+            // INFO, the level of toolhost's spans: a higher one would raise
+            // the process's maximum level, and every `log` record of every
+            // dependency would be offered to the subscriber.
+            let spans = Targets::new().with_target(TARGET, Level::INFO);
             let layer = tracing_opentelemetry::layer()
                 .with_tracer(tracer)
                 .with_tracked_inactivity(false)

@@ -84,7 +84,9 @@ where
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let checks = self.checks.clone();
-        Box::pin(async move { Ok(serve(&checks, inner, request).await) })
+        Box::pin(async move {
+            Ok(observe::traced(request, |request| serve(&checks, inner, request)).await)
+        })
     }
 }
 

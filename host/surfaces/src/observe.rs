@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderName, Method, Request, StatusCode};
-use axum::middleware::Next;
 use axum::response::Response;
 use opentelemetry::context::FutureExt as _;
 use toolhost_core::telemetry::{self, RequestTrace, TARGET};
@@ -26,7 +25,6 @@ pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id"
 /// Wrap `router` so that its requests have ids and spans.
 pub fn layer(router: Router) -> Router {
     router
-        .layer(axum::middleware::from_fn(traced))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID_HEADER))
         .layer(
             TraceLayer::new_for_http()
@@ -54,7 +52,13 @@ pub fn layer(router: Router) -> Router {
 /// `traceparent` when it sent one (a malformed one is ignored: a new
 /// trace). With export off, the caller's context is only made current, to
 /// be passed on unchanged to the upstreams the request calls.
-async fn traced(mut request: Request<Body>, next: Next) -> Response {
+/// Run in [`crate::front`]'s service (no middleware of its own: one more
+/// would box and clone the routing table's service for every request).
+pub async fn traced<F, Fut>(mut request: Request<Body>, next: F) -> Response
+where
+    F: FnOnce(Request<Body>) -> Fut,
+    Fut: std::future::Future<Output = Response>,
+{
     let parent = telemetry::from_headers(request.headers());
     if !telemetry::sample(parent.as_ref()) {
         // Not traced here: the caller's context (if any) goes on unchanged,
@@ -62,15 +66,15 @@ async fn traced(mut request: Request<Body>, next: Next) -> Response {
         return match parent {
             Some(cx) => {
                 request.extensions_mut().insert(RequestTrace(cx.clone()));
-                next.run(request).with_context(cx).await
+                next(request).with_context(cx).await
             }
             None if telemetry::exporting() => {
                 request
                     .extensions_mut()
                     .insert(RequestTrace(opentelemetry::Context::new()));
-                next.run(request).await
+                next(request).await
             }
-            None => next.run(request).await,
+            None => next(request).await,
         };
     }
     let method = request.method().clone();
@@ -97,7 +101,7 @@ async fn traced(mut request: Request<Body>, next: Next) -> Response {
     request
         .extensions_mut()
         .insert(RequestTrace(span.context()));
-    let response = next.run(request).instrument(span.clone()).await;
+    let response = next(request).instrument(span.clone()).await;
     let status = response.status().as_u16();
     span.record("http.response.status_code", i64::from(status));
     if status >= 500 {

@@ -310,9 +310,29 @@ impl ServerProcess {
         config: Option<&Path>,
         env: &[(&str, &str)],
     ) -> anyhow::Result<Self> {
+        Self::spawn_bin(plugins, data, config, env, None)
+    }
+
+    /// [`ServerProcess::start_with`] of binary `bin` (a before/after side
+    /// by side in one run).
+    fn start_bin(plugins: &Path, config: Option<&Path>, bin: &Path) -> anyhow::Result<Self> {
+        let data = tempfile::tempdir()?;
+        let mut server = Self::spawn_bin(plugins, data.path(), config, &[], Some(bin))?;
+        server._data = Some(data);
+        Ok(server)
+    }
+
+    fn spawn_bin(
+        plugins: &Path,
+        data: &Path,
+        config: Option<&Path>,
+        env: &[(&str, &str)],
+        bin: Option<&Path>,
+    ) -> anyhow::Result<Self> {
         // BENCH_BIN: another build to measure (a before/after in one run).
-        let bin = std::env::var_os("BENCH_BIN")
-            .map(PathBuf::from)
+        let bin = bin
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::var_os("BENCH_BIN").map(PathBuf::from))
             .unwrap_or_else(|| root().join("target/release/toolhost"));
         anyhow::ensure!(
             bin.is_file(),

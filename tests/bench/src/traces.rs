@@ -1,7 +1,8 @@
 //! What traces cost a call (`toolhost-bench traces`): three servers of
 //! calc, export off, on with every trace sampled, on with one in ten, to a
 //! receiver that takes every export and keeps nothing (its own cost is not
-//! toolhost's). Paired: each connection calls the three in turn, and each
+//! toolhost's); with `BENCH_BASE_BIN`, a fourth of that build (one from
+//! before traces) beside them. Paired: each connection calls the three in turn, and each
 //! server's CPU time per call is read from /proc. Then each server's
 //! native invoke / bare `/health` throughput ratio, in interleaved rounds.
 
@@ -67,14 +68,23 @@ impl Sink {
 
 pub(crate) async fn run(plugins: &Path, connections: usize, seconds: u64) -> anyhow::Result<()> {
     let sink = Sink::start()?;
-    let settings = [
+    let mut settings = vec![
         ("export off", None),
         ("on, 100 %", Some(1.0)),
         ("on, 10 %", Some(0.1)),
     ];
     let mut files = Vec::new();
     let mut servers = Vec::new();
-    for (_, ratio) in &settings {
+    // BENCH_BASE_BIN: a build from before traces, side by side (what "off"
+    // costs against no traces at all).
+    if let Some(base) = std::env::var_os("BENCH_BASE_BIN") {
+        settings.insert(0, ("before", None));
+        servers.push(ServerProcess::start_bin(plugins, None, Path::new(&base))?);
+    }
+    for (name, ratio) in &settings {
+        if *name == "before" {
+            continue;
+        }
         let file = tempfile::NamedTempFile::new()?;
         let text = match ratio {
             None => String::new(),
@@ -98,8 +108,9 @@ pub(crate) async fn run(plugins: &Path, connections: usize, seconds: u64) -> any
     let (per_call, calls) = paired_cpu(&targets, connections, duration).await?;
     for ((name, _), us) in settings.iter().zip(&per_call) {
         println!(
-            "{name:<12} server CPU per call {us:>5.1} us, {:+5.1}% vs export off ({calls} calls each)",
-            (us / per_call[0] - 1.0) * 100.0
+            "{name:<12} server CPU per call {us:>5.1} us, {:+5.1}% vs {} ({calls} calls each)",
+            (us / per_call[0] - 1.0) * 100.0,
+            settings[0].0
         );
     }
     // Throughput ratios, each server alone in turn, the first rotating.
