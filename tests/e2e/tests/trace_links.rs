@@ -300,7 +300,7 @@ fn a_request_is_kept_or_not_as_a_whole() {
         Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"),
     );
     call("kept", Some(&format!("00-{kept}-00f067aa0ba902b7-01")));
-    let spans = captured(port, |spans| {
+    captured(port, |spans| {
         spans.iter().any(|s| s["name"] == "wasm.run")
             && spans
                 .iter()
