@@ -253,7 +253,13 @@ fn an_agent_step_is_one_tree_across_wasm_a_node_an_api_and_mcp() {
 fn calls_with_receiver(endpoint: &str, extra: &str) -> String {
     let config = format!("[telemetry]\nendpoint = \"{endpoint}\"\n{extra}");
     let s = Server::start_with(PluginsDir::new().add("calc", "calc"), Some(&config)).unwrap();
+    // Two rounds, the second while the first round's export (sent a second
+    // after its first span) is under way: a receiver that never answers
+    // holds it for its 2 s, and the second round's spans meet a full queue.
     for i in 0..40 {
+        if i == 20 {
+            std::thread::sleep(Duration::from_millis(1300));
+        }
         let started = Instant::now();
         let (status, body) = s.invoke("calc_evaluate", json!({"expression": format!("{i}+1")}));
         assert_eq!(status, 200, "{body}");
@@ -276,7 +282,7 @@ fn calls_with_receiver(endpoint: &str, extra: &str) -> String {
                 })
                 .map_or(0, |n| n.trim().parse().unwrap())
         };
-        if count("failed") + count("dropped") > 0 || started.elapsed() > Duration::from_secs(20) {
+        if count("failed") > 0 || started.elapsed() > Duration::from_secs(20) {
             return metrics;
         }
         std::thread::sleep(Duration::from_millis(250));
