@@ -2,14 +2,15 @@
 //! trace context taken from callers and passed on to upstreams, and the
 //! export's counts for `/metrics`.
 //!
-//! toolhost's spans are `tracing` spans of target [`TARGET`] (the request's
-//! span is the surfaces' `request`). Only the OpenTelemetry layer, installed
-//! when export is on, is interested in them: with export off their callsites
-//! are disabled and cost one cached check. The context of the innermost span
-//! is the current OpenTelemetry context (the layer activates it as a span is
-//! entered), so what is passed on is read from [`Context::current`]; with
-//! export off a caller's own context is made current for its request, and so
-//! passed on unchanged.
+//! toolhost's spans are `tracing` spans of target [`TARGET`]. Only the
+//! OpenTelemetry layer, installed when export is on, is interested in them;
+//! whether a request is traced is decided once, before its first span
+//! ([`sample`]), and the spans below it are made only inside a kept trace
+//! ([`trace_span!`](crate::trace_span)): with export off, or a trace not
+//! kept, no span is made. The context of the innermost span is the current
+//! OpenTelemetry context (the layer activates it as a span is entered); a
+//! request not traced has its caller's context made current instead, and so
+//! passed on unchanged ([`context_of`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -165,12 +166,19 @@ pub fn fields() -> Vec<(String, String)> {
     fields_in(&Context::current())
 }
 
-/// `span`'s context as W3C fields (with export off, the current one).
+/// `span`'s context as W3C fields ([`context_of`]).
 pub fn fields_of(span: &tracing::Span) -> Vec<(String, String)> {
-    if exporting() {
-        fields_in(&span.context())
+    fields_in(&context_of(span))
+}
+
+/// The context to pass on for a request made in `span`: the span's own
+/// when it is made (a kept trace), else the current one, a caller's
+/// unchanged (export off, or a trace not kept).
+fn context_of(span: &tracing::Span) -> Context {
+    if exporting() && !span.is_disabled() {
+        span.context()
     } else {
-        fields()
+        Context::current()
     }
 }
 
@@ -183,24 +191,12 @@ fn fields_in(cx: &Context) -> Vec<(String, String)> {
     pairs.0
 }
 
-/// Pass the current context on in `headers` (an upstream HTTP request).
-pub fn inject_headers(headers: &mut HeaderMap) {
-    inject_context(&Context::current(), headers);
-}
-
-/// Pass `span`'s context on in `headers` (the span of the request made);
-/// with export off, the current one (a caller's, unchanged).
+/// Pass `span`'s context on in `headers` (the span of the request made;
+/// [`context_of`]).
 pub fn inject_headers_of(span: &tracing::Span, headers: &mut HeaderMap) {
-    if exporting() {
-        inject_context(&span.context(), headers);
-    } else {
-        inject_headers(headers);
-    }
-}
-
-fn inject_context(cx: &Context, headers: &mut HeaderMap) {
+    let cx = context_of(span);
     if cx.span().span_context().is_valid() {
-        TraceContextPropagator::new().inject_context(cx, &mut HeadersMut(headers));
+        TraceContextPropagator::new().inject_context(&cx, &mut HeadersMut(headers));
     }
 }
 
@@ -247,13 +243,6 @@ pub fn ended(span: &tracing::Span, status: Result<u16, &str>) {
             span.record("error.type", kind);
             span.record("otel.status_code", "ERROR");
         }
-    }
-}
-
-/// Pass the current context on in an MCP request's `_meta`.
-pub fn inject_meta(meta: &mut Map<String, Value>) {
-    for (key, value) in fields() {
-        meta.insert(key, Value::String(value));
     }
 }
 
@@ -327,7 +316,9 @@ pub fn record_steps(parent: &tracing::Span, steps: Option<&Value>) {
     let Some(steps) = steps.and_then(Value::as_array) else {
         return;
     };
-    if !exporting() {
+    // No span to put them under: export off, or a trace not kept (the
+    // driver was told a caller's context, passed on unchanged).
+    if !exporting() || parent.is_disabled() {
         return;
     }
     let tracer = opentelemetry::global::tracer("toolhost");
@@ -446,14 +437,14 @@ mod tests {
         );
         let _guard = cx.attach();
         let mut out = HeaderMap::new();
-        inject_headers(&mut out);
+        inject_headers_of(&tracing::Span::none(), &mut out);
         assert_eq!(
             out[TRACEPARENT],
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
         );
         assert_eq!(out[TRACESTATE], "vendor=x");
         let mut meta = Map::new();
-        inject_meta(&mut meta);
+        inject_meta_of(&tracing::Span::none(), &mut meta);
         let back = from_meta(&meta).expect("the same context from _meta");
         assert_eq!(
             back.span().span_context().span_id().to_string(),

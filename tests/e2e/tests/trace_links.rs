@@ -281,7 +281,19 @@ fn a_request_is_kept_or_not_as_a_whole() {
     let (_capture, port) = start_script("capture.py", &[]);
     let config =
         format!("[telemetry]\nendpoint = \"http://127.0.0.1:{port}\"\nsample_ratio = 0.0\n");
-    let s = Server::start_with(PluginsDir::new().add("calc", "calc"), Some(&config)).unwrap();
+    let (_upstream, up) = start_script(
+        "upstream.py",
+        &[&format!("http://127.0.0.1:{port}/v1/traces")],
+    );
+    let (fetch, _) = component("fetch");
+    let plugins = PluginsDir::new()
+        .add("calc", "calc")
+        .write("fetch.wasm", std::fs::read(fetch).unwrap())
+        .write(
+            "fetch.toml",
+            format!("description = \"fetch\"\n[http]\nallow = [\"127.0.0.1:{up}\"]\n"),
+        );
+    let s = Server::start_with(plugins, Some(&config)).unwrap();
     let call = |id: &str, traceparent: Option<&str>| {
         let mut r = s
             .client()
@@ -300,6 +312,19 @@ fn a_request_is_kept_or_not_as_a_whole() {
         Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"),
     );
     call("kept", Some(&format!("00-{kept}-00f067aa0ba902b7-01")));
+    // A request not kept still passes its caller's context on, unchanged
+    // (here from a wasm tool's request to the upstream, which echoes it).
+    let declined = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00";
+    let answer: Value = s
+        .client()
+        .post(s.url("/tools/fetch_page/invoke"))
+        .header("traceparent", declined)
+        .json(&json!({"params": {"url": format!("http://127.0.0.1:{up}/greet?name=x")}}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert!(answer.to_string().contains(declined), "{answer}");
     captured(port, |spans| {
         spans.iter().any(|s| s["name"] == "wasm.run")
             && spans
@@ -314,7 +339,8 @@ fn a_request_is_kept_or_not_as_a_whole() {
     let run = child_of(&spans, request, "execute_tool calc_evaluate");
     child_of(&spans, run, "wasm.instantiate");
     child_of(&spans, run, "wasm.run");
-    // Nothing else: no span of the two others, no orphan of theirs.
+    // Nothing else: no span of the others (the upstream's own, under the
+    // declined caller, is not sampled either), no orphan of theirs.
     assert!(spans.iter().all(|s| s["trace_id"] == kept), "{spans:#?}");
     assert_eq!(spans.len(), 4, "{spans:#?}");
 }
