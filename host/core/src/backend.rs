@@ -86,6 +86,15 @@ pub trait Toolkit: Send + Sync + 'static {
         false
     }
 
+    /// Whether the files its calls write are written through this
+    /// machine's kernel (wasm tools, a local Docker engine's bind mounts),
+    /// so that the kernel tells what a call wrote
+    /// ([`crate::sessions::Session::watch_writes`]); else the workspace is
+    /// walked before and after the call.
+    fn writes_seen_here(&self) -> bool {
+        false
+    }
+
     /// Whether its tools are defined elsewhere at run time (an MCP server's
     /// list, a spec fetched by URL), so that their definitions are pinned
     /// ([`crate::pins`]): a change waits for an admin.

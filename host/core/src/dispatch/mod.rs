@@ -40,9 +40,10 @@ pub struct CallOptions {
     pub staging: bool,
     /// Who answers the tool's questions ([`crate::input`]); none: nobody.
     pub ask: Option<Arc<dyn crate::input::Asker>>,
-    /// Note the workspace files the call wrote ([`CallOutput::written`]):
-    /// the workspace is looked at before and after the call (not for a
-    /// toolkit that relays another server's answers: [`crate::backend::Toolkit::relays`]).
+    /// Note the workspace files the call wrote ([`CallOutput::written`]),
+    /// as the kernel tells them or by looking at the workspace before and
+    /// after ([`Session::watch_writes`]; not for a toolkit that relays
+    /// another server's answers: [`crate::backend::Toolkit::relays`]).
     pub note_written: bool,
     /// Who calls: its policy applies (an OAuth caller's scopes are its
     /// token's, not those of whoever made the session). None: the session's
@@ -52,10 +53,6 @@ pub struct CallOptions {
     /// health probe, a fallback's own call).
     pub no_fallback: bool,
 }
-
-/// Workspace files looked at to tell what a call wrote; a larger workspace
-/// gets no [`CallOutput::written`] (the walk would not see every file).
-const MAX_WATCHED_FILES: usize = 10_000;
 
 /// The successful result of a call.
 #[derive(Debug)]
@@ -190,7 +187,8 @@ impl Dispatcher {
             });
         }
         let before = if options.note_written && !tool.toolkit.toolkit.relays() {
-            Some(workspace_files(session).await)
+            let seen_here = tool.toolkit.toolkit.writes_seen_here();
+            Some(session.watch_writes(seen_here).await)
         } else {
             None
         };
@@ -250,7 +248,7 @@ impl Dispatcher {
             .record_usage(fuel, usage.peak_memory.load(Ordering::Relaxed));
         let content = result?;
         let written = match before {
-            Some(before) => written_since(before, workspace_files(session).await),
+            Some(before) => session.writes_since(before).await,
             None => Vec::new(),
         };
         Ok(CallOutput {
@@ -262,41 +260,6 @@ impl Dispatcher {
             served_by: None,
         })
     }
-}
-
-/// The session's workspace files, walked on a blocking thread; `None` when
-/// there are too many to tell what a call wrote.
-async fn workspace_files(session: &Arc<Session>) -> Option<Vec<WorkspaceFile>> {
-    // A session that never made its workspace has no file: no walk, no
-    // blocking thread (most calls of tools that touch no file).
-    if !session.has_workspace() {
-        return Some(Vec::new());
-    }
-    let session = session.clone();
-    let files = tokio::task::spawn_blocking(move || session.files(MAX_WATCHED_FILES + 1))
-        .await
-        .ok()?;
-    (files.len() <= MAX_WATCHED_FILES).then_some(files)
-}
-
-/// Files of `after` that are new or changed since `before` (both sorted by
-/// path), hidden directories' and files' left out.
-fn written_since(
-    before: Option<Vec<WorkspaceFile>>,
-    after: Option<Vec<WorkspaceFile>>,
-) -> Vec<WorkspaceFile> {
-    let (Some(before), Some(after)) = (before, after) else {
-        return Vec::new();
-    };
-    after
-        .into_iter()
-        .filter(|f| !f.path.split('/').any(|part| part.starts_with('.')))
-        .filter(|f| {
-            before
-                .binary_search_by(|b| b.path.as_str().cmp(&f.path))
-                .map_or(true, |i| before[i] != *f)
-        })
-        .collect()
 }
 
 impl Dispatcher {

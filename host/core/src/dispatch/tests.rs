@@ -5,31 +5,6 @@ use crate::tool::BoxFuture;
 use crate::tool::{Limits, ToolDescriptor};
 use serde_json::json;
 
-#[test]
-fn written_files_are_the_new_and_changed_ones_outside_hidden_directories() {
-    let file = |path: &str, size| WorkspaceFile {
-        path: path.into(),
-        size,
-        modified: None,
-    };
-    let before = vec![file("a.txt", 1), file("b.txt", 2), file("c.txt", 3)];
-    let after = vec![
-        file(".index/doc/chunks", 9),
-        file("a.txt", 1),
-        file("b.txt", 5),
-        file("d/e.csv", 4),
-        file("d/.hidden", 1),
-    ];
-    let paths: Vec<String> = written_since(Some(before.clone()), Some(after.clone()))
-        .into_iter()
-        .map(|f| f.path)
-        .collect();
-    assert_eq!(paths, ["b.txt", "d/e.csv"]);
-    // A workspace too large to walk whole, before or after: nothing said.
-    assert!(written_since(None, Some(after)).is_empty());
-    assert!(written_since(Some(before), None).is_empty());
-}
-
 /// A toolkit that sleeps for `input.ms` and echoes the input.
 struct Sleepy;
 impl Toolkit for Sleepy {

@@ -131,6 +131,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl NodeBackend {
+    /// Whether its nodes' workspace writes reach this machine's kernel.
+    pub fn writes_seen_here(&self) -> bool {
+        self.provider.writes_seen_here()
+    }
+
     /// The trust policy toolkits' images are judged by (set once, before
     /// toolkits load).
     pub fn set_provenance(&self, provenance: Arc<crate::oci::Provenance>) {

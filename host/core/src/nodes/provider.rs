@@ -119,6 +119,12 @@ pub trait NodeProvider: Send + Sync + 'static {
         health: &'a Health,
     ) -> BackendFuture<'a, ()>;
 
+    /// Whether its nodes' writes to a workspace reach this machine's
+    /// kernel (a local Docker engine's bind mounts), not another machine's.
+    fn writes_seen_here(&self) -> bool {
+        false
+    }
+
     /// `session` closed: forget where it was placed.
     fn session_closed(&self, session: &str);
 

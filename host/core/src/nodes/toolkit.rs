@@ -33,6 +33,10 @@ impl DockerToolkit {
 }
 
 impl Toolkit for DockerToolkit {
+    fn writes_seen_here(&self) -> bool {
+        self.backend.writes_seen_here()
+    }
+
     fn own_limits(&self) -> serde_json::Map<String, Value> {
         let d = &self.spec.manifest.docker;
         let mut m = serde_json::Map::new();

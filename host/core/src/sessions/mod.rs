@@ -566,5 +566,7 @@ fn remove_dir_if_exists(path: &Path) -> io::Result<()> {
 mod config;
 pub use config::SessionsConfig;
 mod reap;
+mod writes;
+pub use writes::{Before, MAX_WALKED_FILES};
 #[cfg(test)]
 mod tests;

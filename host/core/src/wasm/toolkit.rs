@@ -201,6 +201,10 @@ impl WasmToolkit {
 }
 
 impl Toolkit for WasmToolkit {
+    fn writes_seen_here(&self) -> bool {
+        true
+    }
+
     fn declared(&self) -> Option<&crate::declared::Declared> {
         Some(&self.ctx.declared)
     }

@@ -128,6 +128,14 @@ pub struct Engines {
 }
 
 impl Engines {
+    /// Whether every engine is this machine's own (its containers' bind
+    /// mounts are this kernel's directories).
+    pub fn all_local(&self) -> bool {
+        self.members
+            .iter()
+            .all(|m| matches!(m.target, Target::Local))
+    }
+
     /// The engines of `config` (its one local engine when none is listed).
     pub fn new(config: &super::config::DockerConfig) -> Result<Engines, String> {
         let shares = Shares {

@@ -101,6 +101,10 @@ impl NodeProvider for DockerProvider {
         "docker"
     }
 
+    fn writes_seen_here(&self) -> bool {
+        self.engines.all_local()
+    }
+
     fn prepare(&self, spec: &Arc<LoadedManifest>) {
         self.prebuild(spec);
     }

@@ -1,0 +1,155 @@
+//! Tests of [`super`] (what a call wrote).
+
+use super::*;
+use crate::callers::Caller;
+use crate::sessions::Sessions;
+use std::time::Duration;
+
+#[test]
+fn walked_files_written_are_the_new_and_changed_ones_outside_hidden_directories() {
+    let file = |path: &str, size| WorkspaceFile {
+        path: path.into(),
+        size,
+        modified: None,
+    };
+    let before = vec![file("a.txt", 1), file("b.txt", 2), file("c.txt", 3)];
+    let after = vec![
+        file(".index/doc/chunks", 9),
+        file("a.txt", 1),
+        file("b.txt", 5),
+        file("d/e.csv", 4),
+        file("d/.hidden", 1),
+    ];
+    let paths: Vec<String> = written_since(Some(before.clone()), Some(after.clone()))
+        .into_iter()
+        .map(|f| f.path)
+        .collect();
+    assert_eq!(paths, ["b.txt", "d/e.csv"]);
+    // A workspace too large to walk whole, before or after: nothing said.
+    assert!(written_since(None, Some(after)).is_empty());
+    assert!(written_since(Some(before), None).is_empty());
+}
+
+fn paths(files: &[WorkspaceFile]) -> Vec<&str> {
+    files.iter().map(|f| f.path.as_str()).collect()
+}
+
+/// A session whose workspace holds `a.txt`, `keep/b.txt` and `many/` with
+/// `n` files.
+fn session_with(dir: &Path, n: usize) -> (Sessions, Arc<Session>) {
+    let sessions = Sessions::new(dir, Duration::from_secs(60)).unwrap();
+    let (session, _) = sessions.open(&Caller::anonymous(), None).unwrap();
+    let ws = session.workspace().unwrap().to_owned();
+    std::fs::write(ws.join("a.txt"), "a").unwrap();
+    std::fs::create_dir_all(ws.join("keep")).unwrap();
+    std::fs::write(ws.join("keep/b.txt"), "b").unwrap();
+    std::fs::create_dir_all(ws.join("many")).unwrap();
+    for i in 0..n {
+        std::fs::write(ws.join(format!("many/{i}.txt")), "x").unwrap();
+    }
+    (sessions, session)
+}
+
+#[tokio::test]
+async fn the_kernel_tells_what_a_call_wrote_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sessions, session) = session_with(dir.path(), 3);
+    let ws = session.workspace_path().to_owned();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(outside.path().join("moved/deep")).unwrap();
+    std::fs::write(outside.path().join("moved/deep/m.txt"), "m").unwrap();
+
+    // Written before the call: not the call's.
+    std::fs::write(ws.join("early.txt"), "e").unwrap();
+    let before = session.watch_writes(true).await;
+    assert!(matches!(before, Before::Told(_)), "inotify serves here");
+    std::fs::write(ws.join("a.txt"), "changed").unwrap();
+    std::fs::write(ws.join("keep/new.txt"), "n").unwrap();
+    std::fs::create_dir_all(ws.join("sub/deeper")).unwrap();
+    std::fs::write(ws.join("sub/deeper/c.txt"), "c").unwrap();
+    std::fs::create_dir_all(ws.join(".index")).unwrap();
+    std::fs::write(ws.join(".index/chunks"), "hidden").unwrap();
+    std::fs::write(ws.join("gone.txt"), "g").unwrap();
+    std::fs::remove_file(ws.join("gone.txt")).unwrap();
+    std::fs::rename(outside.path().join("moved"), ws.join("moved")).unwrap();
+    let written = session.writes_since(before).await;
+    assert_eq!(
+        paths(&written),
+        [
+            "a.txt",
+            "keep/new.txt",
+            "moved/deep/m.txt",
+            "sub/deeper/c.txt"
+        ]
+    );
+    assert_eq!(written[0].size, 7);
+
+    // The next call sees only its own writes, also in directories the last
+    // one made and in one renamed since.
+    let before = session.watch_writes(true).await;
+    std::fs::rename(ws.join("sub"), ws.join("renamed")).unwrap();
+    std::fs::write(ws.join("renamed/deeper/d.txt"), "d").unwrap();
+    std::fs::write(ws.join("moved/deep/m.txt"), "again").unwrap();
+    let written = session.writes_since(before).await;
+    assert_eq!(
+        paths(&written),
+        [
+            "moved/deep/m.txt",
+            "renamed/deeper/c.txt",
+            "renamed/deeper/d.txt"
+        ]
+    );
+
+    // Nothing written: nothing told.
+    let before = session.watch_writes(true).await;
+    assert!(session.writes_since(before).await.is_empty());
+}
+
+#[tokio::test]
+async fn writes_made_elsewhere_are_found_by_walking() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sessions, session) = session_with(dir.path(), 2);
+    let ws = session.workspace_path().to_owned();
+    let before = session.watch_writes(false).await;
+    assert!(matches!(before, Before::Walked(Some(ref files)) if files.len() == 4));
+    std::fs::write(ws.join("many/0.txt"), "changed").unwrap();
+    std::fs::write(ws.join("z.txt"), "z").unwrap();
+    let written = session.writes_since(before).await;
+    assert_eq!(paths(&written), ["many/0.txt", "z.txt"]);
+}
+
+#[tokio::test]
+async fn two_calls_of_a_session_each_see_the_writes_since_they_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sessions, session) = session_with(dir.path(), 0);
+    let ws = session.workspace_path().to_owned();
+    let first = session.watch_writes(true).await;
+    std::fs::write(ws.join("one.txt"), "1").unwrap();
+    let second = session.watch_writes(true).await;
+    std::fs::write(ws.join("two.txt"), "2").unwrap();
+    assert_eq!(paths(&session.writes_since(second).await), ["two.txt"]);
+    std::fs::write(ws.join("three.txt"), "3").unwrap();
+    assert_eq!(
+        paths(&session.writes_since(first).await),
+        ["one.txt", "three.txt", "two.txt"]
+    );
+}
+
+#[tokio::test]
+async fn a_session_made_again_under_its_id_is_watched_in_its_new_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = Sessions::new(dir.path(), Duration::from_secs(60)).unwrap();
+    let anon = Caller::anonymous();
+    let (session, _) = sessions.open(&anon, Some("again")).unwrap();
+    session.workspace().unwrap();
+    let before = session.watch_writes(true).await;
+    session.writes_since(before).await;
+    sessions.close("again").await.unwrap();
+    let (again, _) = sessions.open(&anon, Some("again")).unwrap();
+    let ws = again.workspace().unwrap().to_owned();
+    // The old object still alive while the new one is watched.
+    let before = again.watch_writes(true).await;
+    drop(session);
+    std::fs::write(ws.join("new.txt"), "n").unwrap();
+    assert_eq!(paths(&again.writes_since(before).await), ["new.txt"]);
+}
