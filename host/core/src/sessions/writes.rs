@@ -16,6 +16,7 @@ use std::ffi::OsStr;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, SystemTime};
 
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 
@@ -28,10 +29,29 @@ pub const MAX_WALKED_FILES: usize = 10_000;
 /// Most files one call is told it wrote.
 const MAX_TOLD: usize = 10_000;
 
+/// A call counted as running in its workspace until dropped (also when the
+/// call is dropped before its end: a client gone).
+pub struct Running {
+    session: String,
+    owner: usize,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(Some(watcher)) = WATCHER.get() {
+            watcher.end_call(&self.session, self.owner);
+        }
+    }
+}
+
 /// What a call's end compares with ([`Session::watch_writes`]).
 pub enum Before {
-    /// Events after this one are the call's.
-    Told(u64),
+    /// Events after `since` are the call's, which started at `started`.
+    Told {
+        since: u64,
+        started: SystemTime,
+        call: Running,
+    },
     /// The workspace as it was (none: too many files to tell).
     Walked(Option<Vec<WorkspaceFile>>),
 }
@@ -59,7 +79,14 @@ impl Session {
                 }
             };
             if let Some(since) = told {
-                return Before::Told(since);
+                return Before::Told {
+                    since,
+                    started: SystemTime::now(),
+                    call: Running {
+                        session: self.id.clone(),
+                        owner: owner_of(self),
+                    },
+                };
             }
         }
         Before::Walked(walk(self).await)
@@ -70,11 +97,19 @@ impl Session {
     pub async fn writes_since(self: &Arc<Self>, before: Before) -> Vec<WorkspaceFile> {
         match before {
             Before::Walked(before) => written_since(before, walk(self).await),
-            Before::Told(since) => {
+            Before::Told {
+                since,
+                started,
+                call,
+            } => {
                 let Some(watcher) = watcher() else {
                     return Vec::new();
                 };
-                let (root, paths) = watcher.finish(self, since);
+                let told = watcher.finish(self, since);
+                drop(call);
+                let Some((root, paths)) = told else {
+                    return changed_after(self, started).await;
+                };
                 // A few files are looked at here; many on a blocking thread.
                 if paths.len() <= FEW {
                     return described(&root, paths);
@@ -85,6 +120,20 @@ impl Session {
             }
         }
     }
+}
+
+/// The workspace's files changed since `started` (a little before: the
+/// kernel stamps files with a coarse clock), for a call whose writes could
+/// not all be told (its workspace's directory replaced while it ran, the
+/// kernel's queue overflowed); files moved in keep their older times.
+async fn changed_after(session: &Arc<Session>, started: SystemTime) -> Vec<WorkspaceFile> {
+    let since = started - Duration::from_millis(10);
+    walk(session)
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| !hidden(&f.path) && f.modified.is_some_and(|m| m >= since))
+        .collect()
 }
 
 /// Written files looked at on the request's own thread.
@@ -263,37 +312,41 @@ impl Watcher {
     }
 
     /// The call of `session` that started at `since` ends: its workspace,
-    /// and the paths of the files written since, sorted.
-    fn finish(&self, session: &Session, since: u64) -> (PathBuf, Vec<String>) {
+    /// and the paths of the files written since, sorted; none when some of
+    /// its writes could not be told.
+    fn finish(&self, session: &Session, since: u64) -> Option<(PathBuf, Vec<String>)> {
         let mut state = self.lock();
         state.drain();
-        let Some(watched) = state.workspaces.get_mut(session.id()) else {
-            return (PathBuf::new(), Vec::new());
-        };
-        watched.calls = watched.calls.saturating_sub(1);
-        let lost = watched.lost.is_some_and(|at| at >= since);
-        let mut paths: Vec<String> = if lost {
-            tracing::warn!(
-                session = session.id(),
-                "some writes of a call could not be told: no files listed"
-            );
-            Vec::new()
-        } else {
-            watched
-                .written
-                .iter()
-                .filter(|(path, seq)| **seq > since && !hidden(path))
-                .map(|(path, _)| path.clone())
-                .take(MAX_TOLD)
-                .collect()
-        };
-        if watched.calls == 0 {
-            watched.written.clear();
-        }
+        let watched = state.workspaces.get_mut(session.id())?;
+        let lost = watched.lost.is_some_and(|at| at > since);
+        let mut paths: Vec<String> = watched
+            .written
+            .iter()
+            .filter(|(path, seq)| **seq > since && !hidden(path))
+            .map(|(path, _)| path.clone())
+            .take(MAX_TOLD)
+            .collect();
         let root = watched.root.clone();
         drop(state);
+        if lost {
+            return None;
+        }
         paths.sort();
-        (root, paths)
+        Some((root, paths))
+    }
+
+    /// A call of session `session` (object `owner`) ended: what was written
+    /// while none runs is kept no longer.
+    fn end_call(&self, session: &str, owner: usize) {
+        let mut state = self.lock();
+        if let Some(watched) = state.workspaces.get_mut(session)
+            && watched.owner == owner
+        {
+            watched.calls = watched.calls.saturating_sub(1);
+            if watched.calls == 0 {
+                watched.written.clear();
+            }
+        }
     }
 
     /// Session object `session` is gone: its watches removed.
@@ -367,7 +420,16 @@ impl State {
             return;
         }
         if mask.contains(EventMask::IGNORED) {
-            self.dirs.remove(&wd);
+            // The workspace's own directory gone (closed, or replaced: a
+            // hot-pool node's folder moved into its place): the writes of
+            // calls running now cannot all be told, and the next call
+            // watches it anew.
+            if let Some((session, prefix)) = self.dirs.remove(&wd)
+                && prefix.is_empty()
+                && let Some(watched) = self.workspaces.get_mut(&session)
+            {
+                watched.lost = Some(seq);
+            }
             return;
         }
         let (Some((session, dir)), Some(name)) = (self.dirs.get(&wd), name) else {

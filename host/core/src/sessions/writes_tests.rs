@@ -3,7 +3,7 @@
 use super::*;
 use crate::callers::Caller;
 use crate::sessions::Sessions;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 #[test]
 fn walked_files_written_are_the_new_and_changed_ones_outside_hidden_directories() {
@@ -62,7 +62,7 @@ async fn the_kernel_tells_what_a_call_wrote_and_nothing_else() {
     // Written before the call: not the call's.
     std::fs::write(ws.join("early.txt"), "e").unwrap();
     let before = session.watch_writes(true).await;
-    assert!(matches!(before, Before::Told(_)), "inotify serves here");
+    assert!(matches!(before, Before::Told { .. }), "inotify serves here");
     std::fs::write(ws.join("a.txt"), "changed").unwrap();
     std::fs::write(ws.join("keep/new.txt"), "n").unwrap();
     std::fs::create_dir_all(ws.join("sub/deeper")).unwrap();
@@ -152,4 +152,41 @@ async fn a_session_made_again_under_its_id_is_watched_in_its_new_directory() {
     drop(session);
     std::fs::write(ws.join("new.txt"), "n").unwrap();
     assert_eq!(paths(&again.writes_since(before).await), ["new.txt"]);
+}
+
+#[tokio::test]
+async fn a_workspace_replaced_while_a_call_runs_lists_what_changed_since_it_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sessions, session) = session_with(dir.path(), 1);
+    let ws = session.workspace_path().to_owned();
+    let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    for old in ["a.txt", "keep/b.txt", "many/0.txt"] {
+        let file = std::fs::File::options()
+            .write(true)
+            .open(ws.join(old))
+            .unwrap();
+        file.set_modified(hour_ago).unwrap();
+    }
+    session.watch_writes(true).await;
+    let before = session.watch_writes(true).await;
+    // A hot pool's folder takes the workspace's place (nodes/pool.rs): what
+    // the session has moves into it, and it is renamed into place.
+    let pool = dir.path().join("pool");
+    std::fs::create_dir(&pool).unwrap();
+    for entry in std::fs::read_dir(&ws).unwrap().flatten() {
+        std::fs::rename(entry.path(), pool.join(entry.file_name())).unwrap();
+    }
+    std::fs::remove_dir(&ws).unwrap();
+    std::fs::rename(&pool, &ws).unwrap();
+    std::fs::write(ws.join("made.txt"), "m").unwrap();
+    assert_eq!(paths(&session.writes_since(before).await), ["made.txt"]);
+
+    // The next call watches the new directory.
+    let before = session.watch_writes(true).await;
+    assert!(matches!(before, Before::Told { .. }));
+    std::fs::write(ws.join("keep/next.txt"), "n").unwrap();
+    assert_eq!(
+        paths(&session.writes_since(before).await),
+        ["keep/next.txt"]
+    );
 }
