@@ -8,43 +8,108 @@
 //!   itself; each tool `{name, description, parameters:[{name, type,
 //!   description}], required:[...]}` with Lagent's upper-case type names.
 
+//!
+//! Each is a view borrowing the catalog's entry, serialized as it is: a list
+//! of 10,000 tools copies no schema (docs/benchmarks.md#flat-costs).
+
+use std::collections::HashMap;
 use std::sync::Arc;
 
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use toolhost_core::catalog::{ToolEntry, ToolkitEntry};
 
-pub fn openai(t: &ToolEntry) -> Value {
-    json!({
-        "type": "function",
-        "function": {
-            "name": t.id,
-            "description": t.descriptor.description,
-            "parameters": t.descriptor.input_schema,
-        }
-    })
+/// `{"tools": [...]}`.
+#[derive(Serialize)]
+pub struct Listing<T> {
+    pub tools: Vec<T>,
 }
 
+/// What `GET /tools` lists of a tool (seed 004's shape).
+#[derive(Serialize)]
+pub struct Summary<'a> {
+    tool_id: &'a str,
+    name: &'a str,
+    category: &'a str,
+    description: &'a str,
+    status: &'static str,
+}
+
+impl<'a> Summary<'a> {
+    pub fn of(t: &'a ToolEntry) -> Self {
+        Summary {
+            tool_id: &t.id,
+            name: &t.descriptor.name,
+            category: t.category(),
+            description: &t.descriptor.description,
+            status: t.record.status().as_str(),
+        }
+    }
+}
+
+/// An OpenAI tool definition.
+#[derive(Serialize)]
+pub struct OpenAi<'a> {
+    r#type: &'static str,
+    function: Function<'a>,
+}
+
+#[derive(Serialize)]
+struct Function<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+impl<'a> OpenAi<'a> {
+    pub fn of(t: &'a ToolEntry) -> Self {
+        OpenAi {
+            r#type: "function",
+            function: Function {
+                name: &t.id,
+                description: &t.descriptor.description,
+                parameters: &t.descriptor.input_schema,
+            },
+        }
+    }
+}
+
+/// An MCP `Tool`.
+#[derive(Serialize)]
+pub struct McpTool<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    title: Option<&'a str>,
+    description: &'a str,
+    #[serde(rename = "inputSchema")]
+    input_schema: &'a Value,
+    #[serde(rename = "outputSchema", skip_serializing_if = "Option::is_none")]
+    output_schema: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    annotations: Option<&'a Value>,
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<&'a Value>,
+}
+
+impl<'a> McpTool<'a> {
+    pub fn of(t: &'a ToolEntry) -> Self {
+        let hints = &t.descriptor.hints;
+        McpTool {
+            name: &t.id,
+            title: hints.title.as_deref(),
+            description: &t.descriptor.description,
+            input_schema: &t.descriptor.input_schema,
+            output_schema: t.descriptor.output_schema.as_ref(),
+            annotations: hints.annotations.as_ref(),
+            meta: hints.meta.as_ref(),
+        }
+    }
+}
+
+/// [`McpTool`] as a value (the MCP surface's list, which rmcp types own).
 pub fn mcp(t: &ToolEntry) -> Value {
-    let mut tool = json!({
-        "name": t.id,
-        "description": t.descriptor.description,
-        "inputSchema": t.descriptor.input_schema,
-    });
-    if let Some(out) = &t.descriptor.output_schema {
-        tool["outputSchema"] = out.clone();
-    }
-    let hints = &t.descriptor.hints;
-    if let Some(title) = &hints.title {
-        tool["title"] = json!(title);
-    }
-    if let Some(a) = &hints.annotations {
-        tool["annotations"] = a.clone();
-    }
-    if let Some(m) = &hints.meta {
-        tool["_meta"] = m.clone();
-    }
-    tool
+    serde_json::to_value(McpTool::of(t)).unwrap_or_default()
 }
 
 /// One tool as a Lagent API description.
@@ -84,10 +149,14 @@ fn lagent_api(t: &ToolEntry, name: &str) -> Value {
 }
 
 pub fn lagent(toolkits: &[Arc<ToolkitEntry>], tools: &[Arc<ToolEntry>]) -> Vec<Value> {
+    let mut by_kit: HashMap<&str, Vec<&Arc<ToolEntry>>> = HashMap::new();
+    for t in tools {
+        by_kit.entry(t.toolkit.name.as_str()).or_default().push(t);
+    }
     toolkits
         .iter()
         .filter_map(|kit| {
-            let own: Vec<&Arc<ToolEntry>> = tools.iter().filter(|t| t.toolkit.name == kit.name).collect();
+            let own = by_kit.remove(kit.name.as_str()).unwrap_or_default();
             match own.as_slice() {
                 [] => None,
                 [one] => Some(lagent_api(one, &one.id)),

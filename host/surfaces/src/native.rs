@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 use super::body::JsonBody;
 use super::error::ApiError;
-use super::formats;
+use super::formats::{self, Listing, McpTool, OpenAi, Summary};
 use crate::auth::Who;
 use crate::state::AppState;
 use toolhost_core::callers::Caller;
@@ -67,7 +67,7 @@ async fn list_tools(
     Who(who): Who,
     headers: HeaderMap,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let catalog = state.dispatcher.catalog();
     let mut tools = match query.include.as_deref() {
@@ -95,24 +95,27 @@ async fn list_tools(
         tools.retain(|t| t.category() == category);
     }
     tools.retain(|t| who.policy().allows_tool(&t.id));
+    // Written from views of the catalog's entries: no schema is copied.
+    let listing = |tools| serde_json::to_vec(&Listing { tools });
     let body = match query.format.as_deref() {
-        None | Some("native") => {
-            json!({ "tools": tools.iter().map(|t| summary(t)).collect::<Vec<_>>() })
-        }
-        Some("openai") => {
-            json!({ "tools": tools.iter().map(|t| formats::openai(t)).collect::<Vec<_>>() })
-        }
-        Some("mcp") => {
-            json!({ "tools": tools.iter().map(|t| formats::mcp(t)).collect::<Vec<_>>() })
-        }
-        Some("lagent") => json!({ "tools": formats::lagent(&catalog.toolkits(), &tools) }),
+        None | Some("native") => serde_json::to_vec(&Listing {
+            tools: tools.iter().map(|t| Summary::of(t)).collect(),
+        }),
+        Some("openai") => serde_json::to_vec(&Listing {
+            tools: tools.iter().map(|t| OpenAi::of(t)).collect(),
+        }),
+        Some("mcp") => serde_json::to_vec(&Listing {
+            tools: tools.iter().map(|t| McpTool::of(t)).collect(),
+        }),
+        Some("lagent") => listing(formats::lagent(&catalog.toolkits(), &tools)),
         Some(other) => {
             return Err(ApiError::bad_request(format!(
                 "unknown format `{other}`: use openai, lagent or mcp"
             )));
         }
-    };
-    Ok(Json(body))
+    }
+    .map_err(|e| ApiError::from(CallError::Internal(e.to_string())))?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 /// The statuses, for error messages.
@@ -120,15 +123,10 @@ pub fn statuses() -> String {
     ToolStatus::ALL.map(ToolStatus::as_str).join(", ")
 }
 
-/// What `GET /tools` lists of a tool (seed 004's shape).
+/// What `GET /tools` lists of a tool, as a value (`GET /tools/{id}` adds
+/// to it).
 fn summary(t: &ToolEntry) -> Value {
-    json!({
-        "tool_id": t.id,
-        "name": t.descriptor.name,
-        "category": t.category(),
-        "description": t.descriptor.description,
-        "status": t.record.status().as_str(),
-    })
+    serde_json::to_value(Summary::of(t)).unwrap_or_default()
 }
 
 fn find(state: &AppState, id: &str) -> Result<Arc<ToolEntry>, ApiError> {
