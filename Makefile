@@ -163,6 +163,7 @@ kubernetes: host-bin
 
 build:
 	$(CARGO) build --release -p toolhost
+	@deploy/split-debug.sh target/release/toolhost
 
 ## Headless Chromium and its WebDriver (Debian's chromium, chromium-driver;
 ## installed when missing, ~20 s) and Selenium in target/venvs/console, for
