@@ -4,7 +4,7 @@ through toolhost's native invoke of the API tool mounting it, one kept-alive
 httpx client per path, 1,000 sequential calls each, in alternating rounds of
 100 so both see the same machine. Also `GET /health` of toolhost (the
 loopback hop alone, no tool). Prints medians and the added time; the repo's
-own figure is `toolhost-bench api` (docs/benchmarks.md#api-tools).
+own figure is `toolhost-bench api` (docs/benchmarks.md#where-an-api-tools-added-time-goes).
 
     cargo build --release -p toolhost
     target/venvs/httpapi/bin/python tests/bench/api_httpx.py   # tests/venv.sh tests/httpapi/requirements.txt makes it

@@ -10,7 +10,7 @@
 
 //!
 //! Each is a view borrowing the catalog's entry, serialized as it is: a list
-//! of 10,000 tools copies no schema (docs/benchmarks.md#flat-costs).
+//! of 10,000 tools copies no schema (docs/benchmarks.md#costs-that-stay-flat).
 
 use std::collections::HashMap;
 use std::sync::Arc;
