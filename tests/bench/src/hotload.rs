@@ -36,6 +36,23 @@ pub async fn run(plugins: &Path, swaps: usize) -> anyhow::Result<()> {
         swaps,
     )
     .await?;
+    // A rebuild with a small change (another build of calc: some of its
+    // functions differ, most do not), the first swap to it on a fresh
+    // server: what a plugin author's edit-build-drop loop sees.
+    if let Ok(rebuilt) = std::env::var("BENCH_REBUILT") {
+        let rebuilt = std::fs::read(&rebuilt)?;
+        let mut times = Vec::new();
+        for i in 0..5 {
+            times.push(first_swap(&calc, &rebuilt, plugins, i).await?);
+        }
+        let (median, _, _, max) = percentiles(&mut times);
+        println!(
+            "calc rebuilt ({} KB), first swap on a fresh server: median {:.0} ms, max {:.0} ms over 5 servers",
+            rebuilt.len() / 1024,
+            median / 1000.0,
+            max / 1000.0
+        );
+    }
     if let Some(py) = &python {
         swap_latency(
             "textstats",
@@ -82,6 +99,39 @@ pub async fn run(plugins: &Path, swaps: usize) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// A fresh server of `calc` (its own bytes, tagged `i`); the time from
+/// renaming `rebuilt` in until a call is answered by it.
+async fn first_swap(
+    calc: &[u8],
+    rebuilt: &[u8],
+    plugins: &Path,
+    i: usize,
+) -> anyhow::Result<Duration> {
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("calc.wasm");
+    std::fs::write(&file, tagged(calc, &format!("first-{i}")))?;
+    std::fs::copy(plugins.join("calc.toml"), dir.path().join("calc.toml"))?;
+    let data = tempfile::tempdir()?;
+    let server = ServerProcess::start_in(dir.path(), data.path())?;
+    let next = tagged(rebuilt, &format!("rebuilt-{i}-{}", std::process::id()));
+    let version = sha256_hex(&next);
+    let body = r#"{"params":{"expression":"1+1"}}"#;
+    write_then_rename(&file, &next);
+    let landed = Instant::now();
+    while request_version(&server.addr, "/tools/calc_evaluate/invoke", body)
+        .await?
+        .as_deref()
+        != Some(&version)
+    {
+        anyhow::ensure!(
+            landed.elapsed() < Duration::from_secs(120),
+            "the rebuild never answered"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    Ok(landed.elapsed())
 }
 
 async fn swap_latency(

@@ -37,6 +37,9 @@ pub struct EngineConfig {
     pub epoch_tick_ms: u64,
     /// Wasm stack per call, KiB.
     pub max_wasm_stack_kb: u32,
+    /// Compiled functions kept in memory, MiB (0: none): a new version of a
+    /// plugin compiles only the functions that changed (hot swap).
+    pub function_cache_mb: u32,
 }
 
 impl Default for EngineConfig {
@@ -53,6 +56,7 @@ impl Default for EngineConfig {
             max_unused_warm_slots: 100,
             epoch_tick_ms: 5,
             max_wasm_stack_kb: 1024,
+            function_cache_mb: 128,
         }
     }
 }

@@ -1,13 +1,16 @@
 //! The wasmtime engine, configured in one place: pooling allocator, fuel, epoch
 //! interruption with one ticker thread per engine, stack sizes.
 
-use std::sync::Arc;
+use std::borrow::Cow;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use wasmtime::{
-    Config, Enabled, Engine, InstanceAllocationStrategy, OptLevel, PoolingAllocationConfig,
+    CacheStore, Config, Enabled, Engine, InstanceAllocationStrategy, OptLevel,
+    PoolingAllocationConfig,
 };
 
 use super::config::EngineConfig;
@@ -18,6 +21,16 @@ const GUARD_BYTES: u64 = 32 << 20;
 /// Build the engine. Also returns the pool's virtual address reservation in
 /// bytes, which is logged at start-up.
 pub fn build(cfg: &EngineConfig) -> wasmtime::Result<(Engine, u64)> {
+    let cache = (cfg.function_cache_mb > 0)
+        .then(|| Arc::new(FunctionCache::new((cfg.function_cache_mb as usize) << 20)));
+    build_with(cfg, cache)
+}
+
+/// [`build`], with `cache` as the function cache.
+fn build_with(
+    cfg: &EngineConfig,
+    cache: Option<Arc<FunctionCache>>,
+) -> wasmtime::Result<(Engine, u64)> {
     let instances = cfg.pool_instances;
     let core_instances = instances.saturating_mul(cfg.core_instances_per_component);
     // Components built by Rust, componentize-py and jco define one linear memory
@@ -58,8 +71,77 @@ pub fn build(cfg: &EngineConfig) -> wasmtime::Result<(Engine, u64)> {
         // The fiber a call runs on holds the wasm stack plus host frames.
         .async_stack_size(stack + (1 << 20))
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    if let Some(cache) = cache {
+        config.enable_incremental_compilation(cache)?;
+    }
     let engine = Engine::new(&config)?;
     Ok((engine, u64::from(memories) * (reservation + GUARD_BYTES)))
+}
+
+/// Cranelift's compiled functions, kept across compiles in memory (its
+/// incremental cache): each is keyed by the SHA-256 of the function's IR
+/// and the compiler's settings, and holds what Cranelift made of it, so a
+/// new version of a plugin (a rebuild, a tag) compiles only the functions
+/// that changed, and identical functions of other plugins are compiled
+/// once. Only this process's own compiles fill it; nothing is read from
+/// disk. The oldest entries go first past the byte budget.
+#[derive(Debug)]
+struct FunctionCache {
+    budget: usize,
+    inner: Mutex<Cached>,
+    /// Functions found compiled (tests).
+    hits: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Cached {
+    entries: HashMap<Vec<u8>, Vec<u8>>,
+    order: VecDeque<Vec<u8>>,
+    bytes: usize,
+}
+
+impl FunctionCache {
+    fn new(budget: usize) -> Self {
+        FunctionCache {
+            budget,
+            inner: Mutex::default(),
+            hits: Default::default(),
+        }
+    }
+}
+
+impl CacheStore for FunctionCache {
+    fn get(&self, key: &[u8]) -> Option<Cow<'_, [u8]>> {
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let found = inner.entries.get(key).map(|v| Cow::Owned(v.clone()));
+        if found.is_some() {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+        }
+        found
+    }
+
+    fn insert(&self, key: &[u8], value: Vec<u8>) -> bool {
+        let size = key.len() + value.len();
+        if size > self.budget {
+            return false;
+        }
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        while inner.bytes + size > self.budget {
+            let Some(old) = inner.order.pop_front() else {
+                break;
+            };
+            if let Some(v) = inner.entries.remove(&old) {
+                inner.bytes -= old.len() + v.len();
+            }
+        }
+        if let Some(v) = inner.entries.insert(key.to_vec(), value) {
+            inner.bytes -= key.len() + v.len();
+        } else {
+            inner.order.push_back(key.to_vec());
+        }
+        inner.bytes += size;
+        true
+    }
 }
 
 /// Niceness of compile threads: under load, request handling (nice 0) gets
@@ -156,5 +238,73 @@ impl Drop for EpochTicker {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_function_cache_keeps_the_newest_within_its_budget() {
+        let cache = FunctionCache::new(100);
+        assert!(cache.insert(b"a", vec![1; 40]));
+        assert!(cache.insert(b"b", vec![2; 40]));
+        assert_eq!(cache.get(b"a").as_deref(), Some(&[1u8; 40][..]));
+        // Over the budget: the oldest goes.
+        assert!(cache.insert(b"c", vec![3; 40]));
+        assert!(cache.get(b"a").is_none());
+        assert!(cache.get(b"b").is_some() && cache.get(b"c").is_some());
+        // Replaced in place, counted once.
+        assert!(cache.insert(b"c", vec![4; 10]));
+        assert_eq!(cache.get(b"c").as_deref(), Some(&[4u8; 10][..]));
+        assert!(cache.insert(b"d", vec![5; 40]));
+        assert!(cache.get(b"b").is_some(), "41 + 11 + 41 bytes fit");
+        // Larger than the whole budget: refused, nothing evicted.
+        assert!(!cache.insert(b"e", vec![6; 200]));
+        assert!(cache.get(b"d").is_some());
+    }
+
+    #[test]
+    fn a_new_version_compiles_only_the_functions_that_changed() {
+        let cfg = EngineConfig {
+            pool_instances: 4,
+            ..EngineConfig::default()
+        };
+        let cache = Arc::new(FunctionCache::new(1 << 20));
+        let (engine, _) = build_with(&cfg, Some(cache.clone())).expect("engine");
+        let component = |answer: i32| {
+            format!(
+                r#"(component
+                (core module $m
+                    (func (export "f") (result i32) i32.const {answer})
+                    (func (export "g") (param i32) (result i32) local.get 0 i32.const 7 i32.mul))
+                (core instance $i (instantiate $m))
+                (func (export "f") (result s32) (canon lift (core func $i "f")))
+                (func (export "g") (param "x" s32) (result s32) (canon lift (core func $i "g"))))"#
+            )
+        };
+        let call = |wat: &str| {
+            let c = wasmtime::component::Component::new(&engine, wat).expect("compiles");
+            let linker = wasmtime::component::Linker::<()>::new(&engine);
+            let mut store = wasmtime::Store::new(&engine, ());
+            store.set_fuel(1_000_000).unwrap();
+            store.set_epoch_deadline(1_000);
+            let i = linker.instantiate(&mut store, &c).expect("instance");
+            let f = i.get_typed_func::<(), (i32,)>(&mut store, "f").unwrap();
+            let g = i.get_typed_func::<(i32,), (i32,)>(&mut store, "g").unwrap();
+            (
+                f.call(&mut store, ()).unwrap().0,
+                g.call(&mut store, (6,)).unwrap().0,
+            )
+        };
+        assert_eq!(call(&component(1)), (1, 42));
+        let before = cache.hits.load(Ordering::Relaxed);
+        // `g` and the glue are the same; `f` changed and answers anew.
+        assert_eq!(call(&component(2)), (2, 42));
+        assert!(
+            cache.hits.load(Ordering::Relaxed) > before,
+            "unchanged functions reused"
+        );
     }
 }
