@@ -59,6 +59,25 @@ def measure(tools):
         churn = sorted(t["tool_id"] for t in listed if t["tool_id"].startswith("churn_"))
         one = churn[len(churn) // 2]
         invoke = json.dumps({"params": {"expression": "6*7"}})
+        mcp_headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                           "clientInfo": {"name": "bench", "version": "0"}}}
+        conn.request("POST", "/mcp", body=json.dumps(init), headers=mcp_headers)
+        r = conn.getresponse()
+        r.read()
+        mcp_headers |= {"mcp-session-id": r.headers["mcp-session-id"], "mcp-protocol-version": "2025-11-25"}
+        conn.request("POST", "/mcp", body=json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                     headers=mcp_headers)
+        conn.getresponse().read()
+
+        def mcp_list():
+            conn.request("POST", "/mcp", body=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+                         headers=mcp_headers)
+            r = conn.getresponse()
+            data = r.read()
+            assert r.status == 200 and b'"tools"' in data, (r.status, data[:200])
+
         cases = {
             "calc invoke": lambda: req("POST", "/tools/calc_evaluate/invoke", invoke),
             "GET /tools/{id}/schema": lambda: req("GET", f"/tools/{one}/schema"),
@@ -66,10 +85,12 @@ def measure(tools):
             "GET /tools": lambda: req("GET", "/tools"),
             "GET /tools?format=openai": lambda: req("GET", "/tools?format=openai"),
             "GET /tools?format=mcp": lambda: req("GET", "/tools?format=mcp"),
+            "MCP tools/list": mcp_list,
         }
         out = {}
         for name, call in cases.items():
-            rounds = ROUNDS if not name.startswith("GET /tools?") and name != "GET /tools" else max(ROUNDS // max(tools // 100, 1), 5)
+            listing = name.startswith("GET /tools?") or name in ("GET /tools", "MCP tools/list")
+            rounds = max(ROUNDS // max(tools // 100, 1), 5) if listing else ROUNDS
             for _ in range(10):
                 call()
             ms = []
@@ -89,7 +110,8 @@ def main():
     for n, listed, out in rows:
         print(f"-- {listed} tools")
         for name, ms in out.items():
-            per = f"  ({ms * 1000 / listed:.2f} us per tool)" if name.startswith("GET /tools") and "{id}" not in name else ""
+            whole = name.startswith("GET /tools") and "{id}" not in name or name == "MCP tools/list"
+            per = f"  ({ms * 1000 / listed:.2f} us per tool)" if whole else ""
             print(f"   {name:28s} {ms:9.3f} ms{per}")
 
 

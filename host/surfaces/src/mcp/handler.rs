@@ -10,16 +10,14 @@ use rmcp::model::{
     CompleteResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
     Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
-    UpdateTaskParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscriptionFilter, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
-use super::{direct, features, input, logging, tasks};
+use super::{direct, features, input, listing, logging, tasks};
 use crate::error::ApiError;
-use crate::formats;
 use crate::native::SESSION_HEADER;
 use crate::state::AppState;
 use toolhost_core::input::Asker as _;
@@ -212,26 +210,12 @@ impl ServerHandler for McpHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let who = caller(&context);
-        let tools = self
-            .state
-            .dispatcher
-            .catalog()
-            .tools()
+        let catalog = self.state.dispatcher.catalog().tools();
+        let allowed: Vec<_> = catalog
             .iter()
             .filter(|t| who.policy().allows_tool(&t.id))
-            .filter_map(|t| {
-                let mut listed = formats::mcp(t);
-                listed["name"] = Value::String(tasks::listed_name(t));
-                match serde_json::from_value::<Tool>(listed) {
-                    Ok(tool) => Some(tool),
-                    Err(e) => {
-                        tracing::warn!(tool = %t.id, error = %e, "MCP: tool left out of tools/list");
-                        None
-                    }
-                }
-            })
             .collect();
-        Ok(ListToolsResult::with_all_items(tools))
+        Ok(ListToolsResult::with_all_items(listing::tools_of(&allowed)))
     }
 
     async fn call_tool(

@@ -32,6 +32,7 @@ mod direct;
 mod features;
 mod handler;
 mod input;
+mod listing;
 mod logging;
 mod render;
 mod tasks;
