@@ -238,8 +238,12 @@ struct Watched {
     /// Files written while calls ran, with the event's number.
     written: HashMap<String, u64>,
     /// Events since this one cannot be told (a directory could not be
-    /// watched, the kernel's queue overflowed): its calls get no list.
+    /// watched or was replaced, the kernel's queue overflowed): the calls
+    /// running then list what changed since they started.
     lost: Option<u64>,
+    /// A directory of it could not be watched (the watch limit): its calls
+    /// walk it from now on, without trying again each call.
+    walked: bool,
 }
 
 impl Watcher {
@@ -283,7 +287,7 @@ impl Watcher {
         let stale = state
             .workspaces
             .get(session.id())
-            .is_none_or(|w| w.owner != owner || (w.lost.is_some() && w.calls == 0));
+            .is_none_or(|w| w.owner != owner || (w.lost.is_some() && w.calls == 0 && !w.walked));
         if stale && !anew {
             return None;
         }
@@ -298,6 +302,7 @@ impl Watcher {
                     calls: 0,
                     written: HashMap::new(),
                     lost: None,
+                    walked: false,
                 },
             );
             state.watch_tree(session.id(), &root, "");
@@ -487,6 +492,7 @@ impl State {
                     tracing::warn!(session, dir = %dir.display(), error = %e, "cannot watch a workspace directory: its calls' written files are found by walking");
                     if let Some(watched) = self.workspaces.get_mut(session) {
                         watched.lost = Some(self.seq);
+                        watched.walked = true;
                     }
                     continue;
                 }
