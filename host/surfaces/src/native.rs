@@ -96,7 +96,6 @@ async fn list_tools(
     }
     tools.retain(|t| who.policy().allows_tool(&t.id));
     // Written from views of the catalog's entries: no schema is copied.
-    let listing = |tools| serde_json::to_vec(&Listing { tools });
     let body = match query.format.as_deref() {
         None | Some("native") => serde_json::to_vec(&Listing {
             tools: tools.iter().map(|t| Summary::of(t)).collect(),
@@ -107,7 +106,9 @@ async fn list_tools(
         Some("mcp") => serde_json::to_vec(&Listing {
             tools: tools.iter().map(|t| McpTool::of(t)).collect(),
         }),
-        Some("lagent") => listing(formats::lagent(&catalog.toolkits(), &tools)),
+        Some("lagent") => serde_json::to_vec(&Listing {
+            tools: formats::lagent(&catalog.toolkits(), &tools),
+        }),
         Some(other) => {
             return Err(ApiError::bad_request(format!(
                 "unknown format `{other}`: use openai, lagent or mcp"

@@ -154,6 +154,17 @@ pub struct WorkspaceFile {
     pub modified: Option<SystemTime>,
 }
 
+impl WorkspaceFile {
+    /// File `path` as `meta` describes it (size 0, no time, without).
+    fn of(path: String, meta: Option<&std::fs::Metadata>) -> Self {
+        WorkspaceFile {
+            path,
+            size: meta.map_or(0, |m| m.len()),
+            modified: meta.and_then(|m| m.modified().ok()),
+        }
+    }
+}
+
 /// Log records a session keeps for a listener that is behind.
 const LOG_BUFFER: usize = 64;
 
@@ -240,12 +251,7 @@ impl Session {
                 if kind.is_dir() {
                     stack.push((entry.path(), format!("{path}/")));
                 } else if kind.is_file() {
-                    let meta = entry.metadata().ok();
-                    out.push(WorkspaceFile {
-                        path,
-                        size: meta.as_ref().map_or(0, |m| m.len()),
-                        modified: meta.and_then(|m| m.modified().ok()),
-                    });
+                    out.push(WorkspaceFile::of(path, entry.metadata().ok().as_ref()));
                 }
             }
         }

@@ -44,6 +44,16 @@ impl Drop for Running {
     }
 }
 
+/// What [`Watcher::start`] found.
+enum Start {
+    /// Watched: events after this one are the call's.
+    Told(u64),
+    /// Not watched yet: to be watched anew, on a blocking thread.
+    Watch,
+    /// Its writes cannot be told now: walk the workspace.
+    Walk,
+}
+
 /// What a call's end compares with ([`Session::watch_writes`]).
 pub enum Before {
     /// Events after `since` are the call's, which started at `started`.
@@ -69,13 +79,14 @@ impl Session {
             // A workspace watched already costs a lock and a read that
             // does not wait; watching one anew walks its directories.
             let told = match watcher.start(self, false) {
-                Some(told) => Some(told),
-                None => {
+                Start::Told(since) => Some(since),
+                Start::Walk => None,
+                Start::Watch => {
                     let session = self.clone();
-                    tokio::task::spawn_blocking(move || watcher.start(&session, true))
-                        .await
-                        .ok()
-                        .flatten()
+                    match tokio::task::spawn_blocking(move || watcher.start(&session, true)).await {
+                        Ok(Start::Told(since)) => Some(since),
+                        _ => None,
+                    }
                 }
             };
             if let Some(since) = told {
@@ -145,11 +156,7 @@ fn described(root: &Path, paths: Vec<String>) -> Vec<WorkspaceFile> {
         .into_iter()
         .filter_map(|path| {
             let meta = std::fs::symlink_metadata(root.join(&path)).ok()?;
-            meta.is_file().then(|| WorkspaceFile {
-                size: meta.len(),
-                modified: meta.modified().ok(),
-                path,
-            })
+            meta.is_file().then(|| WorkspaceFile::of(path, Some(&meta)))
         })
         .collect()
 }
@@ -278,7 +285,7 @@ impl Watcher {
     /// A call of `session` starts: the events read so far, its workspace
     /// watched (made so on its first call when `anew`; else none for a
     /// workspace not watched yet); none when it cannot be.
-    fn start(&self, session: &Session, anew: bool) -> Option<u64> {
+    fn start(&self, session: &Session, anew: bool) -> Start {
         let mut state = self.lock();
         state.drain();
         let owner = owner_of(session);
@@ -289,7 +296,7 @@ impl Watcher {
             .get(session.id())
             .is_none_or(|w| w.owner != owner || (w.lost.is_some() && w.calls == 0 && !w.walked));
         if stale && !anew {
-            return None;
+            return Start::Watch;
         }
         if stale {
             state.unwatch(session.id());
@@ -308,12 +315,13 @@ impl Watcher {
             state.watch_tree(session.id(), &root, "");
         }
         let seq = state.seq;
-        let watched = state.workspaces.get_mut(session.id())?;
-        if watched.lost.is_some() {
-            return None;
+        match state.workspaces.get_mut(session.id()) {
+            Some(watched) if watched.lost.is_none() => {
+                watched.calls += 1;
+                Start::Told(seq)
+            }
+            _ => Start::Walk,
         }
-        watched.calls += 1;
-        Some(seq)
     }
 
     /// The call of `session` that started at `since` ends: its workspace,
