@@ -12,7 +12,8 @@
 # mate-backgrounds (GPL-2+, used in place, never copied into the repository):
 #   apt-get install imagemagick mate-backgrounds
 # Skips, saying why, when either is missing. Settings: RUNS (default 5),
-# TOOLHOST_BIN (default target/release/toolhost).
+# TOOLHOST_BIN (default target/release/toolhost), IMAGE_WASM (the component,
+# default target/plugins/image.wasm: another build for a before/after).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -30,7 +31,8 @@ convert=/usr/bin/convert
 	skip "ImageMagick's convert is missing (apt-get install imagemagick)"
 [ -d "$photos" ] || skip "no photos in $photos (apt-get install mate-backgrounds)"
 [ -x "$bin" ] || skip "$bin is missing (make build)"
-[ -f "$root/target/plugins/image.wasm" ] || skip "target/plugins/image.wasm is missing (make plugins)"
+wasm=${IMAGE_WASM:-$root/target/plugins/image.wasm}
+[ -f "$wasm" ] || skip "$wasm is missing (make plugins)"
 command -v curl >/dev/null || skip "curl is missing"
 
 work=$(mktemp -d)
@@ -50,7 +52,8 @@ cp "$photos/nature/LadyBird.jpg" "$work/in/ladybird-4mp.jpg"
 cp "$photos/abstract/Gulp.png" "$work/in/gulp-2mp.png"
 images=(photo-12mp.jpg elephants-8mp.jpg ladybird-4mp.jpg gulp-2mp.png)
 
-cp "$root/target/plugins/image.wasm" "$root/target/plugins/image.toml" "$work/plugins/"
+cp "$wasm" "$work/plugins/image.wasm"
+cp "$root/plugins/image/image.toml" "$work/plugins/"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 base=http://127.0.0.1:$port
 TOOLHOST_LOG=warn "$bin" serve --bind "127.0.0.1:$port" --plugins "$work/plugins" \
@@ -81,7 +84,7 @@ ours() {
 	local t0 t1 code
 	t0=$(now_ms)
 	code=$(curl -s -o "$work/answer.json" -w '%{http_code}' "$base/tools/$1/invoke" \
-		-H "x-toolhost-session: $session" -d "{\"params\":$2}")
+		-H "x-toolhost-session: $session" -H 'content-type: application/json' -d "{\"params\":$2}")
 	t1=$(now_ms)
 	if [ "$code" != 200 ]; then
 		echo "$1 $2 answered $code: $(head -c 400 "$work/answer.json")" >&2

@@ -3,7 +3,6 @@
 use std::io::Cursor;
 
 use image::codecs::gif::GifEncoder;
-use image::codecs::jpeg::JpegEncoder;
 use image::codecs::png::PngEncoder;
 use image::codecs::webp::WebPEncoder;
 use image::{ColorType, DynamicImage, ImageFormat, Rgb, RgbImage};
@@ -126,13 +125,7 @@ pub fn encode(
         },
         Format::Jpeg => {
             let q = quality.unwrap_or(DEFAULT_JPEG_QUALITY).clamp(1, 100);
-            let encoder = JpegEncoder::new_with_quality(&mut out, q);
-            match image.color() {
-                ColorType::L8 | ColorType::L16 => {
-                    DynamicImage::ImageLuma8(image.to_luma8()).write_with_encoder(encoder)
-                }
-                _ => DynamicImage::ImageRgb8(flatten(image)).write_with_encoder(encoder),
-            }
+            return jpeg(image, q);
         }
         Format::Webp => {
             let encoder = WebPEncoder::new_lossless(&mut out);
@@ -151,6 +144,26 @@ pub fn encode(
     };
     written.map_err(|e| ToolError::failed(format!("encoding {} failed: {e}", format.name())))?;
     Ok(out.into_inner())
+}
+
+/// JPEG by jpeg-encoder (baseline; chroma halved both ways below quality
+/// 90, full from 90, as libjpeg and ImageMagick choose): grey images as one
+/// channel, the rest as 8-bit RGB, transparent pixels composed over white.
+fn jpeg(image: &DynamicImage, quality: u8) -> Result<Vec<u8>, ToolError> {
+    use jpeg_encoder::{ColorType as Jpeg, Encoder};
+    // `encode` checked the sides against `max_side` (65,535 for JPEG).
+    let side = |n: u32| u16::try_from(n).unwrap_or(u16::MAX);
+    let (w, h) = (side(image.width()), side(image.height()));
+    let mut out = Vec::new();
+    let encoder = Encoder::new(&mut out, quality);
+    let written = match image {
+        DynamicImage::ImageLuma8(grey) => encoder.encode(grey.as_raw(), w, h, Jpeg::Luma),
+        DynamicImage::ImageRgb8(rgb) => encoder.encode(rgb.as_raw(), w, h, Jpeg::Rgb),
+        DynamicImage::ImageLuma16(_) => encoder.encode(image.to_luma8().as_raw(), w, h, Jpeg::Luma),
+        _ => encoder.encode(flatten(image).as_raw(), w, h, Jpeg::Rgb),
+    };
+    written.map_err(|e| ToolError::failed(format!("encoding jpeg failed: {e}")))?;
+    Ok(out)
 }
 
 /// 8-bit RGB, transparent pixels composed over white (JPEG has no alpha).

@@ -26,19 +26,20 @@
 pub mod decode;
 pub mod format;
 pub mod geometry;
+pub mod resample;
 pub mod source;
 
 use std::borrow::Cow;
 use std::path::Path;
 
 use image::DynamicImage;
-use image::imageops::FilterType;
 use serde_json::{Value, json};
 use toolhost_sdk::{Content, Deserialize, Json, JsonSchema, Serialize, ToolError, host};
 
 use decode::Decoded;
 use format::Format;
 use geometry::Coordinates;
+pub use resample::Filter;
 use source::Source;
 
 /// Where the host mounts the session workspace inside the sandbox.
@@ -164,27 +165,6 @@ image_input!(CompressInput {
     /// Workspace path of the result (default `<stem>.compressed.<ext>` beside the input).
     output: Option<String>,
 });
-
-/// A resampling filter, fastest first.
-#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Filter {
-    Nearest,
-    Triangle,
-    Catmullrom,
-    Lanczos3,
-}
-
-impl Filter {
-    fn to_image(self) -> FilterType {
-        match self {
-            Filter::Nearest => FilterType::Nearest,
-            Filter::Triangle => FilterType::Triangle,
-            Filter::Catmullrom => FilterType::CatmullRom,
-            Filter::Lanczos3 => FilterType::Lanczos3,
-        }
-    }
-}
 
 #[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -335,7 +315,7 @@ pub fn resize_in(root: &Path, i: ResizeInput) -> Result<Vec<Content>, ToolError>
         None,
         None,
     );
-    let image = decoded.image.resize_exact(w, h, filter.to_image());
+    let image = resample::resize(&decoded.image, w, h, filter);
     let made = Made {
         image: Cow::Owned(image),
         op: "resize",
@@ -370,7 +350,7 @@ pub fn zoom_in_in(root: &Path, i: ZoomInput) -> Result<Vec<Content>, ToolError> 
     let coordinates = i.coordinates.unwrap_or_default();
     let ([l, t, r, b], (w, h)) = geometry::zoom_box(size, i.bbox_2d, coordinates)?;
     let region = decoded.image.crop_imm(l, t, r - l, b - t);
-    let image = region.resize_exact(w, h, FilterType::CatmullRom);
+    let image = resample::resize(&region, w, h, Filter::Catmullrom);
     let made = Made {
         image: Cow::Owned(image),
         op: "zoom",

@@ -473,3 +473,34 @@ fn large_results_are_written_but_not_inlined() {
         "{v}"
     );
 }
+
+#[test]
+fn jpeg_keeps_the_picture_and_grey_stays_grey() {
+    // A smooth picture at quality 90 comes back within a few levels on
+    // average (a broken encoder, wrong channel order or chroma, would not).
+    let smooth = DynamicImage::ImageRgb8(RgbImage::from_fn(160, 120, |x, y| {
+        Rgb([(x * 255 / 160) as u8, (y * 255 / 120) as u8, 128])
+    }));
+    let bytes = format::encode(&smooth, Format::Jpeg, Some(90)).unwrap();
+    let back = decode::decode(&bytes).unwrap().image.to_rgb8();
+    let diff: u64 = back
+        .as_raw()
+        .iter()
+        .zip(smooth.to_rgb8().as_raw())
+        .map(|(a, b)| u64::from(a.abs_diff(*b)))
+        .sum();
+    let mean = diff as f64 / back.as_raw().len() as f64;
+    assert!(mean < 2.0, "mean difference {mean}");
+    let grey = DynamicImage::ImageLuma8(image::GrayImage::from_fn(64, 64, |x, _| {
+        image::Luma([x as u8 * 4])
+    }));
+    let bytes = format::encode(&grey, Format::Jpeg, Some(75)).unwrap();
+    let back = decode::decode(&bytes).unwrap().image;
+    assert_eq!(back.color(), image::ColorType::L8, "one channel written");
+    let deep = DynamicImage::ImageLuma16(grey.to_luma16());
+    let bytes = format::encode(&deep, Format::Jpeg, Some(75)).unwrap();
+    assert_eq!(
+        decode::decode(&bytes).unwrap().image.color(),
+        image::ColorType::L8
+    );
+}
