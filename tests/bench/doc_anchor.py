@@ -10,7 +10,8 @@ times, their ratio (ours / anchor) and the text similarity of the two outputs
 
 Skips, saying why, when pdftotext or pandoc is missing
 (apt-get install poppler-utils pandoc). TOOLHOST_BIN: the server binary
-(default target/release/toolhost)."""
+(default target/release/toolhost); DOC_WASM: the component (default
+target/plugins/doc.wasm; another build for a before/after)."""
 
 import os
 import shutil
@@ -46,8 +47,8 @@ if not os.path.exists(os.path.join(ROOT, "target/plugins/doc.wasm")):
 work = tempfile.mkdtemp()
 plugins = os.path.join(work, "plugins")
 os.makedirs(plugins)
-for f in ("doc.wasm", "doc.toml"):
-    shutil.copy(os.path.join(ROOT, "target/plugins", f), plugins)
+shutil.copy(os.environ.get("DOC_WASM", os.path.join(ROOT, "target/plugins/doc.wasm")), os.path.join(plugins, "doc.wasm"))
+shutil.copy(os.path.join(ROOT, "target/plugins/doc.toml"), plugins)
 workspace = os.path.join(work, "data/workspaces/bench")
 os.makedirs(workspace)
 names = sorted(n for n in os.listdir(DOCS) if n.endswith((".pdf", ".docx")) and not n.startswith("par-"))

@@ -13,9 +13,14 @@
 2. Speed: a workspace of COPIES (default 23) copies of the documents' text,
    over 10,000 chunks, indexed once; then the median time of a keyword query
    as a whole call (loading the index, checking every file's size and time,
-   ranking, reading the passages) over 20 queries.
+   ranking, reading the passages) over 20 queries, sequentially and under
+   load (LOAD, default 4, clients asking at once, each its own session over
+   its own copy of the workspace, 60 queries each).
 
-    make build plugins && python3 tests/bench/retrieval_eval.py
+    make build plugins && python3 tests/bench/retrieval_eval.py [--speed]
+
+--speed: the speed part only (no quality run, no embeddings). DOC_WASM: the
+component (default target/plugins/doc.wasm; another build for a before/after).
 """
 
 import json
@@ -26,6 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests/bench"))
@@ -35,6 +41,8 @@ BIN = os.environ.get("TOOLHOST_BIN", os.path.join(ROOT, "target/release/toolhost
 DOCS = os.path.join(ROOT, "tests/fixtures/docs")
 EMBEDDINGS = os.environ.get("EMBEDDINGS_URL")
 COPIES = int(os.environ.get("COPIES", "23"))
+LOAD = int(os.environ.get("LOAD", "4"))
+SPEED_ONLY = "--speed" in sys.argv[1:]
 LOCAL = False
 
 if not os.path.exists(BIN) or not os.path.exists(os.path.join(ROOT, "target/plugins/doc.wasm")):
@@ -44,7 +52,7 @@ if not os.path.exists(BIN) or not os.path.exists(os.path.join(ROOT, "target/plug
 work = tempfile.mkdtemp()
 plugins = os.path.join(work, "plugins")
 os.makedirs(plugins)
-shutil.copy(os.path.join(ROOT, "target/plugins/doc.wasm"), plugins)
+shutil.copy(os.environ.get("DOC_WASM", os.path.join(ROOT, "target/plugins/doc.wasm")), os.path.join(plugins, "doc.wasm"))
 manifest = open(os.path.join(ROOT, "target/plugins/doc.toml")).read()
 if EMBEDDINGS:
     host = re.match(r"https?://([^/]+)", EMBEDDINGS).group(1)
@@ -68,14 +76,12 @@ def search(session, params):
     return server.invoke("doc_retrieval", params, session)
 
 
-try:
-    server.wait_ready()
+def quality(questions):
     ws = os.path.join(data, "workspaces/eval")
     os.makedirs(ws)
     for n in os.listdir(DOCS):
         if os.path.isfile(os.path.join(DOCS, n)) and not n.endswith(".md"):
             shutil.copy(os.path.join(DOCS, n), ws)
-    questions = [json.loads(line) for line in open(os.path.join(ROOT, "tests/bench/retrieval_questions.jsonl"))]
     t = time.perf_counter()
     first = search("eval", {"query": "warm up", "mode": "keyword"})
     print(f"indexed {first['index']['files']} documents, {first['index']['chunks']} chunks in {time.perf_counter() - t:.2f} s")
@@ -102,24 +108,55 @@ try:
     if not (EMBEDDINGS or LOCAL):
         print("vector, hybrid: not measured (no EMBEDDINGS_URL and no local model: make plugins)")
 
-    # Speed over 10,000+ chunks: the fixtures' text, copied.
-    big = os.path.join(data, "workspaces/big")
-    os.makedirs(big)
+
+def speed(questions):
+    """Keyword queries over 10,000+ chunks (the fixtures' text, copied), one
+    client, then LOAD clients at once (a workspace each)."""
     refs = [os.path.join(DOCS, "ref", n) for n in os.listdir(os.path.join(DOCS, "ref"))]
-    for i in range(COPIES):
-        for r in refs:
-            shutil.copy(r, os.path.join(big, f"{i:03}-{os.path.basename(r)}"))
+    sessions = [f"big{c}" for c in range(max(LOAD, 1))]
+    for name in sessions:
+        big = os.path.join(data, "workspaces", name)
+        os.makedirs(big)
+        for i in range(COPIES):
+            for r in refs:
+                shutil.copy(r, os.path.join(big, f"{i:03}-{os.path.basename(r)}"))
     t = time.perf_counter()
-    first = search("big", {"query": "warm up", "mode": "keyword"})
+    first = search(sessions[0], {"query": "warm up", "mode": "keyword"})
     chunks = first["index"]["chunks"]
     print(f"indexed {first['index']['files']} files, {chunks} chunks in {time.perf_counter() - t:.1f} s")
-    times = []
-    for q in questions[:20]:
-        t = time.perf_counter()
-        search("big", {"query": q["q"], "mode": "keyword", "top_k": 5})
-        times.append((time.perf_counter() - t) * 1000)
+    for name in sessions[1:]:
+        search(name, {"query": "warm up", "mode": "keyword"})
+
+    def timed(session, qs):
+        out = []
+        for q in qs:
+            t = time.perf_counter()
+            search(session, {"query": q["q"], "mode": "keyword", "top_k": 5})
+            out.append((time.perf_counter() - t) * 1000)
+        return out
+
+    times = timed(sessions[0], questions[:20])
     print(f"keyword query over {chunks} chunks, whole call: median {statistics.median(times):.1f} ms, "
           f"min {min(times):.1f} ms, max {max(times):.1f} ms")
+    if LOAD > 1:
+        qs = (questions * 2)[:60]
+        with ThreadPoolExecutor(LOAD) as pool:
+            t = time.perf_counter()
+            runs = list(pool.map(lambda s: timed(s, qs), sessions))
+            wall = time.perf_counter() - t
+        loaded = [x for r in runs for x in r]
+        loaded.sort()
+        print(f"under load ({LOAD} clients at once, {len(loaded)} queries, {len(loaded) / wall:.0f}/s): "
+              f"median {statistics.median(loaded):.1f} ms, p90 {loaded[int(len(loaded) * 0.9)]:.1f} ms, "
+              f"max {loaded[-1]:.1f} ms")
+
+
+try:
+    server.wait_ready()
+    questions = [json.loads(line) for line in open(os.path.join(ROOT, "tests/bench/retrieval_questions.jsonl"))]
+    if not SPEED_ONLY:
+        quality(questions)
+    speed(questions)
 finally:
     server.stop()
     shutil.rmtree(work, ignore_errors=True)

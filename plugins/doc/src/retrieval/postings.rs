@@ -1,0 +1,236 @@
+//! The keyword index as stored (`keyword.bin`): files, chunks and, for each
+//! term, its postings; Okapi BM25 over it.
+
+use std::collections::{BTreeMap, HashMap};
+
+use toolhost_sdk::ToolError;
+
+use super::{B, K1, MAX_FILES};
+
+/// What `keyword.bin` starts with (the format: a dictionary of files, chunks
+/// and terms, its length given first, then every term's postings).
+pub(super) const MAGIC: &[u8; 4] = b"THK2";
+
+/// The inverted index: files, chunks (file, index, length in tokens) and for
+/// each term (sorted) where its postings (chunk, term frequency) are. Opened
+/// from a file, only the dictionary is read; a query reads the postings of
+/// its own terms (a 10,000-chunk index is ~10 MB, its dictionary ~1 MB).
+pub struct Postings {
+    /// The dictionary (and, decoded from memory, the postings after it).
+    bytes: Vec<u8>,
+    /// Where the postings are read from when they are not in `bytes`.
+    file: Option<std::cell::RefCell<std::fs::File>>,
+    pub(super) files: Vec<String>,
+    pub(super) chunks: Vec<(u32, u32, u32)>,
+    /// Term → (its bytes in the dictionary, byte offset of its postings in
+    /// the file, count), sorted by term.
+    terms: Vec<(std::ops::Range<usize>, usize, usize)>,
+    avg_len: f64,
+}
+
+pub(super) fn u32_at(b: &[u8], at: usize) -> u32 {
+    b.get(at..at + 4)
+        .map_or(0, |s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+}
+
+fn damaged() -> ToolError {
+    ToolError::failed("the keyword index is damaged; delete .index/doc to rebuild it")
+}
+
+impl Postings {
+    pub(super) fn encode(
+        files: &[String],
+        chunks: &[(u32, u32, u32)],
+        postings: &BTreeMap<String, Vec<(u32, u32)>>,
+    ) -> Vec<u8> {
+        let mut b = Vec::new();
+        let put = |b: &mut Vec<u8>, v: u32| b.extend_from_slice(&v.to_le_bytes());
+        b.extend_from_slice(MAGIC);
+        put(&mut b, 0); // the dictionary's length, set below
+        put(&mut b, files.len() as u32);
+        for f in files {
+            put(&mut b, f.len() as u32);
+            b.extend_from_slice(f.as_bytes());
+        }
+        put(&mut b, chunks.len() as u32);
+        for &(f, i, n) in chunks {
+            put(&mut b, f);
+            put(&mut b, i);
+            put(&mut b, n);
+        }
+        put(&mut b, postings.len() as u32);
+        let mut offset = 0u32;
+        for (term, list) in postings {
+            put(&mut b, term.len() as u32);
+            b.extend_from_slice(term.as_bytes());
+            put(&mut b, offset);
+            put(&mut b, list.len() as u32);
+            offset += list.len() as u32;
+        }
+        let head = (b.len() - 8) as u32;
+        b[4..8].copy_from_slice(&head.to_le_bytes());
+        for list in postings.values() {
+            for &(c, n) in list {
+                put(&mut b, c);
+                put(&mut b, n);
+            }
+        }
+        b
+    }
+
+    /// The index of `path`: its dictionary read, its postings left in the
+    /// file for [`Postings::bm25`] to read term by term.
+    pub fn open(path: &std::path::Path) -> Result<Postings, ToolError> {
+        use std::io::Read;
+        let io = |e: std::io::Error| ToolError::failed(format!("cannot read the index: {e}"));
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let size = file.metadata().map_err(io)?.len() as usize;
+        let mut start = [0u8; 8];
+        file.read_exact(&mut start).map_err(|_| damaged())?;
+        let head = u32_at(&start, 4) as usize;
+        if &start[..4] != MAGIC || head > size - 8 {
+            return Err(damaged());
+        }
+        let mut bytes = start.to_vec();
+        bytes.resize(8 + head, 0);
+        file.read_exact(&mut bytes[8..]).map_err(io)?;
+        let mut p = Postings::dictionary(bytes, size)?;
+        p.file = Some(std::cell::RefCell::new(file));
+        Ok(p)
+    }
+
+    /// The index from all of `keyword.bin`'s bytes.
+    pub fn decode(bytes: Vec<u8>) -> Result<Postings, ToolError> {
+        let size = bytes.len();
+        Postings::dictionary(bytes, size)
+    }
+
+    /// Parse the dictionary at the start of `bytes` (of a file of `size`
+    /// bytes), checking that every term's postings lie within the file.
+    fn dictionary(bytes: Vec<u8>, size: usize) -> Result<Postings, ToolError> {
+        if !bytes.starts_with(MAGIC) {
+            return Err(damaged());
+        }
+        let base = 8 + u32_at(&bytes, 4) as usize;
+        if bytes.len() < base {
+            return Err(damaged());
+        }
+        let mut at = 8;
+        let next = |at: &mut usize| {
+            let v = u32_at(&bytes[..base], *at) as usize;
+            *at += 4;
+            v
+        };
+        let n_files = next(&mut at);
+        let mut files = Vec::with_capacity(n_files.min(MAX_FILES));
+        for _ in 0..n_files {
+            let len = next(&mut at);
+            let name = bytes.get(at..at + len).ok_or_else(damaged)?;
+            files.push(String::from_utf8_lossy(name).into_owned());
+            at += len;
+        }
+        let n_chunks = next(&mut at);
+        if base < at + n_chunks * 12 {
+            return Err(damaged());
+        }
+        let mut chunks = Vec::with_capacity(n_chunks);
+        let mut total_len = 0u64;
+        for _ in 0..n_chunks {
+            let c = (
+                next(&mut at) as u32,
+                next(&mut at) as u32,
+                next(&mut at) as u32,
+            );
+            if c.0 as usize >= files.len() {
+                return Err(damaged());
+            }
+            total_len += u64::from(c.2);
+            chunks.push(c);
+        }
+        let n_terms = next(&mut at);
+        let mut terms = Vec::with_capacity(n_terms.min(base / 12));
+        for _ in 0..n_terms {
+            let len = next(&mut at);
+            let range = at..at + len;
+            at += len;
+            let (off, count) = (next(&mut at), next(&mut at));
+            terms.push((range, base + off * 8, count));
+        }
+        if at > base || terms.last().is_some_and(|t| t.1 + t.2 * 8 > size) {
+            return Err(damaged());
+        }
+        Ok(Postings {
+            bytes,
+            file: None,
+            files,
+            avg_len: total_len as f64 / n_chunks.max(1) as f64,
+            chunks,
+            terms,
+        })
+    }
+
+    /// The postings of the term at `at` (byte offset), `count` of them:
+    /// (chunk, term frequency) pairs, 8 bytes each.
+    fn read(&self, at: usize, count: usize) -> Result<std::borrow::Cow<'_, [u8]>, ToolError> {
+        use std::io::{Read, Seek, SeekFrom};
+        let Some(file) = &self.file else {
+            return self
+                .bytes
+                .get(at..at + count * 8)
+                .map(std::borrow::Cow::Borrowed)
+                .ok_or_else(damaged);
+        };
+        let mut file = file.borrow_mut();
+        let mut out = vec![0u8; count * 8];
+        file.seek(SeekFrom::Start(at as u64))
+            .and_then(|_| file.read_exact(&mut out))
+            .map_err(|_| damaged())?;
+        Ok(std::borrow::Cow::Owned(out))
+    }
+
+    fn term(&self, t: &str) -> Option<(usize, usize)> {
+        self.terms
+            .binary_search_by(|(r, _, _)| self.bytes[r.clone()].cmp(t.as_bytes()))
+            .ok()
+            .map(|i| (self.terms[i].1, self.terms[i].2))
+    }
+
+    /// Okapi BM25 of `terms` over chunks whose file passes `keep`.
+    pub fn bm25(
+        &self,
+        terms: &[String],
+        keep: impl Fn(usize) -> bool,
+        want: usize,
+    ) -> Result<Vec<(usize, f64)>, ToolError> {
+        let n = self.chunks.len() as f64;
+        let mut scores: HashMap<usize, f64> = HashMap::new();
+        let mut seen = std::collections::HashSet::new();
+        for t in terms {
+            if !seen.insert(t) {
+                continue;
+            }
+            let Some((at, count)) = self.term(t) else {
+                continue;
+            };
+            let idf = ((n - count as f64 + 0.5) / (count as f64 + 0.5) + 1.0).ln();
+            let list = self.read(at, count)?;
+            for pair in list.chunks_exact(8) {
+                let chunk = u32_at(pair, 0) as usize;
+                let tf = f64::from(u32_at(pair, 4));
+                let Some(&(_, _, len)) = self.chunks.get(chunk) else {
+                    return Err(damaged());
+                };
+                let len = f64::from(len);
+                let s = idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * len / self.avg_len));
+                *scores.entry(chunk).or_default() += s;
+            }
+        }
+        let mut ranked: Vec<(usize, f64)> = scores
+            .into_iter()
+            .filter(|&(c, _)| keep(self.chunks[c].0 as usize))
+            .collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        ranked.truncate(want);
+        Ok(ranked)
+    }
+}
