@@ -51,7 +51,7 @@ test:
 	@$(PHASE) plugins $(MAKE) --no-print-directory plugins fixtures
 	@$(PHASE) node-image $(MAKE) --no-print-directory node-image
 	@$(PHASE) fmt $(CARGO) fmt --all --check
-	@$(PHASE) audit sh -c 'python3 tests/audit.py --self-test && python3 tests/audit.py && python3 tests/licenses.py --self-test && python3 tests/licenses.py'
+	@$(PHASE) audit sh -c 'python3 tests/audit.py --self-test && python3 tests/audit.py && python3 tests/licenses.py --self-test && python3 tests/licenses.py && python3 tests/bench/report.py --self-test'
 	@$(PHASE) clippy $(CARGO) clippy --workspace --all-targets -- -D warnings
 	@$(PHASE) clippy-guests $(CARGO) clippy --target $(WASM_TARGET) $(GUEST_PKGS:%=-p %) -p toolhost-sdk -- -D warnings
 	@$(PHASE) browser $(MAKE) --no-print-directory browser
@@ -232,9 +232,25 @@ SOAK_MINUTES ?= 10
 soak: plugins fixtures build node-image
 	SOAK_MINUTES=$(SOAK_MINUTES) $(CARGO) run --release -p toolhost-bench -- soak
 
-## Benchmarks (release build, loopback only, bounded in time).
+## Benchmarks (release build, loopback only, bounded in time): every part
+## of tests/bench/report.py (BENCH_PARTS=a,b for some), its output written
+## into docs/benchmarks.md's generated block with the machine, date and
+## commit; peers (direct HTTP, the MCP server, pdftotext, ImageMagick) run
+## side by side where they are installed.
+BENCH_PEERS := poppler-utils pandoc imagemagick mate-backgrounds wrk linux-perf
 bench: plugins build
-	$(CARGO) run --release -p toolhost-bench
+	@$(MAKE) --no-print-directory node-image || echo "warning: no Docker engine or node image: the nodes and services parts fail"
+	@missing=$$(for p in $(BENCH_PEERS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing the benchmarks' peers and tools: apt-get install" $$missing; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null || \
+	    (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null); \
+	  else echo "warning: missing $$missing (apt-get install them as root): their parts are skipped"; fi; \
+	fi
+	$(CARGO) build --release -p toolhost-bench
+	tests/venv.sh tests/httpapi/requirements.txt >/dev/null
+	python3 tests/bench/report.py
 
 clean:
 	$(CARGO) clean
