@@ -426,3 +426,64 @@ fn abuse_ends_the_bad_call_only_and_memory_stays_bounded() {
         "RSS grew from {rss_start} to {rss_end} KiB"
     );
 }
+
+/// A file operation that never returns (a FIFO named like a file, which a
+/// shell node of the session can make in the workspace): the plugin's calls
+/// run on threads of their own, so each such call ends at its time limit
+/// with `timeout`, and calls of every kind meanwhile, on the server's
+/// worker threads and on threads of their own, are answered as usual.
+#[test]
+fn a_file_that_never_opens_ends_its_call_only() {
+    let s = Server::start(
+        PluginsDir::new()
+            .add("calc", "calc")
+            .add("hostile", "hostile"),
+    );
+    let workspace = s.data.path().join("data/workspaces/test");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let fifo = workspace.join("notes.pdf");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let bg = background_calls(&s);
+    let started = std::time::Instant::now();
+    // More stuck calls than this machine has worker threads (two here).
+    let stuck: Vec<_> = (0..4)
+        .map(|_| {
+            let url = s.url("/tools/hostile_read_path/invoke");
+            std::thread::spawn(move || {
+                let r = reqwest::blocking::Client::new()
+                    .post(url)
+                    .header("x-toolhost-session", "test")
+                    .json(&json!({"params": {"path": "/workspace/notes.pdf"}}))
+                    .timeout(Duration::from_secs(30))
+                    .send()
+                    .unwrap();
+                (r.status().as_u16(), r.json::<Value>().unwrap())
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    // While they wait on the FIFO: the same plugin, and calc, answer.
+    let (status, out) = s.invoke("hostile_echo", json!({"value": "still here"}));
+    assert_eq!(status, 200, "{out}");
+    for handle in stuck {
+        let (status, out) = handle.join().unwrap();
+        assert_eq!((status, kind(&out)), (504, "timeout"), "{out}");
+    }
+    // The manifest's 2 s, and the grace the backstop gives it.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let (ok, failed) = bg.finish();
+    assert!(
+        ok > 20 && failed == 0,
+        "calc meanwhile: {ok} ok, {failed} failed"
+    );
+    // A writer lets the stuck threads go.
+    let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+}

@@ -517,6 +517,7 @@ async fn describe(
             (limits, &toolkit.sandbox()),
             None,
             &mut Default::default(),
+            false,
         )
         .await
         .map_err(|e| LoadError::Describe(format!("{} ({})", e, e.kind())))?;

@@ -81,7 +81,10 @@ impl WasmToolkit {
     }
 
     /// Run `op` in a fresh sandbox under `limits` and `sandbox`; what it
-    /// spent goes to `spent`.
+    /// spent goes to `spent`. `own_thread`: this runs on a thread of its own
+    /// (see [`WasmToolkit::invoke`]), where the guest's file operations may
+    /// block it.
+    #[allow(clippy::too_many_arguments)]
     pub async fn run(
         &self,
         op: Op<'_>,
@@ -90,9 +93,13 @@ impl WasmToolkit {
         (limits, sandbox): (&Limits, &Sandbox),
         progress: Option<crate::tool::ProgressSink>,
         spent: &mut Spent,
+        own_thread: bool,
     ) -> Result<OpResult, CallError> {
         let output = MemoryOutputPipe::new(OUTPUT_CAPTURE);
         let mut wasi = WasiCtxBuilder::new();
+        // On its own thread, a file operation (stat, open, a read) runs
+        // right there instead of hopping to the blocking pool and back.
+        wasi.allow_blocking_current_thread(own_thread);
         // Deny by default: no env (but what the manifest passes), no args, no
         // sockets, no name lookups (outbound HTTP goes through wasi:http and
         // the manifest's allow-list); stdio captured (stdin closed).
@@ -213,7 +220,57 @@ impl Toolkit for WasmToolkit {
         self.sandbox.view()
     }
 
+    /// A call of a plugin that mounts folders (the session workspace, its
+    /// assets) runs on a blocking-pool thread of its own, its file
+    /// operations on that thread: a retrieval call stats every document of
+    /// the workspace, and each stat was a hop to the pool and back (~60 us
+    /// here). A file operation that never ends (a FIFO named like a
+    /// document) holds that thread, as it held a pool thread before, and
+    /// the call still ends at its time limit. Other calls stay on the
+    /// worker: they have no file to touch.
     fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
+        let own_thread = self.access != Access::None || self.ctx.assets.is_some();
+        let limit_ms = call.limits.timeout_ms;
+        let work = self.call(call, own_thread);
+        if !own_thread {
+            return work;
+        }
+        let span = tracing::Span::current();
+        let runtime = tokio::runtime::Handle::current();
+        // Dropped with this future (the caller went away, the call was
+        // cancelled): the sandbox is dropped at its next yield, as a call on
+        // the worker would be.
+        let (_dropped, gone) = tokio::sync::oneshot::channel::<()>();
+        let guarded = async move {
+            tokio::select! {
+                result = work => result,
+                _ = gone => Err(CallError::Internal("the call was dropped".into())),
+            }
+        };
+        Box::pin(async move {
+            let _dropped = _dropped;
+            let thread =
+                tokio::task::spawn_blocking(move || runtime.block_on(guarded.instrument(span)));
+            let limit = Duration::from_millis(limit_ms) + 2 * BACKSTOP_GRACE;
+            match tokio::time::timeout(limit, thread).await {
+                Ok(Ok(result)) => result,
+                Ok(Err(e)) => Err(CallError::Internal(format!(
+                    "the call's thread failed: {e}"
+                ))),
+                // Its own deadlines did not end it: a file operation that
+                // does not return holds the thread.
+                Err(_) => Err(CallError::Timeout { limit_ms }),
+            }
+        })
+    }
+}
+
+impl WasmToolkit {
+    fn call(
+        self: Arc<Self>,
+        call: Invocation,
+        own_thread: bool,
+    ) -> BoxFuture<Result<Vec<Content>, CallError>> {
         let this = self;
         Box::pin(async move {
             let workspace = match this.access {
@@ -244,6 +301,7 @@ impl Toolkit for WasmToolkit {
                     (&call.limits, &sandbox),
                     call.progress,
                     &mut spent,
+                    own_thread,
                 )
                 .await;
             Usage::set(&call.usage.fuel, spent.fuel);
