@@ -125,12 +125,19 @@ impl Postings {
         let mut files = Vec::with_capacity(n_files.min(MAX_FILES));
         for _ in 0..n_files {
             let len = next(&mut at);
-            let name = bytes.get(at..at + len).ok_or_else(damaged)?;
+            let name = at
+                .checked_add(len)
+                .and_then(|end| bytes.get(at..end))
+                .ok_or_else(damaged)?;
             files.push(String::from_utf8_lossy(name).into_owned());
             at += len;
         }
         let n_chunks = next(&mut at);
-        if base < at + n_chunks * 12 {
+        if n_chunks
+            .checked_mul(12)
+            .and_then(|n| n.checked_add(at))
+            .is_none_or(|end| end > base)
+        {
             return Err(damaged());
         }
         let mut chunks = Vec::with_capacity(n_chunks);
@@ -151,12 +158,26 @@ impl Postings {
         let mut terms = Vec::with_capacity(n_terms.min(base / 12));
         for _ in 0..n_terms {
             let len = next(&mut at);
-            let range = at..at + len;
-            at += len;
+            let end = at
+                .checked_add(len)
+                .filter(|&e| e <= base)
+                .ok_or_else(damaged)?;
+            let range = at..end;
+            at = end;
             let (off, count) = (next(&mut at), next(&mut at));
-            terms.push((range, base + off * 8, count));
+            // Where its postings are, within the file (a damaged index must
+            // not make this overflow or read past the end).
+            let start = off.checked_mul(8).and_then(|o| o.checked_add(base));
+            let stop = count
+                .checked_mul(8)
+                .zip(start)
+                .and_then(|(n, s)| s.checked_add(n));
+            match (start, stop) {
+                (Some(start), Some(stop)) if stop <= size => terms.push((range, start, count)),
+                _ => return Err(damaged()),
+            }
         }
-        if at > base || terms.last().is_some_and(|t| t.1 + t.2 * 8 > size) {
+        if at > base {
             return Err(damaged());
         }
         Ok(Postings {

@@ -104,6 +104,11 @@ fn postings_are_read_from_the_file_term_by_term() {
     // A file shorter than its postings is refused when opened.
     std::fs::write(&path, &bytes[..bytes.len() - 4]).unwrap();
     assert!(Postings::open(&path).is_err());
+    // A term whose postings would lie past the end: refused when opened.
+    let mut bad = bytes.clone();
+    let count_at = bad.windows(3).position(|w| w == b"cat").unwrap() + 3 + 4;
+    bad[count_at..count_at + 4].copy_from_slice(&1_000_000u32.to_le_bytes());
+    assert!(Postings::decode(bad).is_err());
     // An index of the earlier format is rebuilt, not read.
     std::fs::write(&path, b"THKW\0\0\0\0").unwrap();
     assert!(Postings::open(&path).is_err());
