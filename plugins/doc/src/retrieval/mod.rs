@@ -401,7 +401,12 @@ impl Index {
                 .sum(),
             None => 0,
         };
-        if changed || !keyword_current(&self.dir) {
+        // Unchanged: the index as it is, unless it is missing or an
+        // earlier version's.
+        if !changed {
+            self.table = Postings::open(&self.dir.join("keyword.bin"))?;
+        }
+        if changed || self.table.is_none() {
             self.rebuild()?;
             write_json(&self.dir.join("state.json"), &self.state)?;
         }
@@ -469,9 +474,11 @@ impl Index {
 
     fn postings(&mut self) -> Result<&Postings, ToolError> {
         if self.table.is_none() {
-            self.table = Some(Postings::open(&self.dir.join("keyword.bin"))?);
+            self.table = Postings::open(&self.dir.join("keyword.bin"))?;
         }
-        Ok(self.table.as_ref().expect("just loaded"))
+        self.table
+            .as_ref()
+            .ok_or_else(|| ToolError::failed("cannot read the index: keyword.bin is missing"))
     }
 
     /// BM25 over the query's tokens: chunk ids with scores, best first.
@@ -514,16 +521,6 @@ impl Index {
         }
         Ok(hits)
     }
-}
-
-/// Whether `keyword.bin` is there in this version's format (an index an
-/// earlier version wrote is rebuilt from its chunks, nothing parsed again).
-fn keyword_current(dir: &Path) -> bool {
-    use std::io::Read;
-    let mut magic = [0u8; 4];
-    std::fs::File::open(dir.join("keyword.bin"))
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .is_ok_and(|()| &magic == postings::MAGIC)
 }
 
 fn message(e: &ToolError) -> String {

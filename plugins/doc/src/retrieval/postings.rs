@@ -9,17 +9,17 @@ use super::{B, K1, MAX_FILES};
 
 /// What `keyword.bin` starts with (the format: a dictionary of files, chunks
 /// and terms, its length given first, then every term's postings).
-pub(super) const MAGIC: &[u8; 4] = b"THK2";
+const MAGIC: &[u8; 4] = b"THK2";
 
 /// The inverted index: files, chunks (file, index, length in tokens) and for
-/// each term (sorted) where its postings (chunk, term frequency) are. Opened
-/// from a file, only the dictionary is read; a query reads the postings of
-/// its own terms (a 10,000-chunk index is ~10 MB, its dictionary ~1 MB).
+/// each term (sorted) where its postings (chunk, term frequency) are. Only
+/// the dictionary is read when opened; a query reads the postings of its
+/// own terms (a 10,000-chunk index is ~5 MB, its dictionary ~190 KB).
 pub struct Postings {
-    /// The dictionary (and, decoded from memory, the postings after it).
+    /// The dictionary.
     bytes: Vec<u8>,
-    /// Where the postings are read from when they are not in `bytes`.
-    file: Option<std::cell::RefCell<std::fs::File>>,
+    /// Where the postings are read from.
+    file: std::cell::RefCell<std::fs::File>,
     pub(super) files: Vec<String>,
     pub(super) chunks: Vec<(u32, u32, u32)>,
     /// Term → (its bytes in the dictionary, byte offset of its postings in
@@ -79,38 +79,37 @@ impl Postings {
     }
 
     /// The index of `path`: its dictionary read, its postings left in the
-    /// file for [`Postings::bm25`] to read term by term.
-    pub fn open(path: &std::path::Path) -> Result<Postings, ToolError> {
+    /// file for [`Postings::bm25`] to read term by term. None when there is
+    /// no index in this format (none yet, or an earlier version's: rebuilt
+    /// from the chunks); an error when it is damaged.
+    pub fn open(path: &std::path::Path) -> Result<Option<Postings>, ToolError> {
         use std::io::Read;
         let io = |e: std::io::Error| ToolError::failed(format!("cannot read the index: {e}"));
-        let mut file = std::fs::File::open(path).map_err(io)?;
+        let mut magic = [0u8; 4];
+        let Ok(mut file) =
+            std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic).map(|()| f))
+        else {
+            return Ok(None);
+        };
+        if &magic != MAGIC {
+            return Ok(None);
+        }
         let size = file.metadata().map_err(io)?.len() as usize;
-        let mut start = [0u8; 8];
-        file.read_exact(&mut start).map_err(|_| damaged())?;
-        let head = u32_at(&start, 4) as usize;
-        if &start[..4] != MAGIC || head > size - 8 {
+        let mut length = [0u8; 4];
+        file.read_exact(&mut length).map_err(|_| damaged())?;
+        let head = u32_at(&length, 0) as usize;
+        if head > size - 8 {
             return Err(damaged());
         }
-        let mut bytes = start.to_vec();
+        let mut bytes = [&magic[..], &length[..]].concat();
         bytes.resize(8 + head, 0);
         file.read_exact(&mut bytes[8..]).map_err(io)?;
-        let mut p = Postings::dictionary(bytes, size)?;
-        p.file = Some(std::cell::RefCell::new(file));
-        Ok(p)
+        Postings::dictionary(bytes, size, file).map(Some)
     }
 
-    /// The index from all of `keyword.bin`'s bytes.
-    pub fn decode(bytes: Vec<u8>) -> Result<Postings, ToolError> {
-        let size = bytes.len();
-        Postings::dictionary(bytes, size)
-    }
-
-    /// Parse the dictionary at the start of `bytes` (of a file of `size`
-    /// bytes), checking that every term's postings lie within the file.
-    fn dictionary(bytes: Vec<u8>, size: usize) -> Result<Postings, ToolError> {
-        if !bytes.starts_with(MAGIC) {
-            return Err(damaged());
-        }
+    /// Parse the dictionary `bytes` of `file` (`size` bytes), checking that
+    /// every term's postings lie within the file.
+    fn dictionary(bytes: Vec<u8>, size: usize, file: std::fs::File) -> Result<Postings, ToolError> {
         let base = 8 + u32_at(&bytes, 4) as usize;
         if bytes.len() < base {
             return Err(damaged());
@@ -182,7 +181,7 @@ impl Postings {
         }
         Ok(Postings {
             bytes,
-            file: None,
+            file: std::cell::RefCell::new(file),
             files,
             avg_len: total_len as f64 / n_chunks.max(1) as f64,
             chunks,
@@ -192,21 +191,14 @@ impl Postings {
 
     /// The postings of the term at `at` (byte offset), `count` of them:
     /// (chunk, term frequency) pairs, 8 bytes each.
-    fn read(&self, at: usize, count: usize) -> Result<std::borrow::Cow<'_, [u8]>, ToolError> {
+    fn read(&self, at: usize, count: usize) -> Result<Vec<u8>, ToolError> {
         use std::io::{Read, Seek, SeekFrom};
-        let Some(file) = &self.file else {
-            return self
-                .bytes
-                .get(at..at + count * 8)
-                .map(std::borrow::Cow::Borrowed)
-                .ok_or_else(damaged);
-        };
-        let mut file = file.borrow_mut();
+        let mut file = self.file.borrow_mut();
         let mut out = vec![0u8; count * 8];
         file.seek(SeekFrom::Start(at as u64))
             .and_then(|_| file.read_exact(&mut out))
             .map_err(|_| damaged())?;
-        Ok(std::borrow::Cow::Owned(out))
+        Ok(out)
     }
 
     fn term(&self, t: &str) -> Option<(usize, usize)> {

@@ -39,6 +39,14 @@ fn index_is_incremental_and_ranks_by_bm25() {
     assert_eq!(top[0].file, "dogs.txt", "{top:?}");
     let zh = index.keyword("人工智能", &Scope::new(None), 5).unwrap();
     assert_eq!(index.hits(&zh).unwrap()[0].file, "zh.txt");
+    // An earlier version's keyword index is rebuilt from the chunks,
+    // nothing parsed again.
+    std::fs::write(root.join(INDEX_DIR).join("keyword.bin"), b"THKW\0\0\0\0").unwrap();
+    let mut index = Index::open(root).unwrap();
+    let r = index.sync(None, false).unwrap();
+    assert!(r.updated.is_empty(), "{r:?}");
+    let hits = index.keyword("barking dog", &Scope::new(None), 5).unwrap();
+    assert_eq!(index.hits(&hits).unwrap()[0].file, "dogs.txt");
     // Only the changed file is parsed again; a deleted one is forgotten.
     let mut index = Index::open(root).unwrap();
     let r = index.sync(None, false).unwrap();
@@ -66,16 +74,25 @@ fn fusion_rewards_agreement() {
     assert_eq!(fused[0].0, 2);
 }
 
+/// `bytes` as `keyword.bin` in a folder of its own, opened.
+fn opened(bytes: &[u8]) -> (tempfile::TempDir, Result<Option<Postings>, ToolError>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("keyword.bin");
+    std::fs::write(&path, bytes).unwrap();
+    let p = Postings::open(&path);
+    (dir, p)
+}
+
 #[test]
 fn damaged_index_is_a_clear_error() {
-    assert!(Postings::decode(b"junk".to_vec()).is_err());
+    assert!(opened(b"THK2junk").1.is_err());
     let mut b = Postings::encode(
         &["a".into()],
         &[(0, 0, 3)],
         &BTreeMap::from([("x".into(), vec![(0, 1)])]),
     );
     b.truncate(b.len() - 3);
-    assert!(Postings::decode(b).is_err());
+    assert!(opened(&b).1.is_err());
 }
 
 #[test]
@@ -87,32 +104,38 @@ fn postings_are_read_from_the_file_term_by_term() {
         ("dog".to_owned(), vec![(1, 1)]),
     ]);
     let bytes = Postings::encode(&files, &chunks, &terms);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("keyword.bin");
-    std::fs::write(&path, &bytes).unwrap();
-    let opened = Postings::open(&path).unwrap();
-    let decoded = Postings::decode(bytes.clone()).unwrap();
-    for q in [
-        &["cat".to_owned()][..],
-        &["dog".to_owned(), "cat".to_owned()],
-    ] {
-        let a = opened.bm25(q, |_| true, 10).unwrap();
-        let b = decoded.bm25(q, |_| true, 10).unwrap();
-        assert_eq!(a, b);
-        assert!(!a.is_empty());
-    }
+    let (_dir, p) = opened(&bytes);
+    let p = p.unwrap().unwrap();
+    let ids = |q: &[&str]| -> Vec<usize> {
+        let q: Vec<String> = q.iter().map(|t| t.to_string()).collect();
+        p.bm25(&q, |_| true, 10)
+            .unwrap()
+            .into_iter()
+            .map(|(c, _)| c)
+            .collect()
+    };
+    // Each term's own postings, ranked by BM25: the shorter chunk with the
+    // term twice first.
+    assert_eq!(ids(&["cat"]), [0, 2]);
+    assert_eq!(ids(&["dog"]), [1]);
+    let mut both = ids(&["dog", "cat"]);
+    both.sort();
+    assert_eq!(both, [0, 1, 2]);
+    assert!(ids(&["bird"]).is_empty());
     // A file shorter than its postings is refused when opened.
-    std::fs::write(&path, &bytes[..bytes.len() - 4]).unwrap();
-    assert!(Postings::open(&path).is_err());
+    assert!(opened(&bytes[..bytes.len() - 4]).1.is_err());
     // A term whose postings would lie past the end: refused when opened.
     let mut bad = bytes.clone();
     let count_at = bad.windows(3).position(|w| w == b"cat").unwrap() + 3 + 4;
     bad[count_at..count_at + 4].copy_from_slice(&1_000_000u32.to_le_bytes());
-    assert!(Postings::decode(bad).is_err());
-    // An index of the earlier format is rebuilt, not read.
-    std::fs::write(&path, b"THKW\0\0\0\0").unwrap();
-    assert!(Postings::open(&path).is_err());
-    assert!(!keyword_current(dir.path()));
-    std::fs::write(&path, &bytes).unwrap();
-    assert!(keyword_current(dir.path()));
+    assert!(opened(&bad).1.is_err());
+    // No index, or an earlier version's: none, to be rebuilt, not read.
+    assert!(opened(b"THKW\0\0\0\0").1.unwrap().is_none());
+    assert!(opened(b"").1.unwrap().is_none());
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        Postings::open(&dir.path().join("keyword.bin"))
+            .unwrap()
+            .is_none()
+    );
 }
