@@ -30,12 +30,25 @@ TOOLHOST_BIN ?= $(CURDIR)/target/debug/toolhost
 # `code` (code_interpreter, routing to the notebook or python_run).
 TOOLKITS     := shell notebook browser imagecompress code
 
-.PHONY: image browser registry fuzz soak run test kubernetes py-unit py-client js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build lint bench clean docker node-image driver-test
+.PHONY: image browser registry fuzz soak run test kubernetes py-unit py-client js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build prepare lint bench clean docker node-image driver-test
 
 ## Serve the example plugins on $(BIND) (release build). The heavy tools need the
 ## Docker engine and the node image: built here when missing (once, ~2 min);
 ## without them the server still serves the wasm tools.
-run: build
+## The release build is CPU-bound; what waits on the network and the disk
+## (`prepare`: the C toolchain, the embedding model, the Python and JavaScript
+## plugins with their componentizers, Docker and the node image) runs beside
+## it, logged to target/prepare.log, and is checked again (up to date, or done
+## and reported) by the steps after the build.
+run:
+	@mkdir -p target
+	@echo "make run: the release build; beside it, \`make prepare\` (target/prepare.log)"
+	@setsid $(MAKE) --no-print-directory prepare > target/prepare.log 2>&1 & prep=$$!; \
+	  trap 'kill -TERM -- -$$prep 2>/dev/null' INT TERM; \
+	  $(MAKE) --no-print-directory build; built=$$?; \
+	  if kill -0 $$prep 2>/dev/null; then echo "make run: waiting for \`make prepare\` (target/prepare.log)"; fi; \
+	  wait $$prep && tail -n 1 target/prepare.log || echo "make run: \`make prepare\` failed (target/prepare.log); its steps are retried below"; \
+	  exit $$built
 	@$(MAKE) --no-print-directory plugins TOOLHOST_BIN=$(CURDIR)/target/release/toolhost
 	@$(MAKE) --no-print-directory node-image || echo "warning: no Docker engine or node image: shell/notebook/browser tools will answer 503"
 	$(CARGO) run --release -p toolhost -- serve --bind $(BIND) --plugins target/plugins --data target/data
@@ -119,6 +132,16 @@ plugins: guests c-toolchain
 	$(TOOLHOST_BIN) precompile --plugins target/plugins --data target/data
 	@ls -l target/plugins
 
+## What `make run` does beside the release build (see `run`): each step is
+## skipped when done already; a node image that cannot be built is left to
+## `run` to report.
+prepare: wasm-target c-toolchain
+	@plugins/doc/fetch-model.sh target/plugins/.models/all-minilm-l6-v2
+	@for p in $(PY_PLUGINS); do sdk/python/build.sh plugins/$$p target/plugins || exit 1; done
+	@for p in $(JS_PLUGINS); do sdk/js/build.sh plugins/$$p target/plugins || exit 1; done
+	@$(MAKE) --no-print-directory node-image
+	@echo "make prepare: done at $$(date +%T)"
+
 ## Test fixtures into target/fixtures/ (kept out of the served examples).
 fixtures: guests c-toolchain
 	@mkdir -p target/fixtures
@@ -161,8 +184,10 @@ c-unit:
 kubernetes: host-bin
 	TOOLHOST_BIN=$(TOOLHOST_BIN) tests/k8s/manifests/run.sh
 
+## The release binary; cargo's report of each crate's build time is left in
+## target/cargo-timings/cargo-timing.html.
 build:
-	$(CARGO) build --release -p toolhost
+	$(CARGO) build --release -p toolhost --timings
 	@deploy/split-debug.sh target/release/toolhost
 
 ## Headless Chromium and its WebDriver (Debian's chromium, chromium-driver;
