@@ -77,6 +77,7 @@ def measure(tools):
             r = conn.getresponse()
             data = r.read()
             assert r.status == 200 and b'"tools"' in data, (r.status, data[:200])
+            return data
 
         cases = {
             "calc invoke": lambda: req("POST", "/tools/calc_evaluate/invoke", invoke),
@@ -87,18 +88,18 @@ def measure(tools):
             "GET /tools?format=mcp": lambda: req("GET", "/tools?format=mcp"),
             "MCP tools/list": mcp_list,
         }
-        out = {}
+        out, sizes = {}, {}
         for name, call in cases.items():
             listing = name.startswith("GET /tools?") or name in ("GET /tools", "MCP tools/list")
             rounds = max(ROUNDS // max(tools // 100, 1), 5) if listing else ROUNDS
             for _ in range(10):
-                call()
+                sizes[name] = len(call())
             ms = []
             for _ in range(rounds):
                 t0 = time.perf_counter()
                 call()
                 ms.append((time.perf_counter() - t0) * 1000)
-            out[name] = statistics.median(ms)
+            out[name] = (statistics.median(ms), sizes[name])
         return len(listed), out
     finally:
         server.stop()
@@ -109,9 +110,9 @@ def main():
     rows = [(n, *measure(n)) for n in (10, 1000, 10000)]
     for n, listed, out in rows:
         print(f"-- {listed} tools")
-        for name, ms in out.items():
+        for name, (ms, size) in out.items():
             whole = name.startswith("GET /tools") and "{id}" not in name or name == "MCP tools/list"
-            per = f"  ({ms * 1000 / listed:.2f} us per tool)" if whole else ""
+            per = f"  ({ms * 1000 / listed:.2f} us per tool, {size / 1e6:.2f} MB)" if whole else ""
             print(f"   {name:28s} {ms:9.3f} ms{per}")
 
 

@@ -15,6 +15,7 @@ pub mod formats;
 pub mod front;
 pub mod guard;
 pub mod health;
+pub mod made;
 pub mod mcp;
 pub mod native;
 pub mod observe;

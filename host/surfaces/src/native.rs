@@ -3,7 +3,7 @@
 use super::render::success_body;
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 use super::body::JsonBody;
 use super::error::ApiError;
 use super::formats::{self, Listing, McpTool, OpenAi, Summary};
+use super::made::{self, PerEntry};
 use crate::auth::Who;
 use crate::state::AppState;
 use toolhost_core::callers::Caller;
@@ -100,12 +101,14 @@ async fn list_tools(
         None | Some("native") => serde_json::to_vec(&Listing {
             tools: tools.iter().map(|t| Summary::of(t)).collect(),
         }),
-        Some("openai") => serde_json::to_vec(&Listing {
-            tools: tools.iter().map(|t| OpenAi::of(t)).collect(),
-        }),
-        Some("mcp") => serde_json::to_vec(&Listing {
-            tools: tools.iter().map(|t| McpTool::of(t)).collect(),
-        }),
+        // Each tool's definition is written once and kept while its entry
+        // lives ([`made`]); the list is those bytes joined.
+        Some("openai") => Ok(made::listing(
+            &OPENAI.of(tools.iter(), |t| piece(t, &OpenAi::of(t))),
+        )),
+        Some("mcp") => Ok(made::listing(
+            &MCP.of(tools.iter(), |t| piece(t, &McpTool::of(t))),
+        )),
         Some("lagent") => serde_json::to_vec(&Listing {
             tools: formats::lagent(&catalog.toolkits(), &tools),
         }),
@@ -117,6 +120,21 @@ async fn list_tools(
     }
     .map_err(|e| ApiError::from(CallError::Internal(e.to_string())))?;
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+/// Each tool's OpenAI and MCP definitions, as JSON.
+static OPENAI: LazyLock<PerEntry<Arc<[u8]>>> = LazyLock::new(PerEntry::default);
+static MCP: LazyLock<PerEntry<Arc<[u8]>>> = LazyLock::new(PerEntry::default);
+
+/// `listed` as JSON, or nothing (logged: the tool is left out of the list).
+fn piece(t: &ToolEntry, listed: &impl serde::Serialize) -> Option<Arc<[u8]>> {
+    match serde_json::to_vec(listed) {
+        Ok(bytes) => Some(bytes.into()),
+        Err(e) => {
+            tracing::warn!(tool = %t.id, error = %e, "tool left out of GET /tools");
+            None
+        }
+    }
 }
 
 /// The statuses, for error messages.

@@ -132,8 +132,9 @@ fn a_toolkit_that_cannot_run_is_listed_unavailable_and_answers_503() {
 /// end: a `[mock]` folder dropped into a running server is served on the
 /// native API, XAgent's protocol and MCP, its answers filled from the
 /// input; `fail` is a tool error; a bad manifest is `failed` with the
-/// reason while the others serve; an edit is hot-reloaded; a removal takes
-/// its tools. A `[mock]` folder never goes to another folder backend.
+/// reason while the others serve; an edit is hot-reloaded, and every list
+/// (native OpenAI and MCP formats, MCP's tools/list, each keeping what it
+/// made of a tool) describes the new version; a removal takes its tools. A `[mock]` folder never goes to another folder backend.
 #[test]
 fn mock_toolkits_are_served_on_every_surface() {
     let s = Server::start(PluginsDir::new().add("calc", "calc"));
@@ -204,13 +205,46 @@ fail = "no alerts service for {city}"
     assert!(failed.is_some(), "{:?}", s.plugin("weather"));
     let (status, _) = s.invoke("weather_forecast", json!({"city": "Oslo"}));
     assert_eq!(status, 200);
-    // A good edit is hot-reloaded.
-    std::fs::write(dir.join("weather.toml"), manifest.replace("sunny", "rain")).unwrap();
+    // What each list says of the tool (the lists keep what they made of
+    // it until it is reloaded): native OpenAI and MCP formats, MCP's
+    // tools/list.
+    let described = |mcp: &toolhost_e2e::mcp::McpClient| {
+        let (_, openai) = s.get("/tools?format=openai");
+        let (_, native_mcp) = s.get("/tools?format=mcp");
+        let listed = mcp.request(8, "tools/list", json!({}));
+        let pick = |list: &Value, name: &str| {
+            list.as_array()
+                .and_then(|l| l.iter().find(|t| t["name"] == "weather_forecast"))
+                .map(|t| t[name].clone())
+                .unwrap_or(Value::Null)
+        };
+        let openai = openai["tools"]
+            .as_array()
+            .and_then(|l| {
+                l.iter()
+                    .find(|t| t["function"]["name"] == "weather_forecast")
+            })
+            .map(|t| t["function"]["description"].clone());
+        [
+            openai.unwrap_or(Value::Null),
+            pick(&native_mcp["tools"], "description"),
+            pick(&listed["result"]["tools"], "description"),
+        ]
+    };
+    let before = json!("Tomorrow's forecast for a city.");
+    assert_eq!(described(&mcp), [before.clone(), before.clone(), before]);
+    // A good edit is hot-reloaded, and every list says what it now is.
+    let edited = manifest
+        .replace("sunny", "rain")
+        .replace("Tomorrow's forecast", "The forecast");
+    std::fs::write(dir.join("weather.toml"), edited).unwrap();
     let reloaded = wait_for(WAIT, || {
         let (_, out) = s.invoke("weather_forecast", json!({"city": "Oslo"}));
         (out["result"]["sky"] == "rain").then_some(())
     });
     assert!(reloaded.is_some(), "{}", s.log());
+    let after = json!("The forecast for a city.");
+    assert_eq!(described(&mcp), [after.clone(), after.clone(), after]);
     // Removed: its tools go.
     std::fs::remove_dir_all(&dir).unwrap();
     let gone = wait_for(WAIT, || {

@@ -3,46 +3,23 @@
 //! shared) instead of turning each into JSON and back on every request
 //! (docs/benchmarks.md#costs-that-stay-flat).
 
-use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::sync::{Arc, LazyLock};
 
 use rmcp::model::Tool;
 use serde_json::Value;
 
 use super::tasks;
 use crate::formats;
+use crate::made::PerEntry;
 use toolhost_core::catalog::ToolEntry;
 
-/// An MCP tool and the entry it was made from.
-type Made = (Weak<ToolEntry>, Tool);
-
-/// Each tool id's MCP tool.
-static MADE: LazyLock<Mutex<HashMap<String, Made>>> = LazyLock::new(Mutex::default);
+/// Each tool's MCP tool.
+static MADE: LazyLock<PerEntry<Tool>> = LazyLock::new(PerEntry::default);
 
 /// The MCP tools of `entries`, in order; an entry whose definition MCP
 /// cannot carry is left out (logged).
 pub fn tools_of(entries: &[&Arc<ToolEntry>]) -> Vec<Tool> {
-    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
-    let tools = entries
-        .iter()
-        .filter_map(|entry| {
-            // The same entry, alive: its address is its own.
-            if let Some((from, tool)) = made.get(&entry.id)
-                && from.upgrade().is_some_and(|e| Arc::ptr_eq(&e, entry))
-            {
-                return Some(tool.clone());
-            }
-            let tool = make(entry)?;
-            made.insert(entry.id.clone(), (Arc::downgrade(entry), tool.clone()));
-            Some(tool)
-        })
-        .collect();
-    // Entries gone (a toolkit replaced or removed) are forgotten once they
-    // outnumber the living.
-    if made.len() > 2 * entries.len() + 64 {
-        made.retain(|_, (from, _)| from.strong_count() > 0);
-    }
-    tools
+    MADE.of(entries.iter().copied(), make)
 }
 
 fn make(entry: &ToolEntry) -> Option<Tool> {
