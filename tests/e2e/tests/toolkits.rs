@@ -134,7 +134,8 @@ fn a_toolkit_that_cannot_run_is_listed_unavailable_and_answers_503() {
 /// input; `fail` is a tool error; a bad manifest is `failed` with the
 /// reason while the others serve; an edit is hot-reloaded, and every list
 /// (native OpenAI and MCP formats, MCP's tools/list, each keeping what it
-/// made of a tool) describes the new version; a removal takes its tools. A `[mock]` folder never goes to another folder backend.
+/// made of a tool) describes the new version; a removal takes its tools. A
+/// `[mock]` folder never goes to another folder backend.
 #[test]
 fn mock_toolkits_are_served_on_every_surface() {
     let s = Server::start(PluginsDir::new().add("calc", "calc"));
