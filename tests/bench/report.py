@@ -60,6 +60,8 @@ PARTS = [
      [BENCH, "registry"]),
     ("written", "an MCP call with 0 / 10 / 1,000 / 10,000 files in the session workspace",
      ["python3", "tests/bench/written_walk.py"]),
+    ("subscribed", "how soon an MCP client subscribed to a workspace file hears it changed",
+     ["python3", "tests/bench/subscribed.py"]),
     ("catalog", "a call, a lookup and the lists with 10 / 1,000 / 10,000 tools",
      ["python3", "tests/bench/scale_tools.py"]),
     ("documents", "doc_parser against poppler's pdftotext and pandoc on the same documents",
@@ -124,6 +126,8 @@ def run_part(name, what, command, timeout):
         output, code = str(e), "not run"
     took = time.monotonic() - started
     sys.stdout.write(output)
+    # A server's coloured log lines, as text.
+    output = re.sub(r"\x1b\[[0-9;]*m", "", output)
     outcome = "ok" if code == 0 else f"failed ({code})"
     if code == 0 and re.search(r"^SKIPPED", output, re.M):
         outcome = "skipped"

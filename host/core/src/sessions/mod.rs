@@ -133,6 +133,9 @@ pub struct Session {
     /// What the session's calls log for its clients (plugin logs, Docker
     /// nodes' notes): bounded, a slow listener loses the oldest records.
     logs: tokio::sync::broadcast::Sender<LogRecord>,
+    /// Told of each write to the workspace while it is watched
+    /// ([`Session::watch_changes`]).
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 /// A log record of one of a session's calls, for the session's clients
@@ -359,6 +362,7 @@ impl Sessions {
             last_used: AtomicU64::new(self.now_ms()),
             marked: AtomicU64::new(0),
             logs: tokio::sync::broadcast::channel(LOG_BUFFER).0,
+            changes: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -569,6 +573,7 @@ fn remove_dir_if_exists(path: &Path) -> io::Result<()> {
     }
 }
 
+mod changes;
 mod config;
 pub use config::SessionsConfig;
 mod reap;

@@ -45,7 +45,7 @@ impl Drop for Running {
 }
 
 /// What [`Watcher::start`] found.
-enum Start {
+pub(super) enum Start {
     /// Watched: events after this one are the call's.
     Told(u64),
     /// Not watched yet: to be watched anew, on a blocking thread.
@@ -78,12 +78,14 @@ impl Session {
         if seen_here && let Some(watcher) = watcher() {
             // A workspace watched already costs a lock and a read that
             // does not wait; watching one anew walks its directories.
-            let told = match watcher.start(self, false) {
+            let told = match watcher.start(self, false, true) {
                 Start::Told(since) => Some(since),
                 Start::Walk => None,
                 Start::Watch => {
                     let session = self.clone();
-                    match tokio::task::spawn_blocking(move || watcher.start(&session, true)).await {
+                    match tokio::task::spawn_blocking(move || watcher.start(&session, true, true))
+                        .await
+                    {
                         Ok(Start::Told(since)) => Some(since),
                         _ => None,
                     }
@@ -202,7 +204,7 @@ pub(super) fn written_since(
 static WATCHER: OnceLock<Option<Watcher>> = OnceLock::new();
 
 /// The process's watcher, made on first use; none when inotify cannot be had.
-fn watcher() -> Option<&'static Watcher> {
+pub(super) fn watcher() -> Option<&'static Watcher> {
     WATCHER.get_or_init(Watcher::new).as_ref()
 }
 
@@ -218,7 +220,7 @@ const FILE_EVENTS: WatchMask = WatchMask::CREATE
     .union(WatchMask::ONLYDIR)
     .union(WatchMask::DONT_FOLLOW);
 
-struct Watcher {
+pub(super) struct Watcher {
     state: Mutex<State>,
 }
 
@@ -242,6 +244,8 @@ struct Watched {
     /// Its calls running now; the files written while none runs are no
     /// call's and are not kept.
     calls: usize,
+    /// The session's own: told of every event of the workspace.
+    changes: tokio::sync::watch::Sender<u64>,
     /// Files written while calls ran, with the event's number.
     written: HashMap<String, u64>,
     /// Events since this one cannot be told (a directory could not be
@@ -282,10 +286,11 @@ impl Watcher {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A call of `session` starts: the events read so far, its workspace
-    /// watched (made so on its first call when `anew`; else none for a
-    /// workspace not watched yet); none when it cannot be.
-    fn start(&self, session: &Session, anew: bool) -> Start {
+    /// A call of `session` starts (counted when `call`, else only watched):
+    /// the events read so far, its workspace watched (made so on its first
+    /// call when `anew`; else none for a workspace not watched yet); none
+    /// when it cannot be.
+    pub(super) fn start(&self, session: &Session, anew: bool, call: bool) -> Start {
         let mut state = self.lock();
         state.drain();
         let owner = owner_of(session);
@@ -307,6 +312,7 @@ impl Watcher {
                     owner,
                     root: root.clone(),
                     calls: 0,
+                    changes: session.changes.clone(),
                     written: HashMap::new(),
                     lost: None,
                     walked: false,
@@ -317,7 +323,7 @@ impl Watcher {
         let seq = state.seq;
         match state.workspaces.get_mut(session.id()) {
             Some(watched) if watched.lost.is_none() => {
-                watched.calls += 1;
+                watched.calls += usize::from(call);
                 Start::Told(seq)
             }
             _ => Start::Walk,
@@ -426,6 +432,7 @@ impl State {
         if mask.contains(EventMask::Q_OVERFLOW) {
             for watched in self.workspaces.values_mut() {
                 watched.lost = Some(seq);
+                watched.changes.send_modify(told);
             }
             tracing::warn!(
                 "the kernel's queue of workspace writes overflowed: calls running now list no written files"
@@ -438,14 +445,22 @@ impl State {
             // calls running now cannot all be told, and the next call
             // watches it anew.
             if let Some((session, prefix)) = self.dirs.remove(&wd)
-                && prefix.is_empty()
                 && let Some(watched) = self.workspaces.get_mut(&session)
             {
-                watched.lost = Some(seq);
+                if prefix.is_empty() {
+                    watched.lost = Some(seq);
+                }
+                watched.changes.send_modify(told);
             }
             return;
         }
-        let (Some((session, dir)), Some(name)) = (self.dirs.get(&wd), name) else {
+        let Some((session, dir)) = self.dirs.get(&wd) else {
+            return;
+        };
+        if let Some(watched) = self.workspaces.get(session) {
+            watched.changes.send_modify(told);
+        }
+        let Some(name) = name else {
             return;
         };
         let (session, path) = (session.clone(), format!("{dir}{name}"));
@@ -522,6 +537,11 @@ impl State {
         }
         files
     }
+}
+
+/// One more event told to a workspace's watchers.
+fn told(n: &mut u64) {
+    *n = n.wrapping_add(1);
 }
 
 fn name_of(name: &OsStr) -> String {

@@ -190,3 +190,45 @@ async fn a_workspace_replaced_while_a_call_runs_lists_what_changed_since_it_star
         ["keep/next.txt"]
     );
 }
+
+#[tokio::test]
+async fn a_subscriber_is_told_of_each_write_as_it_happens_without_being_a_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = Sessions::new(dir.path(), Duration::from_secs(60)).unwrap();
+    let (session, _) = sessions.open(&Caller::anonymous(), None).unwrap();
+    assert!(session.watch_changes().await.is_none(), "no workspace yet");
+    let ws = session.workspace().unwrap().to_owned();
+    std::fs::create_dir_all(ws.join("d")).unwrap();
+    let mut changes = session.watch_changes().await.expect("watched");
+    let told = |changes: &mut tokio::sync::watch::Receiver<u64>| {
+        let mut changes = changes.clone();
+        async move { tokio::time::timeout(Duration::from_secs(5), changes.changed()).await }
+    };
+    let quiet = tokio::time::timeout(Duration::from_millis(100), changes.changed()).await;
+    assert!(quiet.is_err(), "nothing written: nothing told");
+
+    std::fs::write(ws.join("d/x.txt"), "x").unwrap();
+    assert!(
+        told(&mut changes).await.is_ok(),
+        "a write in a subdirectory"
+    );
+    changes.borrow_and_update();
+    // A directory made since: watched too.
+    std::fs::create_dir_all(ws.join("new")).unwrap();
+    told(&mut changes).await.unwrap().unwrap();
+    changes.borrow_and_update();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    changes.borrow_and_update();
+    std::fs::write(ws.join("new/y.txt"), "y").unwrap();
+    told(&mut changes).await.unwrap().unwrap();
+
+    // Watching is not a running call: what is written meanwhile is kept
+    // for no call, and a call still sees only its own writes.
+    let watcher = watcher().unwrap();
+    assert_eq!(watcher.lock().workspaces[session.id()].calls, 0);
+    assert!(watcher.lock().workspaces[session.id()].written.is_empty());
+    let before = session.watch_writes(true).await;
+    std::fs::write(ws.join("call.txt"), "c").unwrap();
+    assert_eq!(paths(&session.writes_since(before).await), ["call.txt"]);
+    assert_eq!(watcher.lock().workspaces[session.id()].calls, 0);
+}

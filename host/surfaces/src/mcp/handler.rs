@@ -521,10 +521,11 @@ impl ServerHandler for McpHandler {
             Some((session, watched))
         };
         let shutdown = self.state.shutdown.clone();
+        let mut wake = logging::Wake::default();
         loop {
             let look = async {
-                match watched {
-                    Some(_) => tokio::time::sleep(logging::WATCH_EVERY).await,
+                match &watched {
+                    Some((session, _)) => wake.next(session).await,
                     None => std::future::pending().await,
                 }
             };

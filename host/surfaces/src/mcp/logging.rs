@@ -7,7 +7,10 @@
 //!   go out a second.
 //! - `notifications/resources/updated` for the workspace files it
 //!   subscribed to, whoever changed them (a wasm tool, the shell, an upload):
-//!   the files are looked at every [`WATCH_EVERY`].
+//!   the files are looked at when the kernel tells of a write in the
+//!   workspace ([`Wake`]), at most every [`LOOK_GAP`], and every
+//!   [`LOOK_ANYWAY`] besides; every [`WATCH_EVERY`] while writes cannot be
+//!   told (no workspace yet, no inotify).
 #![expect(deprecated, reason = "logging stays in 2025-11-25, which we serve")]
 
 use std::collections::HashMap;
@@ -27,8 +30,14 @@ use toolhost_core::sessions::Session;
 
 /// Log notifications sent a second at most; the rest are dropped (counted).
 const MAX_LOGS_PER_SECOND: u32 = 100;
-/// How often subscribed files are looked at.
+/// How often subscribed files are looked at while the workspace's writes
+/// cannot be told.
 pub const WATCH_EVERY: Duration = Duration::from_millis(250);
+/// Subscribed files are looked at no more often than this (a burst of
+/// writes is one look).
+pub const LOOK_GAP: Duration = Duration::from_millis(20);
+/// ... and at least this often (writes this machine's kernel does not see).
+pub const LOOK_ANYWAY: Duration = Duration::from_secs(2);
 /// Resources one MCP session may subscribe to.
 pub const MAX_SUBSCRIPTIONS: usize = 256;
 
@@ -161,9 +170,10 @@ impl Logging {
         let watched = self.watched.clone();
         let shutdown = state.shutdown.clone();
         *watcher = Some(tokio::spawn(async move {
+            let mut wake = Wake::default();
             loop {
                 tokio::select! {
-                    () = tokio::time::sleep(WATCH_EVERY) => {}
+                    () = wake.next(&session) => {}
                     () = shutdown.cancelled() => return,
                 }
                 for uri in changed(&session, &watched) {
@@ -183,6 +193,40 @@ impl Logging {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(uri);
+    }
+}
+
+/// When a session's subscribed files are to be looked at again: after a
+/// write the kernel tells of in its workspace, else after [`WATCH_EVERY`].
+#[derive(Default)]
+pub struct Wake {
+    changes: Option<tokio::sync::watch::Receiver<u64>>,
+    last: Option<Instant>,
+}
+
+impl Wake {
+    /// Wait until the files may have changed.
+    pub async fn next(&mut self, session: &Arc<Session>) {
+        if let Some(last) = self.last {
+            tokio::time::sleep_until((last + LOOK_GAP).into()).await;
+        }
+        // Watched again if the workspace was replaced; the receiver kept
+        // holds what came since the last look.
+        match (session.watch_changes().await, self.changes.as_mut()) {
+            (Some(_), Some(changes)) => {
+                tokio::select! {
+                    told = changes.changed() => if told.is_err() { self.changes = None },
+                    () = tokio::time::sleep(LOOK_ANYWAY) => {}
+                }
+            }
+            // Told from now on: look once at what came before.
+            (Some(changes), None) => self.changes = Some(changes),
+            (None, _) => {
+                self.changes = None;
+                tokio::time::sleep(WATCH_EVERY).await;
+            }
+        }
+        self.last = Some(Instant::now());
     }
 }
 
