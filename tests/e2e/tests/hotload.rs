@@ -349,7 +349,17 @@ fn restarts_use_the_compile_cache_and_survive_a_damaged_entry() {
         v.sort();
         v
     };
-    assert_eq!(entries().len(), 2);
+    // Stored behind the load (a swap does not wait for the disk).
+    let stored = std::time::Instant::now();
+    let written = |v: Vec<std::path::PathBuf>| {
+        v.len() == 2
+            && v.iter()
+                .all(|p| p.extension().is_some_and(|e| e == "cwasm"))
+    };
+    while !written(entries()) && stored.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(written(entries()), "{:?}", entries());
 
     // A stale entry (another engine) and an orphan are pruned at start-up.
     std::fs::write(cache.join("0123-feedfacefeedface.cwasm"), b"old engine").unwrap();

@@ -9,7 +9,8 @@ pub struct PluginsConfig {
     /// Watch the plugins directory and load, reload and unload plugins as
     /// their files change.
     pub watch: bool,
-    /// Quiet time after a plugin's last file event before it is loaded, ms.
+    /// Quiet time after a plugin's last file event before it is loaded, ms
+    /// (after a file closed from writing or renamed into place, 5 ms at most).
     pub debounce_ms: u64,
     /// Full rescan of the directory every this many seconds (0: never); a
     /// safety net for file events the kernel dropped.

@@ -6,7 +6,9 @@
 //! directory's child it is in), events are grouped per entry, and an entry is
 //! reconciled once its files have been quiet for the debounce interval, so a `cp` that writes in many
 //! chunks, or a manifest and a component renamed into place one after the
-//! other, load once, complete. A half-written file that happens to be read
+//! other, load once, complete. A file closed after writing or renamed into
+//! place is complete: its entry waits only [`SETTLE`] for a companion file
+//! (a manifest moved in beside it), not the whole debounce. A half-written file that happens to be read
 //! anyway just fails to load ("not yet valid") and is loaded again when the
 //! write's last events arrive. A periodic rescan catches anything the kernel
 //! dropped (an inotify queue overflow).
@@ -22,9 +24,14 @@ use tokio::time::Instant;
 
 use super::PluginManager;
 
+/// How long an entry waits after a file of it was completed (closed after
+/// writing, renamed into place) for another event, at most the debounce.
+pub const SETTLE: Duration = Duration::from_millis(5);
+
 /// What the notify thread tells the reconcile loop.
 enum Signal {
-    Paths(Vec<PathBuf>),
+    /// Files changed; `complete` when the event says a file is whole.
+    Paths { paths: Vec<PathBuf>, complete: bool },
     /// Events may have been lost: look at everything.
     Rescan,
 }
@@ -50,7 +57,7 @@ pub fn spawn(
 ) -> notify::Result<DirWatcher> {
     let (tx, rx) = mpsc::unbounded_channel();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        use notify::event::{AccessKind, AccessMode, EventKind};
+        use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind, RenameMode};
         let signal = match event {
             Ok(e) if e.need_rescan() => Signal::Rescan,
             // Reading a plugin's files (the server's own loads) changes
@@ -59,7 +66,14 @@ pub fn spawn(
             {
                 return;
             }
-            Ok(e) => Signal::Paths(e.paths),
+            Ok(e) => Signal::Paths {
+                complete: matches!(
+                    e.kind,
+                    EventKind::Access(AccessKind::Close(AccessMode::Write))
+                        | EventKind::Modify(ModifyKind::Name(RenameMode::To | RenameMode::Both))
+                ),
+                paths: e.paths,
+            },
             Err(e) => {
                 tracing::warn!(error = %e, "plugins directory watch error; rescanning");
                 Signal::Rescan
@@ -91,8 +105,9 @@ async fn run(
         tokio::select! {
             signal = rx.recv() => match signal {
                 None => return,
-                Some(Signal::Paths(paths)) => {
-                    let due = Instant::now() + debounce;
+                Some(Signal::Paths { paths, complete }) => {
+                    let wait = if complete { debounce.min(SETTLE) } else { debounce };
+                    let due = Instant::now() + wait;
                     for name in paths.iter().flat_map(|p| manager.entries_of(p)) {
                         pending.insert(name, due);
                     }

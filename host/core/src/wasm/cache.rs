@@ -304,8 +304,9 @@ impl CompileCache {
             let Some(name) = name.to_str() else { continue };
             let stale = match name.strip_suffix(&suffix) {
                 Some(hash) => !keep.contains(hash),
-                // Another engine's entry, or a temporary file left by a crash.
-                None => name.ends_with(EXTENSION) || name.starts_with(".tmp"),
+                // Another engine's entry, or a temporary file left by a
+                // crash (not one a compile is writing now).
+                None => name.ends_with(EXTENSION) || name.starts_with(".tmp") && left(&entry),
             };
             if stale && std::fs::remove_file(entry.path()).is_ok() {
                 deleted += 1;
@@ -313,6 +314,14 @@ impl CompileCache {
         }
         deleted
     }
+}
+
+/// Whether a temporary file was left: untouched for a minute.
+fn left(entry: &std::fs::DirEntry) -> bool {
+    entry.metadata().and_then(|m| m.modified()).is_ok_and(|t| {
+        t.elapsed()
+            .is_ok_and(|age| age > std::time::Duration::from_secs(60))
+    })
 }
 
 impl CompileCache {
@@ -459,10 +468,17 @@ mod tests {
         cache.put("old", &component);
         std::fs::write(dir.path().join("abc-0123456789abcdef.cwasm"), b"x").unwrap();
         std::fs::write(dir.path().join("unrelated.txt"), b"x").unwrap();
+        // A temporary file a put is writing now stays; one a crash left goes.
+        std::fs::write(dir.path().join(".tmpWriting"), b"x").unwrap();
+        let left = std::fs::File::create(dir.path().join(".tmpLeft")).unwrap();
+        let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(600);
+        left.set_modified(long_ago).unwrap();
         let keep: HashSet<String> = ["abc".to_owned()].into();
-        assert_eq!(cache.prune(&keep), 2);
+        assert_eq!(cache.prune(&keep), 3);
         assert!(cache.get(&engine, "abc").is_some());
         assert!(dir.path().join("unrelated.txt").exists());
+        assert!(dir.path().join(".tmpWriting").exists());
+        assert!(!dir.path().join(".tmpLeft").exists());
     }
 
     #[test]

@@ -322,11 +322,16 @@ impl WasmBackend {
             .await
             .map_err(|_| LoadError::Compile("the engine is shutting down".into()))?;
         report("compiling");
+        let runtime = tokio::runtime::Handle::current();
         engine::in_background(move || {
             let component = Component::new(&engine, &bytes)
                 .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
-            if let Some(cache) = &cache {
-                cache.put(&hash, &component);
+            // Stored behind the answer: a swap does not wait for the
+            // serialization, the MAC and the disk's sync (the runtime
+            // finishes the write before the process ends).
+            if let Some(cache) = cache {
+                let stored = component.clone();
+                runtime.spawn_blocking(move || cache.put(&hash, &stored));
             }
             Ok((component, Origin::Compiled))
         })
