@@ -40,6 +40,10 @@ pub struct EngineConfig {
     /// Compiled functions kept in memory, MiB (0: none): a new version of a
     /// plugin compiles only the functions that changed (hot swap).
     pub function_cache_mb: u32,
+    /// Write `/tmp/perf-<pid>.map` naming the plugins' compiled functions,
+    /// so that `perf` profiles of the server show where in a plugin its
+    /// time goes (a developer's switch; the file grows with every load).
+    pub perf_map: bool,
 }
 
 impl Default for EngineConfig {
@@ -57,6 +61,7 @@ impl Default for EngineConfig {
             epoch_tick_ms: 5,
             max_wasm_stack_kb: 1024,
             function_cache_mb: 128,
+            perf_map: false,
         }
     }
 }

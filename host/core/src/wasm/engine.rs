@@ -74,6 +74,9 @@ fn build_with(
     if let Some(cache) = cache {
         config.enable_incremental_compilation(cache)?;
     }
+    if cfg.perf_map {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     let engine = Engine::new(&config)?;
     Ok((engine, u64::from(memories) * (reservation + GUARD_BYTES)))
 }
