@@ -4,10 +4,27 @@ directory, waited for until ready, called over the native API, stopped."""
 
 import json
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def work_with_plugins(prefix, names):
+    """A new temporary directory with a `plugins` folder holding the built
+    plugins `names` (`<name>.wasm` and `<name>.toml` from target/plugins):
+    (work, plugins)."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    plugins = os.path.join(work, "plugins")
+    os.makedirs(plugins)
+    for name in names:
+        for f in (f"{name}.wasm", f"{name}.toml"):
+            shutil.copy(os.path.join(ROOT, "target/plugins", f), plugins)
+    return work, plugins
 
 
 class BenchServer:

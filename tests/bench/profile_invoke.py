@@ -16,13 +16,12 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("TOOLHOST_BIN", os.path.join(ROOT, "target/release/toolhost"))
 sys.path.insert(0, os.path.join(ROOT, "tests/bench"))
-from benchserver import BenchServer  # noqa: E402
+from benchserver import BenchServer, work_with_plugins  # noqa: E402
 
 BUCKETS = [
     ("wasm: sandbox torn down (store dropped, memory reset)", r"drop_in_place<wasmtime::runtime::store::StoreInner"),
@@ -61,11 +60,7 @@ def main():
     for tool in ("perf", "wrk"):
         if not shutil.which(tool):
             sys.exit(f"profile_invoke.py: `{tool}` is not installed")
-    work = tempfile.mkdtemp(prefix="profile-invoke-")
-    plugins = os.path.join(work, "plugins")
-    os.makedirs(plugins)
-    for f in ("calc.wasm", "calc.toml"):
-        shutil.copy(os.path.join(ROOT, "target/plugins", f), plugins)
+    work, plugins = work_with_plugins("profile-invoke-", ["calc"])
     lua = os.path.join(work, "invoke.lua")
     with open(lua, "w") as f:
         f.write(LUA)

@@ -17,7 +17,6 @@ import random
 import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
@@ -25,7 +24,7 @@ import urllib.parse
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("TOOLHOST_BIN", os.path.join(ROOT, "target/release/toolhost"))
 sys.path.insert(0, os.path.join(ROOT, "tests/bench"))
-from benchserver import BenchServer  # noqa: E402
+from benchserver import BenchServer, work_with_plugins  # noqa: E402
 
 WRITES = 40
 URI = "toolhost://workspace/watched/a.txt"
@@ -64,11 +63,7 @@ class Client:
 
 
 def main():
-    work = tempfile.mkdtemp(prefix="subscribed-")
-    plugins = os.path.join(work, "plugins")
-    os.makedirs(plugins)
-    for f in ("files.wasm", "files.toml"):
-        shutil.copy(os.path.join(ROOT, "target/plugins", f), plugins)
+    work, plugins = work_with_plugins("subscribed-", ["files"])
     data = os.path.join(work, "data")
     server = BenchServer(BIN, plugins, data)
     server.wait_ready()

@@ -14,24 +14,19 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("TOOLHOST_BIN", os.path.join(ROOT, "target/release/toolhost"))
 sys.path.insert(0, os.path.join(ROOT, "tests/bench"))
-from benchserver import BenchServer  # noqa: E402
+from benchserver import BenchServer, work_with_plugins  # noqa: E402
 
 CALLS = 400
 
 
 def main():
-    work = tempfile.mkdtemp(prefix="written-walk-")
-    plugins = os.path.join(work, "plugins")
-    os.makedirs(plugins)
-    for f in ("calc.wasm", "calc.toml", "files.wasm", "files.toml"):
-        shutil.copy(os.path.join(ROOT, "target/plugins", f), plugins)
+    work, plugins = work_with_plugins("written-walk-", ["calc", "files"])
     server = BenchServer(BIN, plugins, os.path.join(work, "data"))
     server.wait_ready()
 
