@@ -253,12 +253,14 @@ impl Server {
             format!("failed to read the plugins directory {}", plugins.display())
         })?;
         let watcher = if config.plugins.watch {
-            let w = watch::spawn(
-                manager.clone(),
-                Duration::from_millis(config.plugins.debounce_ms),
-                Duration::from_secs(config.plugins.rescan_interval_s),
-            )
-            .with_context(|| format!("failed to watch {}", plugins.display()))?;
+            let p = &config.plugins;
+            let timing = watch::Timing {
+                debounce: Duration::from_millis(p.debounce_ms),
+                settle: Duration::from_millis(p.settle_ms),
+                rescan: Duration::from_secs(p.rescan_interval_s),
+            };
+            let w = watch::spawn(manager.clone(), timing)
+                .with_context(|| format!("failed to watch {}", plugins.display()))?;
             Some(w)
         } else {
             None

@@ -391,3 +391,21 @@ fn restarts_use_the_compile_cache_and_survive_a_damaged_entry() {
     assert!(evaluates(&s, "calc_evaluate"));
     assert!(s.log().contains("cache entry refused"));
 }
+
+#[test]
+fn a_component_renamed_into_place_waits_the_settle_time_not_the_debounce() {
+    // Raw writes wait 8 s of quiet here; a file renamed into place is whole
+    // and waits only for a companion file (5 ms).
+    let config = "[plugins]\ndebounce_ms = 8000\nsettle_ms = 5\n";
+    let s = Server::start_with(PluginsDir::new().add("calc", "calc"), Some(config)).unwrap();
+    let next = tagged(&calc_bytes(), "settled");
+    let renamed = std::time::Instant::now();
+    write_then_rename(&s.plugins_dir().join("calc.wasm"), &next);
+    assert!(s.wait_version("calc", &sha256_hex(&next)), "{}", s.log());
+    let took = renamed.elapsed();
+    assert!(
+        took < Duration::from_secs(6),
+        "loaded after {took:?}: the debounce, not the settle time"
+    );
+    assert!(evaluates(&s, "calc_evaluate"));
+}

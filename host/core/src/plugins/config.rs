@@ -9,9 +9,13 @@ pub struct PluginsConfig {
     /// Watch the plugins directory and load, reload and unload plugins as
     /// their files change.
     pub watch: bool,
-    /// Quiet time after a plugin's last file event before it is loaded, ms
-    /// (after a file closed from writing or renamed into place, 5 ms at most).
+    /// Quiet time after a plugin's last file event before it is loaded, ms.
     pub debounce_ms: u64,
+    /// ... after a file of it was closed from writing or renamed into place
+    /// (whole: only a companion file, a manifest moved in beside it, is
+    /// waited for), ms; at most `debounce_ms`. A writer that closes a file
+    /// between pieces wants it equal to `debounce_ms`.
+    pub settle_ms: u64,
     /// Full rescan of the directory every this many seconds (0: never); a
     /// safety net for file events the kernel dropped.
     pub rescan_interval_s: u64,
@@ -33,6 +37,7 @@ impl Default for PluginsConfig {
         PluginsConfig {
             watch: true,
             debounce_ms: 25,
+            settle_ms: 5,
             rescan_interval_s: 30,
             compile_cache: true,
             cache_key: None,

@@ -7,8 +7,8 @@
 //! reconciled once its files have been quiet for the debounce interval, so a `cp` that writes in many
 //! chunks, or a manifest and a component renamed into place one after the
 //! other, load once, complete. A file closed after writing or renamed into
-//! place is complete: its entry waits only [`SETTLE`] for a companion file
-//! (a manifest moved in beside it), not the whole debounce. A half-written file that happens to be read
+//! place is complete: its entry waits only the settle time for a companion
+//! file (a manifest moved in beside it), not the whole debounce. A half-written file that happens to be read
 //! anyway just fails to load ("not yet valid") and is loaded again when the
 //! write's last events arrive. A periodic rescan catches anything the kernel
 //! dropped (an inotify queue overflow).
@@ -23,10 +23,6 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::PluginManager;
-
-/// How long an entry waits after a file of it was completed (closed after
-/// writing, renamed into place) for another event, at most the debounce.
-pub const SETTLE: Duration = Duration::from_millis(5);
 
 /// What the notify thread tells the reconcile loop.
 enum Signal {
@@ -48,13 +44,21 @@ impl Drop for DirWatcher {
     }
 }
 
-/// Watch `manager`'s directory; reconcile a plugin `debounce` after its last
-/// event, and every plugin every `rescan` (zero: never).
-pub fn spawn(
-    manager: Arc<PluginManager>,
-    debounce: Duration,
-    rescan: Duration,
-) -> notify::Result<DirWatcher> {
+/// When the reconcile loop acts.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// Quiet time after an entry's last file event.
+    pub debounce: Duration,
+    /// ... after an event saying a file of it is whole (at most `debounce`).
+    pub settle: Duration,
+    /// Every entry looked at again this often (zero: never).
+    pub rescan: Duration,
+}
+
+/// Watch `manager`'s directory; reconcile a plugin `timing.debounce` after
+/// its last event (`timing.settle` after one saying a file is whole), and
+/// every plugin every `timing.rescan`.
+pub fn spawn(manager: Arc<PluginManager>, timing: Timing) -> notify::Result<DirWatcher> {
     let (tx, rx) = mpsc::unbounded_channel();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind, RenameMode};
@@ -82,7 +86,7 @@ pub fn spawn(
         let _ = tx.send(signal);
     })?;
     watcher.watch(manager.dir(), RecursiveMode::Recursive)?;
-    let task = tokio::spawn(run(manager, rx, debounce, rescan));
+    let task = tokio::spawn(run(manager, rx, timing));
     Ok(DirWatcher {
         _watcher: watcher,
         task,
@@ -92,8 +96,11 @@ pub fn spawn(
 async fn run(
     manager: Arc<PluginManager>,
     mut rx: mpsc::UnboundedReceiver<Signal>,
-    debounce: Duration,
-    rescan: Duration,
+    Timing {
+        debounce,
+        settle,
+        rescan,
+    }: Timing,
 ) {
     // Plugin name -> when to reconcile it (pushed back by every new event).
     let mut pending: HashMap<String, Instant> = HashMap::new();
@@ -106,7 +113,7 @@ async fn run(
             signal = rx.recv() => match signal {
                 None => return,
                 Some(Signal::Paths { paths, complete }) => {
-                    let wait = if complete { debounce.min(SETTLE) } else { debounce };
+                    let wait = if complete { debounce.min(settle) } else { debounce };
                     let due = Instant::now() + wait;
                     for name in paths.iter().flat_map(|p| manager.entries_of(p)) {
                         pending.insert(name, due);
