@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::Session;
-use super::writes::{Start, watcher};
+use super::writes::{watched, watcher};
 
 impl Session {
     /// Told of the workspace's writes as the kernel reports them (its
@@ -17,16 +17,7 @@ impl Session {
         if !self.has_workspace() {
             return None;
         }
-        let watcher = watcher()?;
-        let watched = match watcher.start(self, false, false) {
-            Start::Told(_) => true,
-            Start::Walk => false,
-            Start::Watch => {
-                let session = self.clone();
-                let anew = move || watcher.start(&session, true, false);
-                matches!(tokio::task::spawn_blocking(anew).await, Ok(Start::Told(_)))
-            }
-        };
-        watched.then(|| self.changes.subscribe())
+        watched(watcher()?, self, false).await?;
+        Some(self.changes.subscribe())
     }
 }

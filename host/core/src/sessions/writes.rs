@@ -45,7 +45,7 @@ impl Drop for Running {
 }
 
 /// What [`Watcher::start`] found.
-pub(super) enum Start {
+enum Start {
     /// Watched: events after this one are the call's.
     Told(u64),
     /// Not watched yet: to be watched anew, on a blocking thread.
@@ -75,32 +75,18 @@ impl Session {
         if !self.has_workspace() {
             return Before::Walked(Some(Vec::new()));
         }
-        if seen_here && let Some(watcher) = watcher() {
-            // A workspace watched already costs a lock and a read that
-            // does not wait; watching one anew walks its directories.
-            let told = match watcher.start(self, false, true) {
-                Start::Told(since) => Some(since),
-                Start::Walk => None,
-                Start::Watch => {
-                    let session = self.clone();
-                    match tokio::task::spawn_blocking(move || watcher.start(&session, true, true))
-                        .await
-                    {
-                        Ok(Start::Told(since)) => Some(since),
-                        _ => None,
-                    }
-                }
+        if seen_here
+            && let Some(watcher) = watcher()
+            && let Some(since) = watched(watcher, self, true).await
+        {
+            return Before::Told {
+                since,
+                started: SystemTime::now(),
+                call: Running {
+                    session: self.id.clone(),
+                    owner: owner_of(self),
+                },
             };
-            if let Some(since) = told {
-                return Before::Told {
-                    since,
-                    started: SystemTime::now(),
-                    call: Running {
-                        session: self.id.clone(),
-                        owner: owner_of(self),
-                    },
-                };
-            }
         }
         Before::Walked(walk(self).await)
     }
@@ -130,6 +116,28 @@ impl Session {
                 tokio::task::spawn_blocking(move || described(&root, paths))
                     .await
                     .unwrap_or_default()
+            }
+        }
+    }
+}
+
+/// `session`'s workspace watched (a call of it counted when `call`): the
+/// events read so far; none when its writes cannot be told now. A workspace
+/// watched already costs a lock and a read that does not wait; watching one
+/// anew walks its directories, on a blocking thread.
+pub(super) async fn watched(
+    watcher: &'static Watcher,
+    session: &Arc<Session>,
+    call: bool,
+) -> Option<u64> {
+    match watcher.start(session, false, call) {
+        Start::Told(since) => Some(since),
+        Start::Walk => None,
+        Start::Watch => {
+            let session = session.clone();
+            match tokio::task::spawn_blocking(move || watcher.start(&session, true, call)).await {
+                Ok(Start::Told(since)) => Some(since),
+                _ => None,
             }
         }
     }
@@ -290,7 +298,7 @@ impl Watcher {
     /// the events read so far, its workspace watched (made so on its first
     /// call when `anew`; else none for a workspace not watched yet); none
     /// when it cannot be.
-    pub(super) fn start(&self, session: &Session, anew: bool, call: bool) -> Start {
+    fn start(&self, session: &Session, anew: bool, call: bool) -> Start {
         let mut state = self.lock();
         state.drain();
         let owner = owner_of(session);

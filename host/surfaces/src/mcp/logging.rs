@@ -32,12 +32,12 @@ use toolhost_core::sessions::Session;
 const MAX_LOGS_PER_SECOND: u32 = 100;
 /// How often subscribed files are looked at while the workspace's writes
 /// cannot be told.
-pub const WATCH_EVERY: Duration = Duration::from_millis(250);
+const WATCH_EVERY: Duration = Duration::from_millis(250);
 /// Subscribed files are looked at no more often than this (a burst of
 /// writes is one look).
-pub const LOOK_GAP: Duration = Duration::from_millis(20);
+const LOOK_GAP: Duration = Duration::from_millis(20);
 /// ... and at least this often (writes this machine's kernel does not see).
-pub const LOOK_ANYWAY: Duration = Duration::from_secs(2);
+const LOOK_ANYWAY: Duration = Duration::from_secs(2);
 /// Resources one MCP session may subscribe to.
 pub const MAX_SUBSCRIPTIONS: usize = 256;
 
