@@ -155,6 +155,8 @@ fixtures: guests c-toolchain
 	  cp $(WASM_OUT)/$$(echo $$p | tr - _).wasm target/fixtures/$$p.wasm || exit 1; \
 	  if [ -f tests/fixtures/$$p/$$p.toml ]; then cp tests/fixtures/$$p/$$p.toml target/fixtures/; fi; \
 	done
+	@# Precompiled like the plugins (the end-to-end tests' servers read both).
+	$(TOOLHOST_BIN) precompile --plugins target/fixtures --data target/data
 
 ## Unit tests of the Python SDK and the Python plugins, on plain CPython.
 py-unit:

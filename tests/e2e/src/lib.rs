@@ -477,7 +477,11 @@ fn spawn(
         .env("TOOLHOST_LOG", "info")
         .env_remove("TOOLHOST_ADMIN_TOKEN")
         .env_remove("TOOLHOST_TOKEN")
-        .envs(env.iter().copied())
+        .env_remove("TOOLHOST_CACHE_KEY");
+    if let Some(key) = plugins_dir::seed_key(plugins) {
+        cmd.env("TOOLHOST_CACHE_KEY", key);
+    }
+    cmd.envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log)?);
     if let Some(text) = config {

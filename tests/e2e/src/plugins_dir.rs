@@ -18,14 +18,37 @@ pub fn component(name: &str) -> (PathBuf, Option<PathBuf>) {
 }
 
 /// A plugins directory for one test.
+///
+/// Its built components come with their precompiled entries (what `make
+/// plugins fixtures` put in `target/{plugins,fixtures}/.compile-cache`),
+/// linked into its own `.compile-cache/`, and its server reads them with
+/// the key they were made with ([`seed_key`]): a test's server starts as a
+/// user's `make run` does, warm, instead of compiling every component again
+/// (what most of the suite's time went to). A new version, a component
+/// written by the test, or a stale entry is compiled. The tests of compiling
+/// and of the cache itself take a [`PluginsDir::cold`] one.
 pub struct PluginsDir {
     pub dir: tempfile::TempDir,
+    seeded: bool,
 }
+
+/// The folder of a plugins directory with compiled components in it.
+const SEED: &str = ".compile-cache";
 
 impl PluginsDir {
     pub fn new() -> Self {
         PluginsDir {
             dir: tempfile::tempdir().expect("tempdir"),
+            seeded: true,
+        }
+    }
+
+    /// A directory whose components are all compiled by its server (none of
+    /// the build's precompiled entries linked in).
+    pub fn cold() -> Self {
+        PluginsDir {
+            seeded: false,
+            ..Self::new()
         }
     }
 
@@ -37,6 +60,9 @@ impl PluginsDir {
     pub fn add(self, name: &str, as_name: &str) -> Self {
         let (wasm, toml) = component(name);
         std::fs::copy(&wasm, self.path().join(format!("{as_name}.wasm"))).expect("copy wasm");
+        if self.seeded {
+            self.link_precompiled(&wasm);
+        }
         if let Some(toml) = toml {
             std::fs::copy(&toml, self.path().join(format!("{as_name}.toml"))).expect("copy toml");
         }
@@ -81,6 +107,28 @@ impl PluginsDir {
         self
     }
 
+    /// Link the build's precompiled entries of component `wasm` (named by
+    /// its content hash, one per engine fingerprint) into `.compile-cache/`.
+    /// A symlink: the server reads it and never writes it (its own entries
+    /// go to its data directory; one that refuses an entry deletes the link).
+    fn link_precompiled(&self, wasm: &Path) {
+        let Ok(entries) = std::fs::read_dir(wasm.with_file_name(SEED)) else {
+            return;
+        };
+        let hash = sha256_hex(&std::fs::read(wasm).expect("read wasm"));
+        let dir = self.path().join(SEED);
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name.to_string_lossy().starts_with(&format!("{hash}-")) {
+                std::fs::create_dir_all(&dir).expect("seed folder");
+                let link = dir.join(&name);
+                if !link.exists() {
+                    std::os::unix::fs::symlink(entry.path(), link).expect("link entry");
+                }
+            }
+        }
+    }
+
     /// Write a file into the directory.
     pub fn write(self, file: &str, bytes: impl AsRef<[u8]>) -> Self {
         std::fs::write(self.path().join(file), bytes).expect("write");
@@ -118,6 +166,19 @@ pub fn tagged(component: &[u8], tag: &str) -> Vec<u8> {
     leb(payload.len(), &mut out);
     out.extend_from_slice(&payload);
     out
+}
+
+/// The key the build's precompiled entries were made with
+/// (`target/data/compile-cache.key`, `make plugins`' `--data target/data`),
+/// when `plugins` has entries of them linked in: the server is given it
+/// (`TOOLHOST_CACHE_KEY`) unless the test gives one.
+pub(crate) fn seed_key(plugins: &Path) -> Option<PathBuf> {
+    let linked = std::fs::read_dir(plugins.join(SEED))
+        .ok()?
+        .flatten()
+        .any(|e| e.file_type().is_ok_and(|t| t.is_symlink()));
+    let key = repo_root().join("target/data/compile-cache.key");
+    (linked && key.is_file()).then_some(key)
 }
 
 /// Hex SHA-256, as the server names plugin versions.

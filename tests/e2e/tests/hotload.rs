@@ -336,7 +336,7 @@ fn twenty_swaps_under_load_fail_no_call() {
 
 #[test]
 fn restarts_use_the_compile_cache_and_survive_a_damaged_entry() {
-    let mut s = Server::start(PluginsDir::new().add("calc", "calc").add("files", "files"));
+    let mut s = Server::start(PluginsDir::cold().add("calc", "calc").add("files", "files"));
     for name in ["calc", "files"] {
         assert_eq!(s.plugin(name).unwrap()["source"], "compiled");
     }

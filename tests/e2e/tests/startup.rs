@@ -14,7 +14,7 @@ fn a_compiling_plugin_is_listed_and_waited_for_never_a_404() {
     // textstats: CPython in an 18 MB component, tens of seconds to compile
     // cold on this machine; calc: a quarter of a megabyte.
     let s = Server::spawn_env(
-        PluginsDir::new()
+        PluginsDir::cold()
             .add("calc", "calc")
             .add("textstats", "textstats"),
         None,
@@ -89,7 +89,7 @@ fn a_compiling_plugin_is_listed_and_waited_for_never_a_404() {
 
 #[test]
 fn a_call_to_a_compiling_plugin_waits_for_it() {
-    let s = Server::spawn_env(PluginsDir::new().add("fetch", "fetch"), None, &[]).unwrap();
+    let s = Server::spawn_env(PluginsDir::cold().add("fetch", "fetch"), None, &[]).unwrap();
     // No lowered time limit: the call waits (up to the default 10 s) for
     // the plugin rather than failing.
     let (status, body) = s.invoke("fetch_page", json!({"url": "http://127.0.0.1:9/"}));
@@ -141,7 +141,7 @@ fn precompiled_components_make_a_fresh_data_directory_warm() {
     let keys = tempfile::tempdir().unwrap();
     let key = key_file(keys.path(), 0x5a);
     let key_env = [("TOOLHOST_CACHE_KEY", key.to_str().unwrap())];
-    let plugins = PluginsDir::new().add("calc", "calc").add("files", "files");
+    let plugins = PluginsDir::cold().add("calc", "calc").add("files", "files");
     precompile(&plugins, &key);
     let cache = plugins.path().join(".compile-cache");
     assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 2);
@@ -155,7 +155,7 @@ fn precompiled_components_make_a_fresh_data_directory_warm() {
     assert_eq!(std::fs::read_dir(own).map_or(0, |d| d.count()), 0);
 
     // An entry of another engine (a stale build) is ignored: compiled again.
-    let plugins = PluginsDir::new().add("calc", "calc");
+    let plugins = PluginsDir::cold().add("calc", "calc");
     let dir = plugins.path().join(".compile-cache");
     std::fs::create_dir_all(&dir).unwrap();
     let (wasm, _) = component("calc");
@@ -177,7 +177,7 @@ fn a_planted_compile_cache_entry_is_never_run() {
     let keys = tempfile::tempdir().unwrap();
     let key = key_file(keys.path(), 0x5a);
     let key_env = [("TOOLHOST_CACHE_KEY", key.to_str().unwrap())];
-    let plugins = PluginsDir::new()
+    let plugins = PluginsDir::cold()
         .add("calc", "calc")
         .add("checksum", "checksum");
     precompile(&plugins, &key);
@@ -201,11 +201,11 @@ fn a_planted_compile_cache_entry_is_never_run() {
     // Precompiled with another key (one a plugin author could hold): every
     // entry refused, every component compiled; and a server without a key
     // setting makes its own, private, and never reads the folder's.
-    let plugins = PluginsDir::new().add("calc", "calc");
+    let plugins = PluginsDir::cold().add("calc", "calc");
     precompile(&plugins, &key_file(keys.path(), 0x33));
     let s = Server::start_env(plugins, None, &key_env).unwrap();
     assert_eq!(s.plugin("calc").unwrap()["source"], "compiled");
-    let plugins = PluginsDir::new().add("calc", "calc");
+    let plugins = PluginsDir::cold().add("calc", "calc");
     precompile(&plugins, &key);
     let s = Server::start(plugins);
     assert_eq!(s.plugin("calc").unwrap()["source"], "compiled");
