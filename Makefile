@@ -53,23 +53,22 @@ run:
 	@$(MAKE) --no-print-directory node-image || echo "warning: no Docker engine or node image: shell/notebook/browser tools will answer 503"
 	$(CARGO) run --release -p toolhost -- serve --bind $(BIND) --plugins target/plugins --data target/data
 
-## Everything: format check, clippy (host and guests), unit, router and end-to-end
-## tests, with the Docker engine started and the node image built when missing.
+## Everything: format check, clippy (host and guests: in their builds, see
+## host-bin and guests), unit, router and end-to-end tests, with the Docker engine
+## started and the node image built when missing.
 ## Each phase prints its duration, and a summary closes the run
 ## (tests/phase.sh; the figures stay in target/test-phases.txt).
 PHASE := tests/phase.sh
 test:
 	@$(PHASE) --reset
-	@$(PHASE) toolchains $(MAKE) --no-print-directory wasm-target host-bin
-	@$(PHASE) plugins $(MAKE) --no-print-directory plugins fixtures
+	@$(PHASE) build $(MAKE) --no-print-directory wasm-target host-bin
+	@$(PHASE) plugins $(MAKE) --no-print-directory plugins fixtures LINT=1
 	@$(PHASE) node-image $(MAKE) --no-print-directory node-image
 	@$(PHASE) fmt $(CARGO) fmt --all --check
 	@$(PHASE) audit sh -c 'python3 tests/audit.py --self-test && python3 tests/audit.py && python3 tests/licenses.py --self-test && python3 tests/licenses.py && python3 tests/bench/report.py --self-test'
-	@$(PHASE) clippy $(CARGO) clippy --workspace --all-targets -- -D warnings
-	@$(PHASE) clippy-guests $(CARGO) clippy --target $(WASM_TARGET) $(GUEST_PKGS:%=-p %) -p toolhost-sdk -- -D warnings
 	@$(PHASE) browser $(MAKE) --no-print-directory browser
 	@$(PHASE) registry $(MAKE) --no-print-directory registry
-	@$(PHASE) cargo-test $(CARGO) test --workspace --no-fail-fast
+	@$(PHASE) cargo-test $(CARGO) test --workspace --no-fail-fast $(LINTED)
 	@$(PHASE) conformance tests/conformance/run.sh
 	@$(PHASE) lang-units $(MAKE) --no-print-directory py-unit js-unit c-unit
 	@$(PHASE) py-client $(MAKE) --no-print-directory py-client
@@ -86,8 +85,17 @@ wasm-target:
 ## toolhost` alone resolves other features for shared dependencies, and
 ## `cargo test --workspace` then built ~150 crates (wasmtime, cranelift,
 ## kube, bollard, rmcp...) a second time.
+##
+## Linted as it is built: the workspace's own crates are compiled by
+## clippy-driver (tests/clippy-rustc.sh, a lint an error), so this build is
+## `make test`'s clippy pass for the host as well (a separate `cargo clippy`
+## checked every dependency a second time: ~200 s of a fresh run). Plain
+## `cargo build`/`cargo test` keep their own artifacts of our crates beside
+## these (the dependencies are shared), so the first one after `make test`
+## rebuilds our crates once.
+LINTED := --config 'build.rustc-workspace-wrapper="$(CURDIR)/tests/clippy-rustc.sh"'
 host-bin:
-	$(CARGO) test --workspace --no-run
+	$(CARGO) test --workspace --no-run $(LINTED)
 
 ## clang 19 with the wasm32 runtime, lld and wasi-libc for the C plugins
 ## (Debian packages; installed when missing and running as root).
@@ -103,8 +111,11 @@ c-toolchain:
 	  fi; \
 	fi
 
+## With LINT=1 (`make test`), built by clippy-driver (see host-bin): the build
+## is the guests' (and the Rust SDK's) clippy pass for wasm32 too; a later
+## build without it rebuilds the guests' own crates once.
 guests: wasm-target
-	$(CARGO) build --target $(WASM_TARGET) --profile plugin $(GUEST_PKGS:%=-p %)
+	$(CARGO) build --target $(WASM_TARGET) --profile plugin $(GUEST_PKGS:%=-p %) $(if $(LINT),$(LINTED))
 
 ## Every example component + manifest into target/plugins/ (Rust, Python,
 ## JavaScript and C components, Docker toolkit folders), precompiled for this
