@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use super::Session;
-use super::writes::{watched, watcher};
+use super::watcher::watcher;
+use super::writes::watched;
 
 impl Session {
     /// Told of the workspace's writes as the kernel reports them (its

@@ -577,6 +577,7 @@ mod changes;
 mod config;
 pub use config::SessionsConfig;
 mod reap;
+mod watcher;
 mod writes;
 pub use writes::{Before, MAX_WALKED_FILES};
 #[cfg(test)]

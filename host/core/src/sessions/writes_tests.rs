@@ -3,6 +3,7 @@
 use super::*;
 use crate::callers::Caller;
 use crate::sessions::Sessions;
+use crate::sessions::watcher::watcher;
 use std::time::{Duration, SystemTime};
 
 #[test]
@@ -225,10 +226,9 @@ async fn a_subscriber_is_told_of_each_write_as_it_happens_without_being_a_call()
     // Watching is not a running call: what is written meanwhile is kept
     // for no call, and a call still sees only its own writes.
     let watcher = watcher().unwrap();
-    assert_eq!(watcher.lock().workspaces[session.id()].calls, 0);
-    assert!(watcher.lock().workspaces[session.id()].written.is_empty());
+    assert_eq!(watcher.counts(session.id()), (0, 0));
     let before = session.watch_writes(true).await;
     std::fs::write(ws.join("call.txt"), "c").unwrap();
     assert_eq!(paths(&session.writes_since(before).await), ["call.txt"]);
-    assert_eq!(watcher.lock().workspaces[session.id()].calls, 0);
+    assert_eq!(watcher.counts(session.id()).0, 0);
 }
