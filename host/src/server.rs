@@ -143,7 +143,8 @@ impl Server {
         let sessions = Arc::new(
             Sessions::new(data, Duration::from_secs(config.sessions.idle_timeout_s))
                 .with_context(|| format!("failed to open the data directory {}", data.display()))?
-                .with_max(config.sessions.max_sessions),
+                .with_max(config.sessions.max_sessions)
+                .with_replicas(config.registry.url.is_some()),
         );
         let reaper =
             sessions.spawn_reaper(Duration::from_secs(config.sessions.reap_interval_s.max(1)));

@@ -1,4 +1,5 @@
-//! The host's imports: logging, progress reports, configuration values.
+//! The host's imports: logging, progress reports, configuration values,
+//! the workspace's changes.
 //!
 //! Outside wasm (a plugin's native unit tests) there is no host: records and
 //! progress go nowhere and no configuration value is set.
@@ -51,4 +52,22 @@ pub fn config(key: &str) -> Option<String> {
         let _ = key;
         None
     }
+}
+
+/// A token naming the state of the session workspace's files
+/// (`toolhost:workspace/changes`), or none when the host cannot tell (no
+/// workspace, no file watching there; outside wasm, always none).
+///
+/// The same token on two calls means no visible file or folder of the
+/// workspace (hidden ones, under a dot name, left out) was made, written,
+/// removed, renamed or touched in between, by anyone on the host's machine.
+/// A plugin that keeps what it learned of the files under a hidden folder
+/// (`.index/<plugin>/`), with the token it asked for *before* looking, may
+/// skip looking again while the token is the same. Importing this makes the
+/// component need a host that provides it (toolhost 0.1 since this SDK).
+pub fn workspace_token() -> Option<String> {
+    #[cfg(target_arch = "wasm32")]
+    return crate::bindings::toolhost::workspace::changes::token();
+    #[cfg(not(target_arch = "wasm32"))]
+    None
 }

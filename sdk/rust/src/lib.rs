@@ -36,14 +36,15 @@ pub use serde::{self, Deserialize, Serialize};
 pub use serde_json;
 
 /// Bindings generated from the WIT package `toolhost:plugin@0.1.0` (`wit/` at the
-/// repository root), world `plugin-input` (with `toolhost:input/ask@0.1.0`,
-/// imported only by plugins that call [`input::ask`]). Plugin code rarely needs
-/// them directly.
+/// repository root), world `plugin-host` (with `toolhost:input/ask@0.1.0`,
+/// imported only by plugins that call [`input::ask`], and
+/// `toolhost:workspace/changes@0.1.0`, only by those that call
+/// [`host::workspace_token`]). Plugin code rarely needs them directly.
 #[allow(missing_docs, clippy::all)]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "plugin-input",
+        world: "plugin-host",
         generate_all,
         pub_export_macro: true,
         export_macro_name: "__export_toolkit",

@@ -369,6 +369,31 @@ fn retrieval_searches_the_sessions_documents() {
     let r = search(json!({"query": "神经网络", "files": ["notes"]}));
     assert_eq!(r["index"]["updated"], json!(["notes/zh.md"]), "{r}");
     assert_eq!(r["results"].as_array().unwrap().len(), 1, "{r}");
+    // The index keeps the host's workspace token of its last look
+    // (`toolhost:workspace/changes`): while it is the same, the files are
+    // not looked at. Files made, moved and removed by another process are
+    // still seen by the very next search (the token moved on).
+    let state = || -> Value {
+        serde_json::from_slice(&std::fs::read(ws.join(".index/doc/state.json")).unwrap()).unwrap()
+    };
+    let token = state()["seen"].clone();
+    assert!(token.is_string(), "{}", state());
+    search(json!({"query": "神经网络"}));
+    assert_eq!(state()["seen"], token, "nothing visible written");
+    std::fs::create_dir_all(ws.join("new/deep")).unwrap();
+    std::fs::write(ws.join("new/deep/kiwi.md"), "kiwifruit orchards").unwrap();
+    let r = search(json!({"query": "kiwifruit"}));
+    assert_eq!(r["index"]["updated"], json!(["new/deep/kiwi.md"]), "{r}");
+    assert_eq!(r["results"][0]["file"], "new/deep/kiwi.md", "{r}");
+    assert_ne!(state()["seen"], token);
+    std::fs::rename(ws.join("new/deep/kiwi.md"), ws.join("kiwi.txt")).unwrap();
+    let r = search(json!({"query": "kiwifruit"}));
+    assert_eq!(r["index"]["removed"], json!(["new/deep/kiwi.md"]), "{r}");
+    assert_eq!(r["results"][0]["file"], "kiwi.txt", "{r}");
+    std::fs::remove_file(ws.join("kiwi.txt")).unwrap();
+    let r = search(json!({"query": "kiwifruit"}));
+    assert_eq!(r["index"]["removed"], json!(["kiwi.txt"]), "{r}");
+    assert_eq!(r["results"], json!([]), "{r}");
     // Vector search asked for without embeddings: keyword, and said so.
     let r = search(json!({"query": "xmlformat configuration file", "mode": "hybrid"}));
     assert_eq!(r["mode"], "keyword");

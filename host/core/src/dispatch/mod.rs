@@ -186,8 +186,15 @@ impl Dispatcher {
                 status: status.as_str(),
             });
         }
-        let before = if options.note_written && !tool.toolkit.toolkit.relays() {
-            let seen_here = tool.toolkit.toolkit.writes_seen_here();
+        let (relays, seen_here) = (
+            tool.toolkit.toolkit.relays(),
+            tool.toolkit.toolkit.writes_seen_here(),
+        );
+        if !relays && !seen_here {
+            // From now on its workspace may change out of the kernel's sight.
+            session.writes_elsewhere();
+        }
+        let before = if options.note_written && !relays {
             Some(session.watch_writes(seen_here).await)
         } else {
             None

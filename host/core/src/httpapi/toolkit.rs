@@ -76,6 +76,12 @@ impl Toolkit for ApiToolkit {
         self.fetched
     }
 
+    /// It writes no workspace file: nothing to walk for, nothing written
+    /// out of this kernel's sight.
+    fn writes_seen_here(&self) -> bool {
+        true
+    }
+
     fn invoke(self: Arc<Self>, call: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
         Box::pin(async move {
             let route = self

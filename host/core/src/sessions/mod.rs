@@ -136,6 +136,9 @@ pub struct Session {
     /// Told of each write to the workspace while it is watched
     /// ([`Session::watch_changes`]).
     changes: tokio::sync::watch::Sender<u64>,
+    /// Its workspace may be written where this kernel does not tell
+    /// (another replica, a remote node): [`Session::workspace_token`] none.
+    untold: std::sync::atomic::AtomicBool,
 }
 
 /// A log record of one of a session's calls, for the session's clients
@@ -294,6 +297,8 @@ pub struct Sessions {
     /// Most sessions open at once (new ones are refused beyond).
     max: usize,
     resources: RwLock<Vec<Weak<dyn SessionResources>>>,
+    /// Other replicas may serve these sessions (a shared registry).
+    replicas: bool,
 }
 
 impl Sessions {
@@ -309,6 +314,7 @@ impl Sessions {
             map: Mutex::new(HashMap::new()),
             max: usize::MAX,
             resources: RwLock::default(),
+            replicas: false,
         };
         for entry in std::fs::read_dir(&sessions.root)? {
             let entry = entry?;
@@ -338,6 +344,13 @@ impl Sessions {
         self
     }
 
+    /// Other replicas serve these sessions too: what they write to a
+    /// workspace is not told here.
+    pub fn with_replicas(mut self, replicas: bool) -> Self {
+        self.replicas = replicas;
+        self
+    }
+
     /// Release `resources` of every session when it is released or closed
     /// (held weakly: a backend that is gone is skipped).
     pub fn add_resources(&self, resources: Weak<dyn SessionResources>) {
@@ -363,6 +376,7 @@ impl Sessions {
             marked: AtomicU64::new(0),
             logs: tokio::sync::broadcast::channel(LOG_BUFFER).0,
             changes: tokio::sync::watch::Sender::new(0),
+            untold: self.replicas.into(),
         })
     }
 

@@ -74,6 +74,8 @@ struct State {
     /// (`""` or `"a/b/"`).
     dirs: HashMap<WatchDescriptor, (String, String)>,
     workspaces: HashMap<String, Watched>,
+    /// Workspaces watched anew so far: each one's number in its token.
+    watches: u64,
 }
 
 /// A workspace being watched.
@@ -96,6 +98,10 @@ struct Watched {
     /// A directory of it could not be watched (the watch limit): its calls
     /// walk it from now on, without trying again each call.
     walked: bool,
+    /// Which watch of the process this is, and the events of its visible
+    /// files and folders since: its token ([`Watcher::token`]).
+    watch: u64,
+    visible: u64,
 }
 
 impl Watcher {
@@ -119,6 +125,7 @@ impl Watcher {
                 seq: 0,
                 dirs: HashMap::new(),
                 workspaces: HashMap::new(),
+                watches: 0,
             }),
         })
     }
@@ -154,6 +161,8 @@ impl Watcher {
         }
         if stale {
             state.unwatch(session.id());
+            state.watches += 1;
+            let watch = state.watches;
             let root = session.workspace_path().to_path_buf();
             state.workspaces.insert(
                 session.id().to_owned(),
@@ -165,6 +174,8 @@ impl Watcher {
                     written: HashMap::new(),
                     lost: None,
                     walked: false,
+                    watch,
+                    visible: 0,
                 },
             );
             state.watch_tree(session.id(), &root, "");
@@ -177,6 +188,23 @@ impl Watcher {
             }
             _ => Start::Walk,
         }
+    }
+
+    /// The token of `session`'s workspace, watched already: this process's
+    /// mark, which watch, and its visible events; none while its writes
+    /// cannot all be told.
+    pub(super) fn token(&self, session: &Session) -> Option<String> {
+        static PROCESS: OnceLock<String> = OnceLock::new();
+        let process = PROCESS.get_or_init(|| {
+            let mut mark = [0u8; 8];
+            getrandom::fill(&mut mark).expect("the system's random source failed");
+            crate::text::hex(&mark)
+        });
+        let mut state = self.lock();
+        state.drain();
+        let watched = state.workspaces.get(session.id())?;
+        (watched.owner == owner_of(session) && watched.lost.is_none() && !watched.walked)
+            .then(|| format!("{process}-{}-{}", watched.watch, watched.visible))
     }
 
     /// The call of `session` that started at `since` ends: its workspace,
@@ -281,6 +309,7 @@ impl State {
         if mask.contains(EventMask::Q_OVERFLOW) {
             for watched in self.workspaces.values_mut() {
                 watched.lost = Some(seq);
+                watched.visible += 1;
                 watched.changes.send_modify(told);
             }
             tracing::warn!(
@@ -299,6 +328,7 @@ impl State {
                 if prefix.is_empty() {
                     watched.lost = Some(seq);
                 }
+                watched.visible += 1;
                 watched.changes.send_modify(told);
             }
             return;
@@ -306,8 +336,16 @@ impl State {
         let Some((session, dir)) = self.dirs.get(&wd) else {
             return;
         };
-        if let Some(watched) = self.workspaces.get(session) {
+        if let Some(watched) = self.workspaces.get_mut(session) {
             watched.changes.send_modify(told);
+            // An index a tool keeps under a hidden folder changes no token.
+            let path = match &name {
+                Some(name) => format!("{dir}{name}"),
+                None => dir.trim_end_matches('/').to_owned(),
+            };
+            if !hidden(&path) {
+                watched.visible += 1;
+            }
         }
         let Some(name) = name else {
             return;

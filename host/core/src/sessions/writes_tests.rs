@@ -232,3 +232,71 @@ async fn a_subscriber_is_told_of_each_write_as_it_happens_without_being_a_call()
     assert_eq!(paths(&session.writes_since(before).await), ["call.txt"]);
     assert_eq!(watcher.counts(session.id()).0, 0);
 }
+
+/// A change made to a workspace.
+type Change = fn(&Path);
+
+#[tokio::test]
+async fn the_workspace_token_changes_with_each_visible_write_and_only_then() {
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = Sessions::new(dir.path(), Duration::from_secs(60)).unwrap();
+    let (session, _) = sessions.open(&Caller::anonymous(), None).unwrap();
+    assert_eq!(session.workspace_token().await, None, "no workspace yet");
+    let ws = session.workspace().unwrap().to_owned();
+    std::fs::write(ws.join("a.txt"), "a").unwrap();
+    let first = session.workspace_token().await.expect("watched");
+    assert_eq!(session.workspace_token().await, Some(first.clone()));
+
+    // A tool's index and other hidden files: the same token.
+    std::fs::create_dir_all(ws.join(".index/doc")).unwrap();
+    std::fs::write(ws.join(".index/doc/state.json"), "{}").unwrap();
+    std::fs::write(ws.join(".notes"), "n").unwrap();
+    assert_eq!(session.workspace_token().await, Some(first.clone()));
+
+    // Each visible change, asked at once: another token each time.
+    let changes: [(&str, Change); 8] = [
+        ("a file made", |ws| {
+            std::fs::write(ws.join("b.pdf"), "b").unwrap()
+        }),
+        ("written again", |ws| {
+            std::fs::write(ws.join("b.pdf"), "bb").unwrap()
+        }),
+        ("its time set", |ws| {
+            let f = std::fs::File::options().write(true).open(ws.join("b.pdf"));
+            f.unwrap().set_modified(SystemTime::UNIX_EPOCH).unwrap();
+        }),
+        ("renamed", |ws| {
+            std::fs::rename(ws.join("b.pdf"), ws.join("c.pdf")).unwrap()
+        }),
+        ("a folder made", |ws| {
+            std::fs::create_dir(ws.join("d")).unwrap()
+        }),
+        ("a file in it", |ws| {
+            std::fs::write(ws.join("d/e.md"), "e").unwrap()
+        }),
+        ("a hidden file shown", |ws| {
+            std::fs::rename(ws.join(".notes"), ws.join("notes.txt")).unwrap()
+        }),
+        ("removed", |ws| {
+            std::fs::remove_file(ws.join("c.pdf")).unwrap()
+        }),
+    ];
+    let mut seen = vec![first];
+    for (what, change) in changes {
+        change(&ws);
+        let token = session.workspace_token().await.expect("watched");
+        assert!(!seen.contains(&token), "{what}: {token} seen before");
+        seen.push(token);
+    }
+
+    // A call that writes out of the kernel's sight: no token from then on.
+    session.writes_elsewhere();
+    assert_eq!(session.workspace_token().await, None);
+    // Nor for sessions other replicas serve too.
+    let shared = Sessions::new(&dir.path().join("r"), Duration::from_secs(60))
+        .unwrap()
+        .with_replicas(true);
+    let (other, _) = shared.open(&Caller::anonymous(), None).unwrap();
+    other.workspace().unwrap();
+    assert_eq!(other.workspace_token().await, None);
+}

@@ -1,12 +1,16 @@
 //! Host bindings of the WIT package `toolhost:plugin@0.1.0`, world
-//! `plugin-input`: the `plugin` world and `toolhost:input/ask@0.1.0`, provided
-//! to every plugin (those of plain `plugin` just do not import it).
+//! `plugin-host`: the `plugin` world, `toolhost:input/ask@0.1.0` and
+//! `toolhost:workspace/changes@0.1.0`, provided to every plugin (those of
+//! plain `plugin` just do not import them).
 
 wasmtime::component::bindgen!({
     path: "../../wit",
-    world: "plugin-input",
+    world: "plugin-host",
     exports: { default: async },
-    imports: { "toolhost:input/ask.ask": async | trappable },
+    imports: {
+        "toolhost:input/ask.ask": async | trappable,
+        "toolhost:workspace/changes.token": async,
+    },
 });
 
 /// The package version this host accepts.
@@ -18,5 +22,5 @@ pub const TOOLKIT_EXPORT: &str = "toolhost:plugin/toolkit@0.1.0";
 pub const TOOLKIT_EXPORT_PREFIX: &str = "toolhost:plugin/toolkit@";
 
 /// The world's bindings under the names the backend uses.
-pub use PluginInput as Plugin;
-pub use PluginInputPre as PluginPre;
+pub use PluginHost as Plugin;
+pub use PluginHostPre as PluginPre;

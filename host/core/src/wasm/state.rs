@@ -1,5 +1,6 @@
 //! What a Store holds during one call: the WASI context, the memory limiter,
-//! and the host side of the plugin's imports (log, progress, config).
+//! and the host side of the plugin's imports (log, progress, config, questions,
+//! the workspace's changes).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::bindings::toolhost::input::ask;
 use super::bindings::toolhost::plugin::{host, types};
+use super::bindings::toolhost::workspace::changes;
 use crate::text::truncate;
 use crate::tool::{Progress, ProgressSink};
 
@@ -47,6 +49,8 @@ pub struct CallState {
     pub logs: Option<tokio::sync::broadcast::Sender<crate::sessions::LogRecord>>,
     /// Who answers the tool's questions (`toolhost:input/ask`).
     pub ask: Option<Arc<dyn crate::input::Asker>>,
+    /// The session whose workspace the call sees (`toolhost:workspace`).
+    pub workspace: Option<Arc<crate::sessions::Session>>,
     http: WasiHttpCtx,
     http_hooks: super::http::PolicyHooks,
     log_budget: u32,
@@ -77,6 +81,7 @@ impl CallState {
             progress,
             logs: None,
             ask: None,
+            workspace: None,
             http: WasiHttpCtx::new(),
             http_hooks,
             log_budget: LOG_BUDGET,
@@ -241,6 +246,12 @@ impl super::bindings::toolhost::input::ask::Host for CallState {
             // from its asker).
             Err(AskError::Pending) => return Err(wasmtime::Error::msg(PENDING)),
         })
+    }
+}
+
+impl changes::Host for CallState {
+    async fn token(&mut self) -> Option<String> {
+        self.workspace.as_ref()?.workspace_token().await
     }
 }
 

@@ -89,7 +89,7 @@ impl WasmToolkit {
         &self,
         op: Op<'_>,
         workspace: Option<&Path>,
-        session: Option<&crate::sessions::Session>,
+        session: Option<&Arc<crate::sessions::Session>>,
         (limits, sandbox): (&Limits, &Sandbox),
         progress: Option<crate::tool::ProgressSink>,
         spent: &mut Spent,
@@ -144,6 +144,9 @@ impl WasmToolkit {
         );
         state.logs = session.map(|s| s.log_sink());
         state.ask = ask;
+        // What `toolhost:workspace/changes` tells of: the workspace the
+        // call sees, if it sees one.
+        state.workspace = session.filter(|_| workspace.is_some()).cloned();
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         store

@@ -1,7 +1,9 @@
 //! Retrieval over the documents of a session's workspace (Qwen-Agent's
 //! `retrieval`): documents are parsed and cut into chunks on first use, kept
 //! under `.index/doc/` in the workspace, and only files whose size or time
-//! changed are parsed again. Keyword search is BM25 over a binary inverted
+//! changed are parsed again; while the host's workspace token
+//! (`toolhost:workspace/changes`) is the one of the last look, the files are
+//! not looked at at all. Keyword search is BM25 over a binary inverted
 //! index; vector search uses embeddings from an OpenAI-compatible endpoint
 //! when one is configured; hybrid fuses both rankings (reciprocal rank fusion).
 
@@ -118,6 +120,11 @@ struct State {
     /// The embedding model the vectors were made with, if any.
     model: Option<String>,
     files: BTreeMap<String, FileEntry>,
+    /// The host's token of the workspace when `files` was last compared
+    /// with it (`toolhost:workspace/changes`): the same token now, nothing
+    /// visible changed since, and the files are not looked at again.
+    #[serde(default)]
+    seen: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -321,7 +328,18 @@ impl Index {
         embed_now: bool,
     ) -> Result<IndexReport, ToolError> {
         let mut report = IndexReport::default();
-        let found = documents(&self.root)?;
+        // Asked before looking: a write while the files are looked at gives
+        // the next call another token.
+        let token = toolhost_sdk::host::workspace_token();
+        let found = match (&token, &self.state.seen) {
+            (Some(now), Some(seen)) if now == seen => self
+                .state
+                .files
+                .iter()
+                .map(|(path, f)| (path.clone(), (f.size, f.modified_ns)))
+                .collect(),
+            _ => documents(&self.root)?,
+        };
         let model = embedder.map(|e| e.model.clone());
         // A different embedding model makes every vector stale.
         let mut changed = self.state.model != model;
@@ -406,8 +424,12 @@ impl Index {
         if !changed {
             self.table = Postings::open(&self.dir.join("keyword.bin"))?;
         }
-        if changed || self.table.is_none() {
+        let rebuild = changed || self.table.is_none();
+        if rebuild {
             self.rebuild()?;
+        }
+        if rebuild || self.state.seen != token {
+            self.state.seen = token;
             write_json(&self.dir.join("state.json"), &self.state)?;
         }
         report.files = self.state.files.len();
