@@ -87,13 +87,17 @@ wasm-target:
 ## kube, bollard, rmcp...) a second time.
 ##
 ## Linted as it is built: the workspace's own crates are compiled by
-## clippy-driver (tests/clippy-rustc.sh, a lint an error), so this build is
-## `make test`'s clippy pass for the host as well (a separate `cargo clippy`
-## checked every dependency a second time: ~200 s of a fresh run). Plain
+## clippy-driver (cargo's workspace wrapper; CLIPPY_ARGS, exported here, makes
+## a lint an error), so this build is `make test`'s clippy pass for the host
+## as well (a separate `cargo clippy` checked every dependency a second time:
+## ~200 s of a fresh run). CLIPPY_ARGS must be in cargo's own environment:
+## clippy-driver tracks it, and cargo compares what it tracked with its own
+## (set only for the compiler, every cargo run rebuilt our crates). Plain
 ## `cargo build`/`cargo test` keep their own artifacts of our crates beside
 ## these (the dependencies are shared), so the first one after `make test`
 ## rebuilds our crates once.
-LINTED := --config 'build.rustc-workspace-wrapper="$(CURDIR)/tests/clippy-rustc.sh"'
+LINTED := --config 'build.rustc-workspace-wrapper="clippy-driver"'
+export CLIPPY_ARGS := -D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 host-bin:
 	$(CARGO) test --workspace --no-run $(LINTED)
 

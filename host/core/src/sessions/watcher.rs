@@ -12,7 +12,6 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 
 use super::Session;
-use super::writes::hidden;
 
 /// Most files one call is told it wrote.
 const MAX_TOLD: usize = 10_000;
@@ -429,6 +428,12 @@ impl State {
 /// One more event told to a workspace's watchers.
 fn told(n: &mut u64) {
     *n = n.wrapping_add(1);
+}
+
+/// Whether any part of `path` is hidden (a dot name): a tool's index, whose
+/// writes are no call's written files and change no workspace token.
+pub(super) fn hidden(path: &str) -> bool {
+    path.split('/').any(|part| part.starts_with('.'))
 }
 
 fn name_of(name: &OsStr) -> String {

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::watcher::{Running, Start, Watcher, owner_of, watcher};
+use super::watcher::{Running, Start, Watcher, hidden, owner_of, watcher};
 use super::{Session, WorkspaceFile};
 
 /// Workspace files looked at to tell what a call wrote by walking; a larger
@@ -150,11 +150,6 @@ async fn walk(session: &Arc<Session>) -> Option<Vec<WorkspaceFile>> {
         .await
         .ok()?;
     (files.len() <= MAX_WALKED_FILES).then_some(files)
-}
-
-/// Whether any part of `path` is hidden (a dot name).
-pub(super) fn hidden(path: &str) -> bool {
-    path.split('/').any(|part| part.starts_with('.'))
 }
 
 /// Files of `after` that are new or changed since `before` (both sorted by
