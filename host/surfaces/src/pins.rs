@@ -9,7 +9,7 @@
 //! Both need the admin token (or an admin caller).
 
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::{Json, Router, routing};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -66,11 +66,26 @@ async fn approve(
 ) -> Result<Json<Value>, ApiError> {
     auth::check(state.admin_token.as_ref(), &headers, &who)?;
     known(&state, &name)?;
-    let approved = state
-        .dispatcher
-        .catalog()
-        .approve(&name, body.tools.as_deref());
+    let catalog = state.dispatcher.catalog();
+    let approved = catalog.approve(&name, body.tools.as_deref());
     let args = json!({"plugin": name, "tools": approved});
+    // On disk before it is answered, as a status change is: a restart right
+    // after must not hold the approved definitions again.
+    if let Some(registry) = catalog.registry()
+        && let Err(e) = registry.sync().await
+    {
+        state.audit(
+            who.name(),
+            "approve_definitions",
+            args,
+            &format!("503: {e}"),
+        );
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "registry_unavailable",
+            format!("the approval is not saved: {e}; try again"),
+        ));
+    }
     state.audit(who.name(), "approve_definitions", args, "ok");
     Ok(Json(json!({"plugin": name, "approved": approved})))
 }
