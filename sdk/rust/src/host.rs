@@ -63,8 +63,9 @@ pub fn config(key: &str) -> Option<String> {
 /// removed, renamed or touched in between, by anyone on the host's machine.
 /// A plugin that keeps what it learned of the files under a hidden folder
 /// (`.index/<plugin>/`), with the token it asked for *before* looking, may
-/// skip looking again while the token is the same. Importing this makes the
-/// component need a host that provides it (toolhost 0.1 since this SDK).
+/// skip looking again while the token is the same. A plugin that calls this
+/// imports `toolhost:workspace/changes@0.1.0`: a host older than it refuses
+/// the component at load, naming the missing import.
 pub fn workspace_token() -> Option<String> {
     #[cfg(target_arch = "wasm32")]
     return crate::bindings::toolhost::workspace::changes::token();
