@@ -115,11 +115,11 @@ impl PluginsDir {
         let Ok(entries) = std::fs::read_dir(wasm.with_file_name(SEED)) else {
             return;
         };
-        let hash = sha256_hex(&std::fs::read(wasm).expect("read wasm"));
+        let prefix = format!("{}-", sha256_hex(&std::fs::read(wasm).expect("read wasm")));
         let dir = self.path().join(SEED);
         for entry in entries.flatten() {
             let name = entry.file_name();
-            if name.to_string_lossy().starts_with(&format!("{hash}-")) {
+            if name.to_string_lossy().starts_with(&prefix) {
                 std::fs::create_dir_all(&dir).expect("seed folder");
                 let link = dir.join(&name);
                 if !link.exists() {

@@ -193,12 +193,9 @@ impl Watcher {
     /// mark, which watch, and its visible events; none while its writes
     /// cannot all be told.
     pub(super) fn token(&self, session: &Session) -> Option<String> {
+        // This process's mark: random, like a session id.
         static PROCESS: OnceLock<String> = OnceLock::new();
-        let process = PROCESS.get_or_init(|| {
-            let mut mark = [0u8; 8];
-            getrandom::fill(&mut mark).expect("the system's random source failed");
-            crate::text::hex(&mark)
-        });
+        let process = PROCESS.get_or_init(super::new_id);
         let mut state = self.lock();
         state.drain();
         let watched = state.workspaces.get(session.id())?;
