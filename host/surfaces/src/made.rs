@@ -59,19 +59,28 @@ impl<T: Clone> PerEntry<T> {
 /// `{"tools":[` the pieces, comma-separated `]}`: a list written from JSON
 /// made before.
 pub fn listing(pieces: &[Arc<[u8]>]) -> Vec<u8> {
-    const OPEN: &[u8] = b"{\"tools\":[";
-    let commas = pieces.len().saturating_sub(1);
-    let len = pieces.iter().map(|p| p.len()).sum::<usize>() + commas + OPEN.len() + 2;
-    let mut body = Vec::with_capacity(len);
-    body.extend_from_slice(OPEN);
+    let mut body = Vec::with_capacity(joined_len(pieces) + 10);
+    body.extend_from_slice(b"{\"tools\":");
+    join_into(&mut body, pieces);
+    body.push(b'}');
+    body
+}
+
+/// The length of `pieces` joined as a JSON array.
+pub fn joined_len(pieces: &[Arc<[u8]>]) -> usize {
+    pieces.iter().map(|p| p.len()).sum::<usize>() + pieces.len().saturating_sub(1) + 2
+}
+
+/// `[` the pieces, comma-separated `]`, at the end of `out`.
+pub fn join_into(out: &mut Vec<u8>, pieces: &[Arc<[u8]>]) {
+    out.push(b'[');
     for (i, piece) in pieces.iter().enumerate() {
         if i > 0 {
-            body.push(b',');
+            out.push(b',');
         }
-        body.extend_from_slice(piece);
+        out.extend_from_slice(piece);
     }
-    body.extend_from_slice(b"]}");
-    body
+    out.push(b']');
 }
 
 #[cfg(test)]

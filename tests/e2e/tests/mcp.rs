@@ -589,8 +589,12 @@ fn direct_answers_match_rmcps() {
             calc.clone(),
         ),
     ];
-    let ask = |client: &McpClient, headers: &[(&str, String)], params: &Value| {
-        let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params});
+    // `params` Null: none sent.
+    let ask_for = |method: &str, client: &McpClient, headers: &[(&str, String)], params: &Value| {
+        let mut body = json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params});
+        if params.is_null() {
+            body.as_object_mut().unwrap().remove("params");
+        }
         let mut request = client.post().body(body.to_string()).build().unwrap();
         // The case's headers replace the client's.
         for (k, v) in headers {
@@ -608,6 +612,9 @@ fn direct_answers_match_rmcps() {
             }
         }
         (answer.status, messages, answer.text)
+    };
+    let ask = |client: &McpClient, headers: &[(&str, String)], params: &Value| {
+        ask_for("tools/call", client, headers, params)
     };
     let stateless_clients = (McpClient::new(&direct), McpClient::new(&rmcp));
     for (what, headers, params) in &stateless {
@@ -635,6 +642,108 @@ fn direct_answers_match_rmcps() {
             b.2
         );
     }
+    // Lists: answered directly from each tool's JSON made once, the same
+    // as rmcp's; paged, versioned or otherwise unusual ones are rmcp's.
+    let list_headers = |extra: &[(&'static str, &str)]| {
+        let mut h = vec![
+            ("mcp-protocol-version", "2026-07-28".to_owned()),
+            ("mcp-method", "tools/list".to_owned()),
+        ];
+        h.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
+        h
+    };
+    let stateless_lists: Vec<Case> = vec![
+        ("list", list_headers(&[]), with_meta(json!({}), &meta)),
+        (
+            "list, a cursor",
+            list_headers(&[]),
+            with_meta(json!({"cursor": "x"}), &meta),
+        ),
+        (
+            "list, Mcp-Name",
+            list_headers(&[("mcp-name", "calc_evaluate")]),
+            with_meta(json!({}), &meta),
+        ),
+        (
+            "list, Mcp-Method of a call",
+            list_headers(&[("mcp-method", "tools/call")]),
+            with_meta(json!({}), &meta),
+        ),
+        ("list, no _meta", list_headers(&[]), Value::Null),
+        (
+            "list, no clientInfo",
+            list_headers(&[]),
+            with_meta(json!({}), &no_info),
+        ),
+        (
+            "list, a progress token",
+            list_headers(&[]),
+            with_meta(json!({}), &{
+                let mut m = meta.clone();
+                m["progressToken"] = json!(1);
+                m
+            }),
+        ),
+    ];
+    for (what, headers, params) in &stateless_lists {
+        let a = ask_for("tools/list", &stateless_clients.0, headers, params);
+        let b = ask_for("tools/list", &stateless_clients.1, headers, params);
+        assert_eq!(
+            (a.0, &a.1),
+            (b.0, &b.1),
+            "stateless, {what}:\n{}\n{}",
+            a.2,
+            b.2
+        );
+    }
+    let session_lists: Vec<Case> = vec![
+        ("list", vec![], Value::Null),
+        ("list, empty params", vec![], json!({})),
+        ("list, a cursor", vec![], json!({"cursor": "abc"})),
+        (
+            "list, a version in _meta",
+            vec![],
+            with_meta(json!({}), &meta),
+        ),
+        (
+            "list, pinned session",
+            vec![("x-toolhost-session", "pinned-1".to_owned())],
+            json!({}),
+        ),
+        (
+            "list, unknown MCP session",
+            vec![("mcp-session-id", "no-such-session".to_owned())],
+            json!({}),
+        ),
+    ];
+    for (what, headers, params) in &session_lists {
+        let a = ask_for("tools/list", &c1, headers, params);
+        let b = ask_for("tools/list", &c2, headers, params);
+        assert_eq!(
+            (a.0, &a.1),
+            (b.0, &b.1),
+            "session, {what}:\n{}\n{}",
+            a.2,
+            b.2
+        );
+        if *what == "list" {
+            // Answered directly (JSON; rmcp's session answers are streams).
+            assert!(a.2.starts_with('{') && !b.2.starts_with('{'), "{}", a.2);
+            let tools = a.1[0]["result"]["tools"].as_array().map_or(0, Vec::len);
+            assert!(tools > 3, "{}", a.2);
+        }
+    }
+    // `params: null`, as rmcp takes it.
+    let raw = |client: &McpClient| {
+        let body = r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":null}"#;
+        toolhost_e2e::mcp::read(client.post().body(body).send().unwrap())
+    };
+    let (a, b) = (raw(&c1), raw(&c2));
+    assert_eq!(
+        (a.status, &a.messages),
+        (b.status, &b.messages),
+        "params null"
+    );
     // Direct and rmcp-served calls of a session share its toolhost session:
     // a file written by one (direct) is read by the other (a progress token
     // sends it through rmcp).

@@ -1,11 +1,13 @@
 //! `tools/list`'s tools, made once per catalog entry and kept while the
 //! entry lives: a list of 10,000 tools clones them (their schemas are
 //! shared) instead of turning each into JSON and back on every request
-//! (docs/benchmarks.md#costs-that-stay-flat).
+//! (docs/benchmarks.md#costs-that-stay-flat). For the lists answered
+//! directly ([`super::direct`]) each tool is kept as the JSON rmcp writes of
+//! it, once per protocol shape: a list is those bytes joined.
 
 use std::sync::{Arc, LazyLock};
 
-use rmcp::model::Tool;
+use rmcp::model::{ListToolsResult, ServerResult, Tool};
 use serde_json::Value;
 
 use super::tasks;
@@ -16,10 +18,26 @@ use toolhost_core::catalog::ToolEntry;
 /// Each tool's MCP tool.
 static MADE: LazyLock<PerEntry<Tool>> = LazyLock::new(PerEntry::default);
 
+/// A tool's MCP tool as JSON: as sent on 2026-07-28, and to a peer of an
+/// older version (the same bytes when they do not differ).
+type Written = (Arc<[u8]>, Arc<[u8]>);
+
+static WRITTEN: LazyLock<PerEntry<Written>> = LazyLock::new(PerEntry::default);
+
 /// The MCP tools of `entries`, in order; an entry whose definition MCP
 /// cannot carry is left out (logged).
 pub fn tools_of(entries: &[&Arc<ToolEntry>]) -> Vec<Tool> {
     MADE.of(entries.iter().copied(), make)
+}
+
+/// The same tools as JSON, each written as rmcp writes it in a `tools/list`
+/// result, for a `legacy` peer (a protocol version before 2026-07-28) or not.
+pub fn json_of(entries: &[&Arc<ToolEntry>], legacy: bool) -> Vec<Arc<[u8]>> {
+    WRITTEN
+        .of(entries.iter().copied(), write)
+        .into_iter()
+        .map(|(current, older)| if legacy { older } else { current })
+        .collect()
 }
 
 fn make(entry: &ToolEntry) -> Option<Tool> {
@@ -31,5 +49,83 @@ fn make(entry: &ToolEntry) -> Option<Tool> {
             tracing::warn!(tool = %entry.id, error = %e, "MCP: tool left out of tools/list");
             None
         }
+    }
+}
+
+/// An entry's tool as JSON, and as rmcp's handler shapes it for an older
+/// peer (its own rule, applied to a list of this one tool).
+fn write(entry: &ToolEntry) -> Option<Written> {
+    let tool = make(entry)?;
+    let current: Arc<[u8]> = serde_json::to_vec(&tool).ok()?.into();
+    let mut result = ServerResult::ListToolsResult(ListToolsResult::with_all_items(vec![tool]));
+    result.strip_non_object_output_for_legacy_peer();
+    let ServerResult::ListToolsResult(mut stripped) = result else {
+        return None;
+    };
+    let older = serde_json::to_vec(&stripped.tools.pop()?).ok()?;
+    let older = if *older == *current {
+        current.clone()
+    } else {
+        older.into()
+    };
+    Some((current, older))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolhost_core::backend::{Detached, Invocation, Toolkit};
+    use toolhost_core::catalog::{Catalog, ToolkitEntry};
+    use toolhost_core::tool::{BoxFuture, CallError, Content, Limits, ToolDescriptor};
+
+    struct Idle;
+    impl Toolkit for Idle {
+        fn invoke(self: Arc<Self>, _: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
+            Box::pin(async { Ok(vec![]) })
+        }
+    }
+
+    /// An older peer's JSON leaves out a non-object output schema, as
+    /// rmcp's handler does; an object one is kept, in the same bytes.
+    #[test]
+    fn older_peers_get_object_output_schemas_only() {
+        let catalog = Catalog::new();
+        let kit = ToolkitEntry::new(
+            Arc::new(Detached("test")),
+            "kit",
+            "",
+            "",
+            Limits::default(),
+            Arc::new(Idle),
+        );
+        let tool = |name: &str, output: Value| ToolDescriptor {
+            name: name.into(),
+            description: "d".into(),
+            input_schema: serde_json::json!({"type": "object"}),
+            output_schema: Some(output),
+            continue_with: None,
+            hints: Default::default(),
+        };
+        let tools = vec![
+            tool("list", serde_json::json!({"type": "array"})),
+            tool("obj", serde_json::json!({"type": "object"})),
+        ];
+        catalog.register(kit, tools).unwrap();
+        let entries = catalog.tools();
+        let refs: Vec<_> = entries.iter().collect();
+        let parse = |b: &Arc<[u8]>| serde_json::from_slice::<Value>(b).unwrap();
+        let current = json_of(&refs, false);
+        let older = json_of(&refs, true);
+        let at = |name: &str| refs.iter().position(|t| t.id.ends_with(name)).unwrap();
+        let (list, obj) = (at("list"), at("obj"));
+        assert_eq!(parse(&current[list])["outputSchema"]["type"], "array");
+        assert!(parse(&older[list]).get("outputSchema").is_none());
+        assert_eq!(parse(&older[obj])["outputSchema"]["type"], "object");
+        assert!(Arc::ptr_eq(&current[obj], &older[obj]));
+        // As rmcp writes the tool (`tools_of`, what its handler lists).
+        assert_eq!(
+            parse(&current[list]),
+            serde_json::to_value(&tools_of(&refs)[list]).unwrap()
+        );
     }
 }

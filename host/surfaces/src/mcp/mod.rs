@@ -21,8 +21,8 @@
 //!   toolhost session (workspace, Docker nodes), closed when the MCP session
 //!   ends; a stateless request (2026-07-28) without it gets a session of its own
 //!   that ends with the request.
-//! - Answers: a plain `tools/call` (no progress token) is answered by
-//!   [`direct`] without rmcp's per-request machinery, in the same shape; a
+//! - Answers: a plain `tools/call` (no progress token) and a plain
+//!   `tools/list` are answered by [`direct`] without rmcp's per-request machinery, in the same shape; a
 //!   session's request-wise SSE stream is sent whole when the call ends
 //!   within [`COALESCE_WINDOW`] ([`coalesce_sse`]); a stateless request that
 //!   emits nothing before its result is answered with plain JSON.

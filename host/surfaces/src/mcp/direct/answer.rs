@@ -108,18 +108,22 @@ pub(super) fn json_answer(message: &ServerJsonRpcMessage) -> Response {
         _ => StatusCode::OK,
     };
     match serde_json::to_vec(message) {
-        Ok(body) => (
-            status,
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )],
-            body,
-        )
-            .into_response(),
+        Ok(body) => (status, json_bytes(body)).into_response(),
         Err(e) => {
             tracing::error!(error = %e, "MCP: cannot serialize an answer");
             StatusCode::INTERNAL_SERVER_ERROR.into_response()
         }
     }
+}
+
+/// A JSON body.
+pub(super) fn json_bytes(body: Vec<u8>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
 }

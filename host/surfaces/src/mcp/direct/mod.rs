@@ -1,4 +1,4 @@
-//! Direct answers to plain `tools/call` requests on `/mcp`.
+//! Direct answers to plain `tools/call` and `tools/list` requests on `/mcp`.
 //!
 //! rmcp serves a request by running a service for it: for a stateless
 //! (2026-07-28) request a whole one is built, its serve loop spawned, and the
@@ -13,6 +13,8 @@
 //! [`super::call`] as in [`super::McpHandler`], and the answer is rmcp's
 //! [`ServerJsonRpcMessage`], shaped for the protocol version as rmcp's
 //! handler shapes it. No JSON-RPC is written by hand.
+//! A plain `tools/list` is answered here too ([`list`]), from each tool's
+//! JSON as rmcp writes it, made once.
 //!
 //! Everything else goes on to rmcp untouched, and so does any request the
 //! checks here are not sure of: they are stricter than rmcp's own (a
@@ -34,6 +36,7 @@
 //! toolhost session idle timeout instead.
 
 mod answer;
+mod list;
 mod sweeper;
 
 use answer::{answer_of, json_answer, session_answer};
@@ -308,6 +311,11 @@ pub(super) async fn answer(direct: Arc<Direct>, rmcp: super::Rmcp, request: Requ
             super::trace::within(call, direct.call(parts, id, params, mode)).await
         }
         Err(_) => {
+            if let Ok(list) = serde_json::from_slice::<list::ListMessage>(&bytes)
+                && let Some(answer) = direct.list(&parts, list, &mode)
+            {
+                return answer;
+            }
             if let Mode::Session(link) = &mode
                 && let Ok(ClientJsonRpcMessage::Notification(note)) =
                     serde_json::from_slice::<ClientJsonRpcMessage>(&bytes)
