@@ -283,12 +283,21 @@ async fn serve(
     served
 }
 
+/// The engine settings of a command that loads components once: Cranelift's
+/// builds only (a quick build would be compiled on top of what it waits for).
+fn one_shot(config: &Config) -> toolhost::wasm::config::EngineConfig {
+    toolhost::wasm::config::EngineConfig {
+        quick_compile: false,
+        ..config.engine.clone()
+    }
+}
+
 /// Load `component` as a plugin named after its file, with its manifest if any.
 async fn load_one(
     component: &Path,
 ) -> anyhow::Result<(Arc<WasmBackend>, toolhost::wasm::LoadedPlugin)> {
     let config = Config::default();
-    let backend = WasmBackend::new(&config.engine, config.limits, None)?;
+    let backend = WasmBackend::new(&one_shot(&config), config.limits, None)?;
     let name = component
         .file_stem()
         .and_then(|s| s.to_str())
@@ -390,7 +399,7 @@ async fn precompile(
     key: toolhost::wasm::CacheKey,
 ) -> anyhow::Result<()> {
     let cache_dir = dir.join(toolhost::wasm::cache::PRECOMPILED_DIR);
-    let backend = WasmBackend::new(&config.engine, config.limits, Some((&cache_dir, key)))?;
+    let backend = WasmBackend::new(&one_shot(config), config.limits, Some((&cache_dir, key)))?;
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
         let path = entry?.path();

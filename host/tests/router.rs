@@ -444,6 +444,7 @@ mod echo_backend {
                     toolkit: Arc::new(Echo(text.trim().to_owned())),
                     tools,
                     compile: None,
+                    better: None,
                     warnings: Vec::new(),
                     provenance: None,
                 })

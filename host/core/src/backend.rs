@@ -133,6 +133,10 @@ pub struct Loaded {
     /// Compile (or compile-cache) time and where the code came from
     /// (`compiled` / `cache`), for backends that compile.
     pub compile: Option<(Duration, &'static str)>,
+    /// A better build being made behind this one (wasm: Cranelift's behind
+    /// Winch's quick build, source `compiled`): told its compile time when
+    /// calls have moved to it (dropped: it failed, this one keeps serving).
+    pub better: Option<tokio::sync::oneshot::Receiver<Duration>>,
     /// What loaded but should be looked at (shown by `GET /plugins`).
     pub warnings: Vec<String>,
     /// Where it came from and who signed it, for backends that check

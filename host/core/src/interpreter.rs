@@ -132,6 +132,7 @@ impl InterpreterBackend {
             }),
             tools: vec![tool],
             compile: None,
+            better: None,
             warnings: Vec::new(),
             provenance: None,
         })

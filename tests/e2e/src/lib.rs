@@ -395,6 +395,15 @@ impl Server {
         (status == 200).then_some(body)
     }
 
+    /// Plugin `name` once its calls run Cranelift's build (a component the
+    /// compile cache did not have is served by Winch's quick build first:
+    /// its `source` is `winch` until then).
+    pub fn plugin_built(&self, name: &str) -> Option<Value> {
+        wait_for(Duration::from_secs(60), || {
+            self.plugin(name).filter(|p| p["source"] != "winch")
+        })
+    }
+
     /// Wait until plugin `name` serves `version` (and is ready).
     pub fn wait_version(&self, name: &str, version: &str) -> bool {
         wait_for(Duration::from_secs(20), || {

@@ -338,7 +338,7 @@ fn twenty_swaps_under_load_fail_no_call() {
 fn restarts_use_the_compile_cache_and_survive_a_damaged_entry() {
     let mut s = Server::start(PluginsDir::cold().add("calc", "calc").add("files", "files"));
     for name in ["calc", "files"] {
-        assert_eq!(s.plugin(name).unwrap()["source"], "compiled");
+        assert_eq!(s.plugin_built(name).unwrap()["source"], "compiled");
     }
     let cache = s.data.path().join("data/compile-cache");
     let entries = || -> Vec<std::path::PathBuf> {
@@ -386,7 +386,7 @@ fn restarts_use_the_compile_cache_and_survive_a_damaged_entry() {
     }
     s.restart().unwrap();
     for name in ["calc", "files"] {
-        assert_eq!(s.plugin(name).unwrap()["source"], "compiled");
+        assert_eq!(s.plugin_built(name).unwrap()["source"], "compiled");
     }
     assert!(evaluates(&s, "calc_evaluate"));
     assert!(s.log().contains("cache entry refused"));

@@ -162,7 +162,7 @@ fn precompiled_components_make_a_fresh_data_directory_warm() {
     let hash = sha256_hex(&std::fs::read(wasm).unwrap());
     std::fs::write(dir.join(format!("{hash}-0123456789abcdef.cwasm")), b"stale").unwrap();
     let s = Server::start_env(plugins, None, &key_env).unwrap();
-    assert_eq!(s.plugin("calc").unwrap()["source"], "compiled");
+    assert_eq!(s.plugin_built("calc").unwrap()["source"], "compiled");
     let (status, _) = s.invoke("calc_evaluate", json!({"expression": "2+2"}));
     assert_eq!(status, 200);
 }
@@ -184,7 +184,7 @@ fn a_planted_compile_cache_entry_is_never_run() {
     let (calc, checksum) = (entry_of(&plugins, "calc"), entry_of(&plugins, "checksum"));
     std::fs::copy(&checksum, &calc).unwrap();
     let s = Server::start_env(plugins, None, &key_env).unwrap();
-    let plugin = s.plugin("calc").unwrap();
+    let plugin = s.plugin_built("calc").unwrap();
     assert_eq!(plugin["source"], "compiled", "{plugin}\n{}", s.log());
     assert_eq!(s.plugin("checksum").unwrap()["source"], "cache");
     let tools = s.tool_ids();
@@ -204,11 +204,11 @@ fn a_planted_compile_cache_entry_is_never_run() {
     let plugins = PluginsDir::cold().add("calc", "calc");
     precompile(&plugins, &key_file(keys.path(), 0x33));
     let s = Server::start_env(plugins, None, &key_env).unwrap();
-    assert_eq!(s.plugin("calc").unwrap()["source"], "compiled");
+    assert_eq!(s.plugin_built("calc").unwrap()["source"], "compiled");
     let plugins = PluginsDir::cold().add("calc", "calc");
     precompile(&plugins, &key);
     let s = Server::start(plugins);
-    assert_eq!(s.plugin("calc").unwrap()["source"], "compiled");
+    assert_eq!(s.plugin_built("calc").unwrap()["source"], "compiled");
     let own = s.data.path().join("data/compile-cache.key");
     let mode =
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&own).unwrap().permissions());

@@ -170,6 +170,7 @@ impl ApiBackend {
             toolkit: Arc::new(toolkit),
             tools,
             compile: None,
+            better: None,
             warnings,
             provenance: None,
         })

@@ -455,6 +455,7 @@ impl McpBackend {
             }),
             tools,
             compile: None,
+            better: None,
             warnings,
             provenance: (record.is_some() || image.is_some()).then(|| {
                 serde_json::json!({"installed_from_locks": record, "image": m.image, "trust": image})

@@ -156,6 +156,7 @@ fn load(name: &str, files: &[EntryFile]) -> Result<Loaded, String> {
         toolkit: Arc::new(MockToolkit { tools }),
         tools: descriptors,
         compile: None,
+        better: None,
         warnings: Vec::new(),
         provenance: None,
     })

@@ -83,6 +83,7 @@ impl Backend for NodeBackend {
                 toolkit: Arc::new(DockerToolkit::new(me, spec.clone())),
                 tools: spec.descriptors(),
                 compile: None,
+                better: None,
                 warnings: verdict.iter().filter_map(|v| v.warning.clone()).collect(),
                 provenance: verdict
                     .map(|v| serde_json::json!({"image": spec.manifest.docker.image, "trust": v})),

@@ -45,7 +45,7 @@ pub struct PluginManager {
     /// The backends' folder kinds, in their order ([`folder_owner`]).
     kinds: Arc<[&'static str]>,
     catalog: Arc<Catalog>,
-    status: Mutex<BTreeMap<Key, PluginStatus>>,
+    status: Arc<Mutex<BTreeMap<Key, PluginStatus>>>,
     locks: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
 }
 
@@ -54,6 +54,11 @@ fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_millis() as u64
+}
+
+/// Milliseconds to two decimals.
+fn rounded_ms(d: std::time::Duration) -> f64 {
+    (d.as_secs_f64() * 100_000.0).round() / 100.0
 }
 
 fn short(version: Option<&str>) -> &str {
@@ -68,7 +73,7 @@ impl PluginManager {
             kinds,
             backends,
             catalog,
-            status: Mutex::new(BTreeMap::new()),
+            status: Arc::default(),
             locks: Mutex::new(HashMap::new()),
         });
         for backend in &manager.backends {
@@ -458,6 +463,7 @@ impl PluginManager {
             .collect();
         let version = loaded.version.clone();
         let compile = loaded.compile;
+        let better = loaded.better;
         let mut warnings = loaded.warnings;
         warnings.extend(entries::check_fallbacks(
             &self.catalog,
@@ -491,17 +497,44 @@ impl PluginManager {
         let mut done = None;
         self.update(key, |s| {
             s.state = State::Ready;
-            s.version = Some(version);
+            s.version = Some(version.clone());
             s.loaded_at = Some(now_ms());
             s.tools = ids;
             s.error = None;
             s.warnings = warnings;
             s.provenance = provenance;
-            s.compile_ms = compile.map(|(t, _)| (t.as_secs_f64() * 100_000.0).round() / 100.0);
+            s.compile_ms = compile.map(|(t, _)| rounded_ms(t));
             s.source = compile.map(|(_, source)| source);
             done = Some(s.clone());
         });
+        if let Some(better) = better {
+            self.follow_better(key, version, better);
+        }
         Ok(done.expect("status updated"))
+    }
+
+    /// When the calls of entry `key` at `version` move to a better build
+    /// (Cranelift's behind Winch's), its status shows that build's compile
+    /// time and source.
+    fn follow_better(
+        &self,
+        key: &Key,
+        version: String,
+        better: tokio::sync::oneshot::Receiver<std::time::Duration>,
+    ) {
+        let (status, key) = (self.status.clone(), key.clone());
+        tokio::spawn(async move {
+            let Ok(took) = better.await else {
+                return;
+            };
+            let mut map = status.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(s) = map.get_mut(&key)
+                && s.version.as_deref() == Some(version.as_str())
+            {
+                s.compile_ms = Some(rounded_ms(took));
+                s.source = Some("compiled");
+            }
+        });
     }
 
     /// Entry `key` is gone: its tools leave the catalog (only if its backend

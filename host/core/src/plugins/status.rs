@@ -62,7 +62,8 @@ pub struct PluginStatus {
     pub provenance: Option<serde_json::Value>,
     /// Compile (or cache load) time of the serving version, ms.
     pub compile_ms: Option<f64>,
-    /// `compiled` or `cache`.
+    /// `compiled`, `cache`, or `winch` (Winch's quick build, serving
+    /// until Cranelift's is made: then `compiled`).
     pub source: Option<&'static str>,
     /// While compiling: the phase, the time so far and the entry's size.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -176,6 +176,8 @@ pub enum Origin {
     Cached,
     /// Compiled (and stored, when the cache is writable).
     Compiled,
+    /// Compiled by Winch, served while Cranelift compiles it.
+    Quick,
 }
 
 impl Origin {
@@ -183,6 +185,7 @@ impl Origin {
         match self {
             Origin::Cached => "cache",
             Origin::Compiled => "compiled",
+            Origin::Quick => "winch",
         }
     }
 }

@@ -40,6 +40,12 @@ pub struct EngineConfig {
     /// Compiled functions kept in memory, MiB (0: none): a new version of a
     /// plugin compiles only the functions that changed (hot swap).
     pub function_cache_mb: u32,
+    /// Serve a component that is not in the compile cache at once, compiled
+    /// by Winch (wasmtime's baseline compiler), while Cranelift compiles it
+    /// behind (a hot swap in tens of milliseconds rather than hundreds);
+    /// calls then move to Cranelift's build. Off: every component waits for
+    /// Cranelift.
+    pub quick_compile: bool,
     /// Write `/tmp/perf-<pid>.map` naming the plugins' compiled functions,
     /// so that `perf` profiles of the server show where in a plugin its
     /// time goes (a developer's switch; the file grows with every load).
@@ -61,6 +67,7 @@ impl Default for EngineConfig {
             epoch_tick_ms: 5,
             max_wasm_stack_kb: 1024,
             function_cache_mb: 128,
+            quick_compile: true,
             perf_map: false,
         }
     }

@@ -81,6 +81,34 @@ fn build_with(
     Ok((engine, u64::from(memories) * (reservation + GUARD_BYTES)))
 }
 
+/// Fuel a call of a quick build (Winch) runs between two yields: its
+/// wall-clock limit is checked there, as epochs are not counted by Winch's
+/// code. About a millisecond of wasm at Winch's pace.
+pub const QUICK_YIELD_FUEL: u64 = 1_000_000;
+
+/// The quick engine: Winch, wasmtime's baseline compiler (a tenth of
+/// Cranelift's compile time, slower code), for a new component's first
+/// calls while Cranelift compiles it behind them (a hot swap served at
+/// once). The same limits as [`build`]'s engine, but no epochs (Winch has
+/// none: a call's time limit is checked every [`QUICK_YIELD_FUEL`] units of
+/// fuel instead) and no pool (it serves a component for a moment).
+pub fn build_quick(cfg: &EngineConfig) -> wasmtime::Result<Engine> {
+    let stack = (cfg.max_wasm_stack_kb as usize) << 10;
+    let mut config = Config::new();
+    config
+        .strategy(wasmtime::Strategy::Winch)
+        .wasm_component_model(true)
+        .consume_fuel(true)
+        .memory_reservation(cfg.memory_reservation_mb << 20)
+        .memory_guard_size(GUARD_BYTES)
+        .max_wasm_stack(stack)
+        .async_stack_size(stack + (1 << 20));
+    if cfg.perf_map {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
+    Engine::new(&config)
+}
+
 /// Cranelift's compiled functions, kept across compiles in memory (its
 /// incremental cache): each is keyed by the SHA-256 of the function's IR
 /// and the compiler's settings, and holds what Cranelift made of it, so a
@@ -266,6 +294,47 @@ mod tests {
         // Larger than the whole budget: refused, nothing evicted.
         assert!(!cache.insert(b"e", vec![6; 200]));
         assert!(cache.get(b"d").is_some());
+    }
+
+    /// Winch's code counts fuel and yields every [`QUICK_YIELD_FUEL`]: a
+    /// spinning call is stopped by the timeout around it (what a quick
+    /// build's time limit rests on: no epochs), and fuel runs out as it does
+    /// on Cranelift's.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_quick_build_yields_to_its_time_limit_and_counts_fuel() {
+        use wasmtime::component::{Component, Linker};
+        let engine = build_quick(&EngineConfig::default()).expect("Winch's engine");
+        let wat = r#"(component
+            (core module $m (func (export "spin") (loop br 0)))
+            (core instance $i (instantiate $m))
+            (func (export "spin") (canon lift (core func $i "spin"))))"#;
+        let component = Component::new(&engine, wat).expect("Winch compiles it");
+        let linker = Linker::<()>::new(&engine);
+        let run = |fuel: u64| {
+            let (engine, component, linker) = (&engine, &component, &linker);
+            async move {
+                let mut store = wasmtime::Store::new(engine, ());
+                store.set_fuel(fuel)?;
+                store.fuel_async_yield_interval(Some(QUICK_YIELD_FUEL))?;
+                let instance = linker.instantiate_async(&mut store, component).await?;
+                let spin = instance.get_typed_func::<(), ()>(&mut store, "spin")?;
+                spin.call_async(&mut store, ()).await
+            }
+        };
+        let started = std::time::Instant::now();
+        let stopped = tokio::time::timeout(Duration::from_millis(100), run(u64::MAX)).await;
+        assert!(stopped.is_err(), "the spin ended by itself: {stopped:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        let error = run(20 * QUICK_YIELD_FUEL).await.expect_err("out of fuel");
+        assert_eq!(
+            error.downcast_ref::<wasmtime::Trap>(),
+            Some(&wasmtime::Trap::OutOfFuel),
+            "{error:?}"
+        );
     }
 
     #[test]

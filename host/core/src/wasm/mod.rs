@@ -4,6 +4,7 @@
 
 mod bindings;
 pub mod cache;
+mod compile;
 pub mod config;
 mod engine;
 pub mod http;
@@ -20,15 +21,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokio::sync::Semaphore;
-use wasmtime::Engine;
-use wasmtime::component::{Component, HasSelf, Linker};
+use tokio::sync::{Semaphore, oneshot};
+use wasmtime::component::Component;
 
 pub use bindings::WIT_VERSION;
-use bindings::{Plugin, PluginPre, TOOLKIT_EXPORT, TOOLKIT_EXPORT_PREFIX};
+use bindings::{TOOLKIT_EXPORT, TOOLKIT_EXPORT_PREFIX};
 pub use cache::{CacheKey, CompileCache, Origin};
+use compile::{Cranelift, Quick};
 use manifest::Manifest;
-use state::{CallState, PluginContext};
+use state::PluginContext;
 pub use toolkit::WasmToolkit;
 use toolkit::{Op, OpResult};
 
@@ -83,8 +84,11 @@ pub struct LoadedPlugin {
     pub toolkit: Arc<WasmToolkit>,
     /// Time to compile the component, or to load it from the compile cache.
     pub compile_time: Duration,
-    /// Whether it came from the compile cache.
+    /// Whether it came from the compile cache, or Winch's quick build.
     pub origin: Origin,
+    /// A quick build's: told Cranelift's compile time when calls have moved
+    /// to its build.
+    pub better: Option<oneshot::Receiver<Duration>>,
 }
 
 impl LoadedPlugin {
@@ -106,15 +110,13 @@ impl LoadedPlugin {
 }
 
 pub struct WasmBackend {
-    engine: Engine,
-    linker: Linker<CallState>,
+    /// Cranelift's engine and linker, the compile cache and the compile slots.
+    cranelift: Cranelift,
+    /// Winch's, for a first build served at once (`[engine] quick_compile`).
+    quick: Option<Quick>,
     defaults: PluginLimits,
     max_memory_mb: u32,
     reservation: u64,
-    /// The compiled-component cache, when the server has a data directory.
-    cache: Option<CompileCache>,
-    /// Compilations running at once (each also uses cranelift's own threads).
-    compile_slots: Semaphore,
     /// Named secrets for `[[http.auth]]` (else only the environment's).
     secrets: std::sync::OnceLock<crate::credentials::Secrets>,
     /// Where components may come from and who must have signed them
@@ -137,15 +139,7 @@ impl WasmBackend {
         engine::configure_compile_pool();
         let (engine, reservation) = engine::build(cfg)
             .map_err(|e| anyhow::anyhow!("failed to build the wasm engine: {e:#}"))?;
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .map_err(|e| anyhow::anyhow!("{e:#}"))?;
-        // wasi:http for plugins whose manifest grants hosts; every request
-        // is checked against that grant (`http::PolicyHooks`).
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
-            .map_err(|e| anyhow::anyhow!("{e:#}"))?;
-        Plugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s)
-            .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+        let linker = Arc::new(bindings::linker(&engine)?);
         let ticker = engine::EpochTicker::start(&engine, Duration::from_millis(cfg.epoch_tick_ms));
         let cache = cache
             .map(|(dir, key)| {
@@ -156,13 +150,16 @@ impl WasmBackend {
             .transpose()?;
         let parallel = std::thread::available_parallelism().map_or(2, |n| n.get());
         Ok(Arc::new(WasmBackend {
-            engine,
-            linker,
+            cranelift: Cranelift {
+                engine,
+                linker,
+                cache,
+                slots: Arc::new(Semaphore::new(parallel)),
+            },
+            quick: Quick::new(cfg),
             defaults,
             max_memory_mb: cfg.max_memory_mb,
             reservation,
-            cache,
-            compile_slots: Semaphore::new(parallel),
             secrets: std::sync::OnceLock::new(),
             provenance: std::sync::OnceLock::new(),
             series: std::sync::OnceLock::new(),
@@ -192,7 +189,7 @@ impl WasmBackend {
 
     /// The compile cache, if any.
     pub fn cache(&self) -> Option<&CompileCache> {
-        self.cache.as_ref()
+        self.cranelift.cache.as_ref()
     }
 
     /// Virtual address space the instance pool reserves, bytes.
@@ -202,15 +199,24 @@ impl WasmBackend {
 
     /// Compile, check and describe component `bytes` as plugin `name`.
     /// Compilation runs on threads of its own at a lower priority, never on
-    /// a request thread.
+    /// a request thread. Answers with Cranelift's build: a quick one is
+    /// waited past.
     pub async fn load(
         &self,
         name: &str,
         bytes: Vec<u8>,
         manifest: Option<&str>,
     ) -> Result<LoadedPlugin, LoadError> {
-        self.load_reporting(name, bytes, manifest, None, &|_| {})
-            .await
+        let mut plugin = self
+            .load_reporting(name, bytes, manifest, None, &|_| {})
+            .await?;
+        if let Some(better) = plugin.better.take() {
+            let took = better
+                .await
+                .map_err(|_| LoadError::Compile("Cranelift's build failed (logged)".into()))?;
+            (plugin.compile_time, plugin.origin) = (took, Origin::Compiled);
+        }
+        Ok(plugin)
     }
 
     /// [`Self::load`], telling `report` each phase it enters: `cached`
@@ -240,16 +246,16 @@ impl WasmBackend {
         let version = loader::content_hash(&bytes);
 
         let started = Instant::now();
-        let (component, origin) = self.compile(bytes, &version, report).await?;
-        let compile_time = started.elapsed();
+        let bytes = Arc::new(bytes);
+        let (component, mut origin) = self.compile(bytes.clone(), &version, report).await?;
+        let mut compile_time = started.elapsed();
         report("describing");
 
         self.check_exports(&component)?;
-        let pre = self
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|e| LoadError::Link(format!("{e:#}")))?;
-        let pre = PluginPre::new(pre).map_err(|e| LoadError::Link(format!("{e:#}")))?;
+        let code = match (&self.quick, origin) {
+            (Some(quick), Origin::Quick) => quick.code(&component)?,
+            _ => self.cranelift.code(&component)?,
+        };
         let http = http::HttpPolicy::parse(&manifest.http.allow, &manifest.http.methods)
             .map_err(LoadError::Manifest)?;
         let method = manifest.http.methods.first().map_or("GET", String::as_str);
@@ -271,16 +277,43 @@ impl WasmBackend {
             assets: assets_dir(name, manifest.assets.dir.as_deref(), dir),
             declared: manifest.declared(),
         });
-        let toolkit = Arc::new(WasmToolkit::new(
-            self.engine.clone(),
-            pre,
-            ctx,
-            manifest.workspace.access,
-            limits.sandbox(),
-            self.series.get().cloned(),
-        ));
-        let limits = limits.common();
-        let tools = describe(&toolkit, &limits).await?;
+        let made = |code| {
+            Arc::new(WasmToolkit::new(
+                code,
+                ctx.clone(),
+                manifest.workspace.access,
+                limits.sandbox(),
+                self.series.get().cloned(),
+            ))
+        };
+        let common = limits.common();
+        let mut toolkit = made(code);
+        let tools = match describe(&toolkit, &common).await {
+            Ok(tools) => tools,
+            // Winch's build fails where Cranelift's may not (a bug of the
+            // baseline compiler): asked again of Cranelift's.
+            Err(e) if origin == Origin::Quick => {
+                tracing::info!(plugin = name, error = %e, "list-tools failed on Winch's build: Cranelift's is asked");
+                let component = self
+                    .cranelift
+                    .compile(bytes.clone(), &version, report)
+                    .await?;
+                toolkit = made(self.cranelift.code(&component)?);
+                (origin, compile_time) = (Origin::Compiled, started.elapsed());
+                describe(&toolkit, &common).await?
+            }
+            Err(e) => return Err(e),
+        };
+        let better = (origin == Origin::Quick).then(|| {
+            compile::optimise_behind(
+                self.cranelift.clone(),
+                toolkit.clone(),
+                name.to_owned(),
+                bytes,
+                version.clone(),
+            )
+        });
+        let limits = common;
         Ok(LoadedPlugin {
             name: name.to_owned(),
             description: manifest.description.unwrap_or_default(),
@@ -290,24 +323,22 @@ impl WasmBackend {
             toolkit,
             compile_time,
             origin,
+            better,
         })
     }
 
-    /// The component from the cache, else compiled on the blocking pool (at
-    /// most `compile_slots` at once) and stored in the cache. A cache hit
-    /// never waits for a slot behind a long compile.
+    /// The component from the cache, else Winch's quick build if it makes
+    /// one, else Cranelift's (stored in the cache). A cache hit never waits
+    /// for a slot behind a long compile.
     async fn compile(
         &self,
-        bytes: Vec<u8>,
+        bytes: Arc<Vec<u8>>,
         version: &str,
         report: &(dyn Fn(&'static str) + Sync),
     ) -> Result<(Component, Origin), LoadError> {
-        let engine = self.engine.clone();
-        let cache = self.cache.clone();
-        let hash = version.to_owned();
-        if let Some(cache) = cache.clone() {
+        if let Some(cache) = self.cranelift.cache.clone() {
             report("cached");
-            let (engine, hash) = (engine.clone(), hash.clone());
+            let (engine, hash) = (self.cranelift.engine.clone(), version.to_owned());
             let cached = tokio::task::spawn_blocking(move || cache.get(&engine, &hash))
                 .await
                 .ok()
@@ -316,34 +347,21 @@ impl WasmBackend {
                 return Ok((component, Origin::Cached));
             }
         }
-        let _slot = self
-            .compile_slots
-            .acquire()
-            .await
-            .map_err(|_| LoadError::Compile("the engine is shutting down".into()))?;
-        report("compiling");
-        let runtime = tokio::runtime::Handle::current();
-        engine::in_background(move || {
-            let component = Component::new(&engine, &bytes)
-                .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
-            // Stored behind the answer: a swap does not wait for the
-            // serialization, the MAC and the disk's sync (the runtime
-            // finishes the write before the process ends).
-            if let Some(cache) = cache {
-                let stored = component.clone();
-                runtime.spawn_blocking(move || cache.put(&hash, &stored));
+        if let Some(quick) = &self.quick {
+            report("compiling");
+            if let Some(component) = quick.compile(bytes.clone()).await {
+                return Ok((component, Origin::Quick));
             }
-            Ok((component, Origin::Compiled))
-        })
-        .await
-        .unwrap_or_else(|| Err(LoadError::Compile("the compile thread failed".into())))
+        }
+        let component = self.cranelift.compile(bytes, version, report).await?;
+        Ok((component, Origin::Compiled))
     }
 
     /// The toolkit export must be there, in the version this host speaks.
     fn check_exports(&self, component: &Component) -> Result<(), LoadError> {
         let ty = component.component_type();
         let names: Vec<String> = ty
-            .exports(&self.engine)
+            .exports(&self.cranelift.engine)
             .map(|(n, _)| n.to_owned())
             .collect();
         if names.iter().any(|n| n == TOOLKIT_EXPORT) {
@@ -458,6 +476,7 @@ impl crate::backend::Backend for WasmBackend {
                 toolkit: plugin.toolkit,
                 tools: plugin.tools,
                 compile: Some((plugin.compile_time, plugin.origin.as_str())),
+                better: plugin.better,
                 warnings: verdict.warning.iter().cloned().collect(),
                 provenance: serde_json::to_value(&verdict).ok(),
             })
@@ -466,7 +485,7 @@ impl crate::backend::Backend for WasmBackend {
 
     /// Compile-cache entries no loaded plugin uses are deleted.
     fn scanned(&self, versions: &std::collections::HashSet<String>) {
-        if let Some(cache) = &self.cache {
+        if let Some(cache) = &self.cranelift.cache {
             let deleted = cache.prune(versions);
             if deleted > 0 {
                 tracing::info!(deleted, "pruned stale compile-cache entries");

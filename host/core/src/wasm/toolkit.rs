@@ -1,6 +1,7 @@
 //! A loaded wasm plugin and how one call runs: a fresh Store and instance from
-//! the cached `InstancePre`, fuel, a memory ceiling, an epoch deadline, and
-//! the output checked before it leaves the sandbox's terms.
+//! the cached `InstancePre` of the plugin's current build ([`Code`]), fuel, a
+//! memory ceiling, a deadline (the epoch's, or for Winch's quick build the
+//! yields'), and the output checked before it leaves the sandbox's terms.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -12,7 +13,10 @@ use wasmtime::{Engine, PoolConcurrencyLimitError, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
+use arc_swap::ArcSwap;
+
 use super::bindings::{PluginPre, exports::toolhost::plugin::toolkit as wit};
+use super::engine::QUICK_YIELD_FUEL;
 use super::limits::Sandbox;
 use super::manifest::{Access, GUEST_ASSETS, GUEST_WORKSPACE};
 use super::metrics::{Spent, WasmSeries};
@@ -30,14 +34,24 @@ const OUTPUT_IN_ERROR: usize = 1024;
 const BACKSTOP_GRACE: Duration = Duration::from_secs(1);
 
 pub struct WasmToolkit {
-    engine: Engine,
-    pre: PluginPre<CallState>,
+    code: ArcSwap<Code>,
     ctx: Arc<PluginContext>,
     access: Access,
     /// What the sandbox enforces on each call (a call may lower it).
     sandbox: Sandbox,
     /// Where what a call spent is recorded (none: metrics are off).
     series: Option<Arc<WasmSeries>>,
+}
+
+/// The compiled code a call runs: the engine it was compiled for, and its
+/// `InstancePre`.
+pub struct Code {
+    pub engine: Engine,
+    pub pre: PluginPre<CallState>,
+    /// Winch's quick build ([`super::engine::build_quick`]): no epochs, so
+    /// a call's time limit is checked where it yields, every
+    /// [`QUICK_YIELD_FUEL`] units of fuel.
+    pub quick: bool,
 }
 
 /// What to run in the fresh instance.
@@ -58,21 +72,30 @@ pub enum OpResult {
 
 impl WasmToolkit {
     pub fn new(
-        engine: Engine,
-        pre: PluginPre<CallState>,
+        code: Code,
         ctx: Arc<PluginContext>,
         access: Access,
         sandbox: Sandbox,
         series: Option<Arc<WasmSeries>>,
     ) -> Self {
         WasmToolkit {
-            engine,
-            pre,
+            code: ArcSwap::from_pointee(code),
             ctx,
             access,
             sandbox,
             series,
         }
+    }
+
+    /// Calls from now on run `code` (Cranelift's build of what a quick
+    /// build served); calls running keep theirs.
+    pub fn replace_code(&self, code: Code) {
+        self.code.store(Arc::new(code));
+    }
+
+    /// Whether calls now run Winch's quick build.
+    pub fn is_quick(&self) -> bool {
+        self.code.load().quick
     }
 
     /// What the sandbox enforces on each call, before a caller lowers it.
@@ -147,29 +170,40 @@ impl WasmToolkit {
         // What `toolhost:workspace/changes` tells of: the workspace the
         // call sees, if it sees one.
         state.workspace = session.filter(|_| workspace.is_some()).cloned();
-        let mut store = Store::new(&self.engine, state);
+        let code = self.code.load_full();
+        let mut store = Store::new(&code.engine, state);
         store.limiter(|s| &mut s.limiter);
         store
             .set_fuel(sandbox.fuel)
             .map_err(|e| CallError::Internal(e.to_string()))?;
         let timeout = Duration::from_millis(limits.timeout_ms);
         let deadline = Instant::now() + timeout;
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            if Instant::now() >= deadline {
-                Ok(UpdateDeadline::Interrupt)
-            } else {
-                // Let other calls on this worker thread run, then go on.
-                Ok(UpdateDeadline::Yield(1))
-            }
-        });
+        // What stops wasm code at the time limit: the epoch deadline, or
+        // for a quick build the timeout below, at its next yield.
+        let backstop = if code.quick {
+            store
+                .fuel_async_yield_interval(Some(QUICK_YIELD_FUEL))
+                .map_err(|e| CallError::Internal(e.to_string()))?;
+            timeout
+        } else {
+            store.set_epoch_deadline(1);
+            store.epoch_deadline_callback(move |_| {
+                if Instant::now() >= deadline {
+                    Ok(UpdateDeadline::Interrupt)
+                } else {
+                    // Let other calls on this worker thread run, then go on.
+                    Ok(UpdateDeadline::Yield(1))
+                }
+            });
+            timeout + BACKSTOP_GRACE
+        };
 
         let mut instantiated = None;
         // The run's span starts once the instance is made.
         let mut running = tracing::Span::none();
         let work = async {
             let started = Instant::now();
-            let plugin = self
+            let plugin = code
                 .pre
                 .instantiate_async(&mut store)
                 .instrument(crate::trace_span!("wasm.instantiate"))
@@ -190,8 +224,8 @@ impl WasmToolkit {
                     .map(OpResult::Call),
             }
         };
-        // The epoch deadline stops wasm code; this also bounds time spent in host calls.
-        let result = tokio::time::timeout(timeout + BACKSTOP_GRACE, work).await;
+        // This also bounds time spent in host calls.
+        let result = tokio::time::timeout(backstop, work).await;
         *spent = Spent {
             fuel: sandbox.fuel.saturating_sub(store.get_fuel().unwrap_or(0)),
             peak_memory: store.data().limiter.peak as u64,
