@@ -83,10 +83,10 @@ pub fn join_into(out: &mut Vec<u8>, pieces: &[Arc<[u8]>]) {
     out.push(b']');
 }
 
+/// Catalog entries for unit tests of what is made of them.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+pub(crate) mod testing {
+    use std::sync::Arc;
     use toolhost_core::backend::{Detached, Invocation, Toolkit};
     use toolhost_core::catalog::{Catalog, ToolkitEntry};
     use toolhost_core::tool::{BoxFuture, CallError, Content, Limits, ToolDescriptor};
@@ -98,24 +98,45 @@ mod tests {
         }
     }
 
-    fn register(catalog: &Catalog, description: &str) {
+    /// Tool `name`: an object input schema, `output` its output schema.
+    pub fn tool(
+        name: &str,
+        description: &str,
+        output: Option<serde_json::Value>,
+    ) -> ToolDescriptor {
+        ToolDescriptor {
+            name: name.into(),
+            description: description.into(),
+            input_schema: serde_json::json!({"type": "object"}),
+            output_schema: output,
+            continue_with: None,
+            hints: Default::default(),
+        }
+    }
+
+    /// `tools` registered as toolkit `kit` of `catalog`, at `version`.
+    pub fn register(catalog: &Catalog, version: &str, tools: Vec<ToolDescriptor>) {
         let kit = ToolkitEntry::new(
             Arc::new(Detached("test")),
             "kit",
             "",
-            description,
+            version,
             Limits::default(),
             Arc::new(Idle),
         );
-        let tool = ToolDescriptor {
-            name: "x".into(),
-            description: description.into(),
-            input_schema: serde_json::json!({"type": "object"}),
-            output_schema: None,
-            continue_with: None,
-            hints: Default::default(),
-        };
-        catalog.register(kit, vec![tool]).unwrap();
+        catalog.register(kit, tools).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{register as register_kit, tool};
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use toolhost_core::catalog::Catalog;
+
+    fn register(catalog: &Catalog, description: &str) {
+        register_kit(catalog, description, vec![tool("x", description, None)]);
     }
 
     #[test]

@@ -613,34 +613,30 @@ fn direct_answers_match_rmcps() {
         }
         (answer.status, messages, answer.text)
     };
-    let ask = |client: &McpClient, headers: &[(&str, String)], params: &Value| {
-        ask_for("tools/call", client, headers, params)
-    };
-    let stateless_clients = (McpClient::new(&direct), McpClient::new(&rmcp));
-    for (what, headers, params) in &stateless {
-        let a = ask(&stateless_clients.0, headers, params);
-        let b = ask(&stateless_clients.1, headers, params);
+    // The same request of both servers: the same answer.
+    let same = |method: &str, clients: (&McpClient, &McpClient), case: &Case, side: &str| {
+        let (what, headers, params) = case;
+        let a = ask_for(method, clients.0, headers, params);
+        let b = ask_for(method, clients.1, headers, params);
         assert_eq!(
             (a.0, &a.1),
             (b.0, &b.1),
-            "stateless, {what}:\n{}\n{}",
+            "{side}, {what}:\n{}\n{}",
             a.2,
             b.2
         );
+        (a, b)
+    };
+    let stateless_clients = (McpClient::new(&direct), McpClient::new(&rmcp));
+    let pair = (&stateless_clients.0, &stateless_clients.1);
+    for case in &stateless {
+        same("tools/call", pair, case, "stateless");
     }
     let (mut c1, mut c2) = (McpClient::new(&direct), McpClient::new(&rmcp));
     c1.initialize("2025-11-25");
     c2.initialize("2025-11-25");
-    for (what, headers, params) in &session {
-        let a = ask(&c1, headers, params);
-        let b = ask(&c2, headers, params);
-        assert_eq!(
-            (a.0, &a.1),
-            (b.0, &b.1),
-            "session, {what}:\n{}\n{}",
-            a.2,
-            b.2
-        );
+    for case in &session {
+        same("tools/call", (&c1, &c2), case, "session");
     }
     // Lists: answered directly from each tool's JSON made once, the same
     // as rmcp's; paged, versioned or otherwise unusual ones are rmcp's.
@@ -685,16 +681,8 @@ fn direct_answers_match_rmcps() {
             }),
         ),
     ];
-    for (what, headers, params) in &stateless_lists {
-        let a = ask_for("tools/list", &stateless_clients.0, headers, params);
-        let b = ask_for("tools/list", &stateless_clients.1, headers, params);
-        assert_eq!(
-            (a.0, &a.1),
-            (b.0, &b.1),
-            "stateless, {what}:\n{}\n{}",
-            a.2,
-            b.2
-        );
+    for case in &stateless_lists {
+        same("tools/list", pair, case, "stateless");
     }
     let session_lists: Vec<Case> = vec![
         ("list", vec![], Value::Null),
@@ -716,17 +704,9 @@ fn direct_answers_match_rmcps() {
             json!({}),
         ),
     ];
-    for (what, headers, params) in &session_lists {
-        let a = ask_for("tools/list", &c1, headers, params);
-        let b = ask_for("tools/list", &c2, headers, params);
-        assert_eq!(
-            (a.0, &a.1),
-            (b.0, &b.1),
-            "session, {what}:\n{}\n{}",
-            a.2,
-            b.2
-        );
-        if *what == "list" {
+    for case in &session_lists {
+        let (a, b) = same("tools/list", (&c1, &c2), case, "session");
+        if case.0 == "list" {
             // Answered directly (JSON; rmcp's session answers are streams).
             assert!(a.2.starts_with('{') && !b.2.starts_with('{'), "{}", a.2);
             let tools = a.1[0]["result"]["tools"].as_array().map_or(0, Vec::len);

@@ -74,43 +74,19 @@ fn write(entry: &ToolEntry) -> Option<Written> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use toolhost_core::backend::{Detached, Invocation, Toolkit};
-    use toolhost_core::catalog::{Catalog, ToolkitEntry};
-    use toolhost_core::tool::{BoxFuture, CallError, Content, Limits, ToolDescriptor};
-
-    struct Idle;
-    impl Toolkit for Idle {
-        fn invoke(self: Arc<Self>, _: Invocation) -> BoxFuture<Result<Vec<Content>, CallError>> {
-            Box::pin(async { Ok(vec![]) })
-        }
-    }
+    use crate::made::testing::{register, tool};
+    use toolhost_core::catalog::Catalog;
 
     /// An older peer's JSON leaves out a non-object output schema, as
     /// rmcp's handler does; an object one is kept, in the same bytes.
     #[test]
     fn older_peers_get_object_output_schemas_only() {
         let catalog = Catalog::new();
-        let kit = ToolkitEntry::new(
-            Arc::new(Detached("test")),
-            "kit",
-            "",
-            "",
-            Limits::default(),
-            Arc::new(Idle),
-        );
-        let tool = |name: &str, output: Value| ToolDescriptor {
-            name: name.into(),
-            description: "d".into(),
-            input_schema: serde_json::json!({"type": "object"}),
-            output_schema: Some(output),
-            continue_with: None,
-            hints: Default::default(),
-        };
         let tools = vec![
-            tool("list", serde_json::json!({"type": "array"})),
-            tool("obj", serde_json::json!({"type": "object"})),
+            tool("list", "d", Some(serde_json::json!({"type": "array"}))),
+            tool("obj", "d", Some(serde_json::json!({"type": "object"}))),
         ];
-        catalog.register(kit, tools).unwrap();
+        register(&catalog, "", tools);
         let entries = catalog.tools();
         let refs: Vec<_> = entries.iter().collect();
         let parse = |b: &Arc<[u8]>| serde_json::from_slice::<Value>(b).unwrap();
