@@ -24,19 +24,3 @@ pub const TOOLKIT_EXPORT_PREFIX: &str = "toolhost:plugin/toolkit@";
 /// The world's bindings under the names the backend uses.
 pub use PluginHost as Plugin;
 pub use PluginHostPre as PluginPre;
-
-/// A linker of all a plugin may import (WASI, wasi:http for plugins whose
-/// manifest grants hosts, checked on every request by `http::PolicyHooks`,
-/// and the world's own interfaces), for `engine`.
-pub fn linker(
-    engine: &wasmtime::Engine,
-) -> anyhow::Result<wasmtime::component::Linker<super::state::CallState>> {
-    use super::state::CallState;
-    let mut linker = wasmtime::component::Linker::new(engine);
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| anyhow::anyhow!("{e:#}"))?;
-    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
-        .map_err(|e| anyhow::anyhow!("{e:#}"))?;
-    Plugin::add_to_linker::<CallState, wasmtime::component::HasSelf<CallState>>(&mut linker, |s| s)
-        .map_err(|e| anyhow::anyhow!("{e:#}"))?;
-    Ok(linker)
-}

@@ -12,10 +12,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Semaphore, oneshot};
 use wasmtime::Engine;
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, HasSelf, Linker};
 
 use super::LoadError;
-use super::bindings::{self, PluginPre};
+use super::bindings::{Plugin, PluginPre};
 use super::cache::CompileCache;
 use super::config::EngineConfig;
 use super::engine;
@@ -72,6 +72,19 @@ impl Cranelift {
     }
 }
 
+/// A linker of all a plugin may import (WASI, wasi:http for plugins whose
+/// manifest grants hosts, checked on every request by `http::PolicyHooks`,
+/// and the world's own interfaces), for `engine`.
+pub(super) fn linker(engine: &Engine) -> anyhow::Result<Linker<CallState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+        .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    Plugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |s| s)
+        .map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    Ok(linker)
+}
+
 /// Winch's engine and linker.
 pub(super) struct Quick {
     engine: Engine,
@@ -88,7 +101,7 @@ impl Quick {
         let made = engine::build_quick(cfg)
             .map_err(|e| anyhow::anyhow!("{e:#}"))
             .and_then(|engine| {
-                let linker = bindings::linker(&engine)?;
+                let linker = linker(&engine)?;
                 Ok(Quick { engine, linker })
             });
         match made {

@@ -139,7 +139,7 @@ impl WasmBackend {
         engine::configure_compile_pool();
         let (engine, reservation) = engine::build(cfg)
             .map_err(|e| anyhow::anyhow!("failed to build the wasm engine: {e:#}"))?;
-        let linker = Arc::new(bindings::linker(&engine)?);
+        let linker = Arc::new(compile::linker(&engine)?);
         let ticker = engine::EpochTicker::start(&engine, Duration::from_millis(cfg.epoch_tick_ms));
         let cache = cache
             .map(|(dir, key)| {
