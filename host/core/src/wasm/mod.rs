@@ -296,7 +296,7 @@ impl WasmBackend {
                 tracing::info!(plugin = name, error = %e, "list-tools failed on Winch's build: Cranelift's is asked");
                 let component = self
                     .cranelift
-                    .compile(bytes.clone(), &version, report)
+                    .compile(bytes.clone(), &version, report, &|| true)
                     .await?;
                 toolkit = made(self.cranelift.code(&component)?);
                 (origin, compile_time) = (Origin::Compiled, started.elapsed());
@@ -307,7 +307,7 @@ impl WasmBackend {
         let better = (origin == Origin::Quick).then(|| {
             compile::optimise_behind(
                 self.cranelift.clone(),
-                toolkit.clone(),
+                Arc::downgrade(&toolkit),
                 name.to_owned(),
                 bytes,
                 version.clone(),
@@ -353,7 +353,10 @@ impl WasmBackend {
                 return Ok((component, Origin::Quick));
             }
         }
-        let component = self.cranelift.compile(bytes, version, report).await?;
+        let component = self
+            .cranelift
+            .compile(bytes, version, report, &|| true)
+            .await?;
         Ok((component, Origin::Compiled))
     }
 
