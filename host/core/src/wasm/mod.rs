@@ -20,7 +20,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use tokio::sync::{Semaphore, oneshot};
 use wasmtime::component::Component;
 
@@ -31,7 +30,6 @@ use compile::{Cranelift, Quick};
 use manifest::Manifest;
 use state::PluginContext;
 pub use toolkit::WasmToolkit;
-use toolkit::{Op, OpResult};
 
 use crate::catalog::ToolkitEntry;
 use crate::tool::{self, Limits, ToolDescriptor};
@@ -288,7 +286,7 @@ impl WasmBackend {
         };
         let common = limits.common();
         let mut toolkit = made(code);
-        let tools = match describe(&toolkit, &common).await {
+        let tools = match toolkit.describe(&common).await {
             Ok(tools) => tools,
             // Winch's build fails where Cranelift's may not (a bug of the
             // baseline compiler): asked again of Cranelift's.
@@ -300,7 +298,7 @@ impl WasmBackend {
                     .await?;
                 toolkit = made(self.cranelift.code(&component)?);
                 (origin, compile_time) = (Origin::Compiled, started.elapsed());
-                describe(&toolkit, &common).await?
+                toolkit.describe(&common).await?
             }
             Err(e) => return Err(e),
         };
@@ -529,57 +527,6 @@ fn check_header(bytes: &[u8]) -> Result<(), LoadError> {
         return Err(LoadError::CoreModule);
     }
     Ok(())
-}
-
-/// Ask the plugin for its tools, under its own limits.
-async fn describe(
-    toolkit: &WasmToolkit,
-    limits: &Limits,
-) -> Result<Vec<ToolDescriptor>, LoadError> {
-    let result = toolkit
-        .run(
-            Op::List,
-            None,
-            None,
-            (limits, &toolkit.sandbox()),
-            None,
-            &mut Default::default(),
-            false,
-        )
-        .await
-        .map_err(|e| LoadError::Describe(format!("{} ({})", e, e.kind())))?;
-    let OpResult::Tools(infos) = result else {
-        return Err(LoadError::Describe("unexpected result".into()));
-    };
-    infos
-        .into_iter()
-        .map(|info| {
-            let parse = |what: &str, text: &str| -> Result<Value, LoadError> {
-                let v: Value = serde_json::from_str(text).map_err(|e| {
-                    LoadError::Describe(format!("tool `{}`: {what} is not JSON: {e}", info.name))
-                })?;
-                if !v.is_object() {
-                    return Err(LoadError::Describe(format!(
-                        "tool `{}`: {what} is not a JSON object",
-                        info.name
-                    )));
-                }
-                Ok(v)
-            };
-            Ok(ToolDescriptor {
-                input_schema: parse("the input schema", &info.input_schema)?,
-                output_schema: info
-                    .output_schema
-                    .as_deref()
-                    .map(|s| parse("the output schema", s))
-                    .transpose()?,
-                description: info.description.clone(),
-                name: info.name,
-                continue_with: None,
-                hints: Default::default(),
-            })
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use arc_swap::ArcSwap;
 
+use super::LoadError;
 use super::bindings::{PluginPre, exports::toolhost::plugin::toolkit as wit};
 use super::engine::QUICK_YIELD_FUEL;
 use super::limits::Sandbox;
@@ -24,7 +25,8 @@ use super::state::{CallState, PluginContext};
 use crate::backend::{Invocation, Toolkit, Usage};
 use crate::text::truncate;
 use crate::tool::BoxFuture;
-use crate::tool::{CallError, Content, Limits};
+use crate::tool::{CallError, Content, Limits, ToolDescriptor};
+use serde_json::Value;
 
 /// Captured stdout + stderr of one call (panic messages land here).
 const OUTPUT_CAPTURE: usize = 16 << 10;
@@ -241,6 +243,59 @@ impl WasmToolkit {
                 limit_ms: limits.timeout_ms,
             }),
         }
+    }
+}
+
+impl WasmToolkit {
+    /// Ask the plugin for its tools, under its own limits.
+    pub async fn describe(&self, limits: &Limits) -> Result<Vec<ToolDescriptor>, LoadError> {
+        let result = self
+            .run(
+                Op::List,
+                None,
+                None,
+                (limits, &self.sandbox()),
+                None,
+                &mut Default::default(),
+                false,
+            )
+            .await
+            .map_err(|e| LoadError::Describe(format!("{} ({})", e, e.kind())))?;
+        let OpResult::Tools(infos) = result else {
+            return Err(LoadError::Describe("unexpected result".into()));
+        };
+        infos
+            .into_iter()
+            .map(|info| {
+                let parse = |what: &str, text: &str| -> Result<Value, LoadError> {
+                    let v: Value = serde_json::from_str(text).map_err(|e| {
+                        LoadError::Describe(format!(
+                            "tool `{}`: {what} is not JSON: {e}",
+                            info.name
+                        ))
+                    })?;
+                    if !v.is_object() {
+                        return Err(LoadError::Describe(format!(
+                            "tool `{}`: {what} is not a JSON object",
+                            info.name
+                        )));
+                    }
+                    Ok(v)
+                };
+                Ok(ToolDescriptor {
+                    input_schema: parse("the input schema", &info.input_schema)?,
+                    output_schema: info
+                        .output_schema
+                        .as_deref()
+                        .map(|s| parse("the output schema", s))
+                        .transpose()?,
+                    description: info.description.clone(),
+                    name: info.name,
+                    continue_with: None,
+                    hints: Default::default(),
+                })
+            })
+            .collect()
     }
 }
 
