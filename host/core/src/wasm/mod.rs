@@ -249,7 +249,7 @@ impl WasmBackend {
         let mut compile_time = started.elapsed();
         report("describing");
 
-        self.check_exports(&component)?;
+        Self::check_exports(&component)?;
         let code = match (&self.quick, origin) {
             (Some(quick), Origin::Quick) => quick.code(&component)?,
             _ => self.cranelift.code(&component)?,
@@ -359,10 +359,10 @@ impl WasmBackend {
     }
 
     /// The toolkit export must be there, in the version this host speaks.
-    fn check_exports(&self, component: &Component) -> Result<(), LoadError> {
+    fn check_exports(component: &Component) -> Result<(), LoadError> {
         let ty = component.component_type();
         let names: Vec<String> = ty
-            .exports(&self.cranelift.engine)
+            .exports(component.engine())
             .map(|(n, _)| n.to_owned())
             .collect();
         if names.iter().any(|n| n == TOOLKIT_EXPORT) {
