@@ -58,24 +58,13 @@ fn build_with(
             .table_keep_resident((cfg.table_keep_resident_kb as usize) << 10);
     }
 
-    let stack = (cfg.max_wasm_stack_kb as usize) << 10;
-    let mut config = Config::new();
+    let mut config = shared(cfg);
     config
-        .wasm_component_model(true)
-        .consume_fuel(true)
         .epoch_interruption(true)
         .cranelift_opt_level(OptLevel::Speed)
-        .memory_reservation(reservation)
-        .memory_guard_size(GUARD_BYTES)
-        .max_wasm_stack(stack)
-        // The fiber a call runs on holds the wasm stack plus host frames.
-        .async_stack_size(stack + (1 << 20))
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     if let Some(cache) = cache {
         config.enable_incremental_compilation(cache)?;
-    }
-    if cfg.perf_map {
-        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
     }
     let engine = Engine::new(&config)?;
     Ok((engine, u64::from(memories) * (reservation + GUARD_BYTES)))
@@ -93,20 +82,28 @@ pub const QUICK_YIELD_FUEL: u64 = 1_000_000;
 /// none: a call's time limit is checked every [`QUICK_YIELD_FUEL`] units of
 /// fuel instead) and no pool (it serves a component for a moment).
 pub fn build_quick(cfg: &EngineConfig) -> wasmtime::Result<Engine> {
+    let mut config = shared(cfg);
+    config.strategy(wasmtime::Strategy::Winch);
+    Engine::new(&config)
+}
+
+/// What both engines are: components, fuel, the memory reservation and
+/// its guard, the stack ceiling, and the profiler's map if asked for.
+fn shared(cfg: &EngineConfig) -> Config {
     let stack = (cfg.max_wasm_stack_kb as usize) << 10;
     let mut config = Config::new();
     config
-        .strategy(wasmtime::Strategy::Winch)
         .wasm_component_model(true)
         .consume_fuel(true)
         .memory_reservation(cfg.memory_reservation_mb << 20)
         .memory_guard_size(GUARD_BYTES)
         .max_wasm_stack(stack)
+        // The fiber a call runs on holds the wasm stack plus host frames.
         .async_stack_size(stack + (1 << 20));
     if cfg.perf_map {
         config.profiler(wasmtime::ProfilingStrategy::PerfMap);
     }
-    Engine::new(&config)
+    config
 }
 
 /// Cranelift's compiled functions, kept across compiles in memory (its
