@@ -40,7 +40,18 @@ impl Cranelift {
     /// runtime finishes the write before the process ends).
     /// `report` is told `compiling` once a slot is taken; `wanted` is asked
     /// then whether the build is still wanted.
-    pub async fn compile(
+    pub async fn build(
+        &self,
+        bytes: Arc<Vec<u8>>,
+        hash: &str,
+        report: &(dyn Fn(&'static str) + Sync),
+        wanted: &(dyn Fn() -> bool + Sync),
+    ) -> Result<Code, LoadError> {
+        let component = self.compile(bytes, hash, report, wanted).await?;
+        self.code(&component)
+    }
+
+    async fn compile(
         &self,
         bytes: Arc<Vec<u8>>,
         hash: &str,
@@ -71,7 +82,8 @@ impl Cranelift {
         .unwrap_or_else(|| Err(LoadError::Compile("the compile thread failed".into())))
     }
 
-    /// Code for calls of `component`, this engine's build.
+    /// Code for calls of `component` (this engine's build), its exports
+    /// checked.
     pub fn code(&self, component: &Component) -> Result<Code, LoadError> {
         code(&self.engine, &self.linker, component, false)
     }
@@ -149,7 +161,7 @@ impl Quick {
         }
     }
 
-    /// Code for calls of `component`, Winch's build.
+    /// Code for calls of `component` (Winch's build), its exports checked.
     pub fn code(&self, component: &Component) -> Result<Code, LoadError> {
         code(&self.engine, &self.linker, component, true)
     }
@@ -161,6 +173,7 @@ fn code(
     component: &Component,
     quick: bool,
 ) -> Result<Code, LoadError> {
+    super::check_exports(component)?;
     let pre = linker
         .instantiate_pre(component)
         .map_err(|e| LoadError::Link(format!("{e:#}")))?;
@@ -192,9 +205,8 @@ pub(super) fn optimise_behind(
     tokio::spawn(async move {
         let started = Instant::now();
         let built = cranelift
-            .compile(bytes, &hash, &|_| {}, &|| toolkit.strong_count() > 0)
-            .await
-            .and_then(|component| cranelift.code(&component));
+            .build(bytes, &hash, &|_| {}, &|| toolkit.strong_count() > 0)
+            .await;
         match built {
             Ok(code) => {
                 let Some(toolkit) = toolkit.upgrade() else {

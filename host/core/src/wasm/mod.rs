@@ -245,15 +245,10 @@ impl WasmBackend {
 
         let started = Instant::now();
         let bytes = Arc::new(bytes);
-        let (component, mut origin) = self.compile(bytes.clone(), &version, report).await?;
+        let (code, mut origin) = self.compile(bytes.clone(), &version, report).await?;
         let mut compile_time = started.elapsed();
         report("describing");
 
-        Self::check_exports(&component)?;
-        let code = match (&self.quick, origin) {
-            (Some(quick), Origin::Quick) => quick.code(&component)?,
-            _ => self.cranelift.code(&component)?,
-        };
         let http = http::HttpPolicy::parse(&manifest.http.allow, &manifest.http.methods)
             .map_err(LoadError::Manifest)?;
         let method = manifest.http.methods.first().map_or("GET", String::as_str);
@@ -292,11 +287,11 @@ impl WasmBackend {
             // baseline compiler): asked again of Cranelift's.
             Err(e) if origin == Origin::Quick => {
                 tracing::info!(plugin = name, error = %e, "list-tools failed on Winch's build: Cranelift's is asked");
-                let component = self
+                let code = self
                     .cranelift
-                    .compile(bytes.clone(), &version, report, &|| true)
+                    .build(bytes.clone(), &version, report, &|| true)
                     .await?;
-                toolkit = made(self.cranelift.code(&component)?);
+                toolkit = made(code);
                 (origin, compile_time) = (Origin::Compiled, started.elapsed());
                 toolkit.describe(&common).await?
             }
@@ -325,15 +320,15 @@ impl WasmBackend {
         })
     }
 
-    /// The component from the cache, else Winch's quick build if it makes
-    /// one, else Cranelift's (stored in the cache). A cache hit never waits
-    /// for a slot behind a long compile.
+    /// The code of the component from the cache, else of Winch's quick
+    /// build if it makes one, else of Cranelift's (stored in the cache). A
+    /// cache hit never waits for a slot behind a long compile.
     async fn compile(
         &self,
         bytes: Arc<Vec<u8>>,
         version: &str,
         report: &(dyn Fn(&'static str) + Sync),
-    ) -> Result<(Component, Origin), LoadError> {
+    ) -> Result<(toolkit::Code, Origin), LoadError> {
         if let Some(cache) = self.cranelift.cache.clone() {
             report("cached");
             let (engine, hash) = (self.cranelift.engine.clone(), version.to_owned());
@@ -342,46 +337,20 @@ impl WasmBackend {
                 .ok()
                 .flatten();
             if let Some(component) = cached {
-                return Ok((component, Origin::Cached));
+                return Ok((self.cranelift.code(&component)?, Origin::Cached));
             }
         }
         if let Some(quick) = &self.quick {
             report("compiling");
             if let Some(component) = quick.compile(bytes.clone()).await {
-                return Ok((component, Origin::Quick));
+                return Ok((quick.code(&component)?, Origin::Quick));
             }
         }
-        let component = self
+        let code = self
             .cranelift
-            .compile(bytes, version, report, &|| true)
+            .build(bytes, version, report, &|| true)
             .await?;
-        Ok((component, Origin::Compiled))
-    }
-
-    /// The toolkit export must be there, in the version this host speaks.
-    fn check_exports(component: &Component) -> Result<(), LoadError> {
-        let ty = component.component_type();
-        let names: Vec<String> = ty
-            .exports(component.engine())
-            .map(|(n, _)| n.to_owned())
-            .collect();
-        if names.iter().any(|n| n == TOOLKIT_EXPORT) {
-            return Ok(());
-        }
-        if let Some(other) = names.iter().find(|n| n.starts_with(TOOLKIT_EXPORT_PREFIX)) {
-            return Err(LoadError::WrongVersion {
-                found: other[TOOLKIT_EXPORT_PREFIX.len()..].to_owned(),
-                accepted: WIT_VERSION,
-            });
-        }
-        Err(LoadError::MissingExport {
-            expected: TOOLKIT_EXPORT,
-            found: if names.is_empty() {
-                "none".into()
-            } else {
-                names.join(", ")
-            },
-        })
+        Ok((code, Origin::Compiled))
     }
 }
 
@@ -515,6 +484,32 @@ fn assets_dir(
         tracing::warn!(plugin = name, path = %path.display(), "the [assets] folder is missing: not mounted");
         None
     }
+}
+
+/// The toolkit export must be there, in the version this host speaks.
+fn check_exports(component: &Component) -> Result<(), LoadError> {
+    let ty = component.component_type();
+    let names: Vec<String> = ty
+        .exports(component.engine())
+        .map(|(n, _)| n.to_owned())
+        .collect();
+    if names.iter().any(|n| n == TOOLKIT_EXPORT) {
+        return Ok(());
+    }
+    if let Some(other) = names.iter().find(|n| n.starts_with(TOOLKIT_EXPORT_PREFIX)) {
+        return Err(LoadError::WrongVersion {
+            found: other[TOOLKIT_EXPORT_PREFIX.len()..].to_owned(),
+            accepted: WIT_VERSION,
+        });
+    }
+    Err(LoadError::MissingExport {
+        expected: TOOLKIT_EXPORT,
+        found: if names.is_empty() {
+            "none".into()
+        } else {
+            names.join(", ")
+        },
+    })
 }
 
 /// Tell a component from a core module or junk by its header.
