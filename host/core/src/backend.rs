@@ -134,9 +134,10 @@ pub struct Loaded {
     /// (`compiled` / `cache`), for backends that compile.
     pub compile: Option<(Duration, &'static str)>,
     /// A better build being made behind this one (wasm: Cranelift's behind
-    /// Winch's quick build, source `compiled`): told its compile time when
-    /// calls have moved to it (dropped: it failed, this one keeps serving).
-    pub better: Option<tokio::sync::oneshot::Receiver<Duration>>,
+    /// Winch's quick build): told its compile time and source, as in
+    /// `compile`, when calls have moved to it (dropped: it failed, this one
+    /// keeps serving).
+    pub better: Option<tokio::sync::oneshot::Receiver<(Duration, &'static str)>>,
     /// What loaded but should be looked at (shown by `GET /plugins`).
     pub warnings: Vec<String>,
     /// Where it came from and who signed it, for backends that check

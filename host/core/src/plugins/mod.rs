@@ -520,11 +520,11 @@ impl PluginManager {
         &self,
         key: &Key,
         version: String,
-        better: tokio::sync::oneshot::Receiver<std::time::Duration>,
+        better: tokio::sync::oneshot::Receiver<(std::time::Duration, &'static str)>,
     ) {
         let (status, key) = (self.status.clone(), key.clone());
         tokio::spawn(async move {
-            let Ok(took) = better.await else {
+            let Ok((took, source)) = better.await else {
                 return;
             };
             let mut map = status.lock().unwrap_or_else(|e| e.into_inner());
@@ -532,7 +532,7 @@ impl PluginManager {
                 && s.version.as_deref() == Some(version.as_str())
             {
                 s.compile_ms = Some(rounded_ms(took));
-                s.source = Some("compiled");
+                s.source = Some(source);
             }
         });
     }

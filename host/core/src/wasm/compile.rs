@@ -16,7 +16,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 
 use super::LoadError;
 use super::bindings::{Plugin, PluginPre};
-use super::cache::CompileCache;
+use super::cache::{CompileCache, Origin};
 use super::config::EngineConfig;
 use super::engine;
 use super::state::CallState;
@@ -196,7 +196,7 @@ pub(super) fn optimise_behind(
     name: String,
     bytes: Arc<Vec<u8>>,
     hash: String,
-) -> oneshot::Receiver<Duration> {
+) -> oneshot::Receiver<(Duration, &'static str)> {
     let (tx, rx) = oneshot::channel();
     // Tests keep a quick build serving, to try the sandbox's limits on it.
     if std::env::var_os("TOOLHOST_QUICK_ONLY").is_some_and(|v| v == "1") {
@@ -215,7 +215,7 @@ pub(super) fn optimise_behind(
                 toolkit.replace_code(code);
                 let took = started.elapsed();
                 tracing::info!(plugin = %name, compile_ms = took.as_millis() as u64, "calls moved to Cranelift's build");
-                let _ = tx.send(took);
+                let _ = tx.send((took, Origin::Compiled.as_str()));
             }
             // Replaced or removed before its turn came.
             Err(_) if toolkit.strong_count() == 0 => {}

@@ -84,9 +84,9 @@ pub struct LoadedPlugin {
     pub compile_time: Duration,
     /// Whether it came from the compile cache, or Winch's quick build.
     pub origin: Origin,
-    /// A quick build's: told Cranelift's compile time when calls have moved
-    /// to its build.
-    pub better: Option<oneshot::Receiver<Duration>>,
+    /// A quick build's: told Cranelift's compile time and source when calls
+    /// have moved to its build.
+    pub better: Option<oneshot::Receiver<(Duration, &'static str)>>,
 }
 
 impl LoadedPlugin {
@@ -209,7 +209,7 @@ impl WasmBackend {
             .load_reporting(name, bytes, manifest, None, &|_| {})
             .await?;
         if let Some(better) = plugin.better.take() {
-            let took = better
+            let (took, _) = better
                 .await
                 .map_err(|_| LoadError::Compile("Cranelift's build failed (logged)".into()))?;
             (plugin.compile_time, plugin.origin) = (took, Origin::Compiled);
