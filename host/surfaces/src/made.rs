@@ -59,8 +59,9 @@ impl<T: Clone> PerEntry<T> {
 /// `{"tools":[` the pieces, comma-separated `]}`: a list written from JSON
 /// made before.
 pub fn listing(pieces: &[Arc<[u8]>]) -> Vec<u8> {
-    let mut body = Vec::with_capacity(joined_len(pieces) + 10);
-    body.extend_from_slice(b"{\"tools\":");
+    const OPEN: &[u8] = b"{\"tools\":";
+    let mut body = Vec::with_capacity(OPEN.len() + joined_len(pieces) + 1);
+    body.extend_from_slice(OPEN);
     join_into(&mut body, pieces);
     body.push(b'}');
     body

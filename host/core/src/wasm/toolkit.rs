@@ -95,9 +95,55 @@ impl WasmToolkit {
         self.code.store(Arc::new(code));
     }
 
-    /// Whether calls now run Winch's quick build.
-    pub fn is_quick(&self) -> bool {
-        self.code.load().quick
+    /// Ask the plugin for its tools, under its own limits.
+    pub async fn describe(&self, limits: &Limits) -> Result<Vec<ToolDescriptor>, LoadError> {
+        let result = self
+            .run(
+                Op::List,
+                None,
+                None,
+                (limits, &self.sandbox()),
+                None,
+                &mut Default::default(),
+                false,
+            )
+            .await
+            .map_err(|e| LoadError::Describe(format!("{} ({})", e, e.kind())))?;
+        let OpResult::Tools(infos) = result else {
+            return Err(LoadError::Describe("unexpected result".into()));
+        };
+        infos
+            .into_iter()
+            .map(|info| {
+                let parse = |what: &str, text: &str| -> Result<Value, LoadError> {
+                    let v: Value = serde_json::from_str(text).map_err(|e| {
+                        LoadError::Describe(format!(
+                            "tool `{}`: {what} is not JSON: {e}",
+                            info.name
+                        ))
+                    })?;
+                    if !v.is_object() {
+                        return Err(LoadError::Describe(format!(
+                            "tool `{}`: {what} is not a JSON object",
+                            info.name
+                        )));
+                    }
+                    Ok(v)
+                };
+                Ok(ToolDescriptor {
+                    input_schema: parse("the input schema", &info.input_schema)?,
+                    output_schema: info
+                        .output_schema
+                        .as_deref()
+                        .map(|s| parse("the output schema", s))
+                        .transpose()?,
+                    description: info.description.clone(),
+                    name: info.name,
+                    continue_with: None,
+                    hints: Default::default(),
+                })
+            })
+            .collect()
     }
 
     /// What the sandbox enforces on each call, before a caller lowers it.
@@ -243,59 +289,6 @@ impl WasmToolkit {
                 limit_ms: limits.timeout_ms,
             }),
         }
-    }
-}
-
-impl WasmToolkit {
-    /// Ask the plugin for its tools, under its own limits.
-    pub async fn describe(&self, limits: &Limits) -> Result<Vec<ToolDescriptor>, LoadError> {
-        let result = self
-            .run(
-                Op::List,
-                None,
-                None,
-                (limits, &self.sandbox()),
-                None,
-                &mut Default::default(),
-                false,
-            )
-            .await
-            .map_err(|e| LoadError::Describe(format!("{} ({})", e, e.kind())))?;
-        let OpResult::Tools(infos) = result else {
-            return Err(LoadError::Describe("unexpected result".into()));
-        };
-        infos
-            .into_iter()
-            .map(|info| {
-                let parse = |what: &str, text: &str| -> Result<Value, LoadError> {
-                    let v: Value = serde_json::from_str(text).map_err(|e| {
-                        LoadError::Describe(format!(
-                            "tool `{}`: {what} is not JSON: {e}",
-                            info.name
-                        ))
-                    })?;
-                    if !v.is_object() {
-                        return Err(LoadError::Describe(format!(
-                            "tool `{}`: {what} is not a JSON object",
-                            info.name
-                        )));
-                    }
-                    Ok(v)
-                };
-                Ok(ToolDescriptor {
-                    input_schema: parse("the input schema", &info.input_schema)?,
-                    output_schema: info
-                        .output_schema
-                        .as_deref()
-                        .map(|s| parse("the output schema", s))
-                        .transpose()?,
-                    description: info.description.clone(),
-                    name: info.name,
-                    continue_with: None,
-                    hints: Default::default(),
-                })
-            })
-            .collect()
     }
 }
 
