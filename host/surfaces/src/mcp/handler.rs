@@ -211,11 +211,9 @@ impl ServerHandler for McpHandler {
     ) -> Result<ListToolsResult, McpError> {
         let who = caller(&context);
         let catalog = self.state.dispatcher.catalog().tools();
-        let allowed: Vec<_> = catalog
-            .iter()
-            .filter(|t| who.policy().allows_tool(&t.id))
-            .collect();
-        Ok(ListToolsResult::with_all_items(listing::tools_of(&allowed)))
+        Ok(ListToolsResult::with_all_items(listing::tools_of(
+            &catalog, &who,
+        )))
     }
 
     async fn call_tool(

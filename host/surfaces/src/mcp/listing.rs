@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::tasks;
 use crate::formats;
 use crate::made::PerEntry;
+use toolhost_core::callers::Caller;
 use toolhost_core::catalog::ToolEntry;
 
 /// Each tool's MCP tool.
@@ -24,19 +25,27 @@ type Written = (Arc<[u8]>, Arc<[u8]>);
 
 static WRITTEN: LazyLock<PerEntry<Written>> = LazyLock::new(PerEntry::default);
 
-/// The MCP tools of `entries`, in order; an entry whose definition MCP
-/// cannot carry is left out (logged).
-pub fn tools_of(entries: &[&Arc<ToolEntry>]) -> Vec<Tool> {
-    MADE.of(entries.iter().copied(), make)
+/// The MCP tools of the `catalog` entries `who` may see, in order; an
+/// entry whose definition MCP cannot carry is left out (logged).
+pub fn tools_of(catalog: &[Arc<ToolEntry>], who: &Caller) -> Vec<Tool> {
+    MADE.of(allowed(catalog, who).into_iter(), make)
 }
 
 /// The same tools as JSON, each written as rmcp writes it in a `tools/list`
 /// result, for a `legacy` peer (a protocol version before 2026-07-28) or not.
-pub fn json_of(entries: &[&Arc<ToolEntry>], legacy: bool) -> Vec<Arc<[u8]>> {
+pub fn json_of(catalog: &[Arc<ToolEntry>], who: &Caller, legacy: bool) -> Vec<Arc<[u8]>> {
     WRITTEN
-        .of(entries.iter().copied(), write)
+        .of(allowed(catalog, who).into_iter(), write)
         .into_iter()
         .map(|(current, older)| if legacy { older } else { current })
+        .collect()
+}
+
+/// The entries of `catalog` that `who`'s policy lets it see.
+fn allowed<'a>(catalog: &'a [Arc<ToolEntry>], who: &Caller) -> Vec<&'a Arc<ToolEntry>> {
+    catalog
+        .iter()
+        .filter(|t| who.policy().allows_tool(&t.id))
         .collect()
 }
 
@@ -88,11 +97,11 @@ mod tests {
         ];
         register(&catalog, "", tools);
         let entries = catalog.tools();
-        let refs: Vec<_> = entries.iter().collect();
+        let anyone = Caller::anonymous();
         let parse = |b: &Arc<[u8]>| serde_json::from_slice::<Value>(b).unwrap();
-        let current = json_of(&refs, false);
-        let older = json_of(&refs, true);
-        let at = |name: &str| refs.iter().position(|t| t.id.ends_with(name)).unwrap();
+        let current = json_of(&entries, &anyone, false);
+        let older = json_of(&entries, &anyone, true);
+        let at = |name: &str| entries.iter().position(|t| t.id.ends_with(name)).unwrap();
         let (list, obj) = (at("list"), at("obj"));
         assert_eq!(parse(&current[list])["outputSchema"]["type"], "array");
         assert!(parse(&older[list]).get("outputSchema").is_none());
@@ -101,7 +110,7 @@ mod tests {
         // As rmcp writes the tool (`tools_of`, what its handler lists).
         assert_eq!(
             parse(&current[list]),
-            serde_json::to_value(&tools_of(&refs)[list]).unwrap()
+            serde_json::to_value(&tools_of(&entries, &anyone)[list]).unwrap()
         );
     }
 }

@@ -58,11 +58,7 @@ impl Direct {
         let legacy = matches!(mode, Mode::Session(_));
         let who = crate::auth::caller_of(&parts.extensions);
         let catalog = self.state.dispatcher.catalog().tools();
-        let allowed: Vec<_> = catalog
-            .iter()
-            .filter(|t| who.policy().allows_tool(&t.id))
-            .collect();
-        let pieces = listing::json_of(&allowed, legacy);
+        let pieces = listing::json_of(&catalog, &who, legacy);
         let mut result = ServerResult::ListToolsResult(ListToolsResult::with_all_items(vec![]));
         if legacy {
             result.strip_result_type_for_legacy_peer();
