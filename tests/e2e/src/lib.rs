@@ -11,6 +11,7 @@ mod docker;
 pub mod docs;
 pub mod events;
 pub mod fake;
+pub mod hostile;
 pub mod mcp;
 pub mod pg;
 mod plugins_dir;

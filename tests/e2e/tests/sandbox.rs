@@ -75,50 +75,8 @@ fn each_breach_gets_its_kind_and_spares_other_calls() {
     );
     let bg = background_calls(&s);
 
-    // Wall clock: an infinite loop is stopped by the epoch deadline.
-    let started = std::time::Instant::now();
-    let (status, out) = s.invoke_limited("hostile_spin", json!({}), json!({"timeout_ms": 300}));
-    assert_eq!((status, kind(&out)), (504, "timeout"), "{out}");
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "stopped near its deadline"
-    );
-
-    // Fuel: the same loop with little fuel and plenty of time.
-    let (status, out) = s.invoke_limited("hostile_spin", json!({}), json!({"fuel": 20_000_000}));
-    assert_eq!((status, kind(&out)), (500, "out_of_fuel"), "{out}");
-
-    // Memory: the manifest's 256 MiB ceiling, or a lower one per call.
-    let (status, out) = s.invoke("hostile_hog", json!({}));
-    assert_eq!((status, kind(&out)), (500, "out_of_memory"), "{out}");
-    assert!(
-        out["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("256 MiB"),
-        "{out}"
-    );
-    let (status, out) = s.invoke_limited("hostile_hog", json!({}), json!({"memory_mb": 32}));
-    assert_eq!((status, kind(&out)), (500, "out_of_memory"), "{out}");
-    assert!(
-        out["error"]["message"].as_str().unwrap().contains("32 MiB"),
-        "{out}"
-    );
-
-    // Stack: deep recursion traps.
-    let (status, out) = s.invoke("hostile_recurse", json!({"depth": 100_000_000u64}));
-    assert_eq!((status, kind(&out)), (500, "trap"), "{out}");
-
-    // Panic: a trap whose message carries the panic text.
-    let (status, out) = s.invoke("hostile_panic", json!({"message": "boom-1234"}));
-    assert_eq!((status, kind(&out)), (500, "trap"), "{out}");
-    assert!(
-        out["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("boom-1234"),
-        "{out}"
-    );
+    // Wall clock, fuel, memory, stack, a panic: each its own kind.
+    toolhost_e2e::hostile::each_limit_ends_its_call(&s);
 
     // Output: 100 MiB refused by the 1 MiB output limit of hostile.toml.
     let (status, out) = s.invoke("hostile_big_output", json!({"mb": 100}));
@@ -137,18 +95,6 @@ fn each_breach_gets_its_kind_and_spares_other_calls() {
     assert_eq!((status, kind(&out)), (422, "invalid_input"), "{out}");
     let (status, out) = s.invoke("hostile_fail", json!({"invalid": false}));
     assert_eq!((status, kind(&out)), (500, "tool_error"), "{out}");
-
-    // A call cannot raise its limits above the manifest's.
-    let (status, out) = s.invoke_limited(
-        "hostile_slow",
-        json!({"ms": 2500}),
-        json!({"timeout_ms": 60_000}),
-    );
-    assert_eq!(
-        (status, kind(&out)),
-        (504, "timeout"),
-        "manifest timeout 2000 ms holds: {out}"
-    );
 
     let (ok, failed) = bg.finish();
     assert_eq!(failed, 0, "well-behaved calls were disturbed ({ok} ok)");
