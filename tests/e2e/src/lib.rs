@@ -396,6 +396,17 @@ impl Server {
         (status == 200).then_some(body)
     }
 
+    /// The files of the server's own compile cache, sorted (entries are
+    /// stored behind a load: a swap does not wait for the disk).
+    pub fn compile_cache_files(&self) -> Vec<PathBuf> {
+        let dir = self.data.path().join("data/compile-cache");
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        files.sort();
+        files
+    }
+
     /// Plugin `name` once its calls run Cranelift's build (a component the
     /// compile cache did not have is served by Winch's quick build first:
     /// its `source` is `winch` until then).

@@ -341,14 +341,6 @@ fn restarts_use_the_compile_cache_and_survive_a_damaged_entry() {
         assert_eq!(s.plugin_built(name).unwrap()["source"], "compiled");
     }
     let cache = s.data.path().join("data/compile-cache");
-    let entries = || -> Vec<std::path::PathBuf> {
-        let mut v: Vec<_> = std::fs::read_dir(&cache)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        v.sort();
-        v
-    };
     // Stored behind the load (a swap does not wait for the disk).
     let stored = std::time::Instant::now();
     let written = |v: Vec<std::path::PathBuf>| {
@@ -356,14 +348,18 @@ fn restarts_use_the_compile_cache_and_survive_a_damaged_entry() {
             && v.iter()
                 .all(|p| p.extension().is_some_and(|e| e == "cwasm"))
     };
-    while !written(entries()) && stored.elapsed() < Duration::from_secs(10) {
+    while !written(s.compile_cache_files()) && stored.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert!(written(entries()), "{:?}", entries());
+    assert!(
+        written(s.compile_cache_files()),
+        "{:?}",
+        s.compile_cache_files()
+    );
 
     // A stale entry (another engine) and an orphan are pruned at start-up.
     std::fs::write(cache.join("0123-feedfacefeedface.cwasm"), b"old engine").unwrap();
-    let orphan = entries()[0]
+    let orphan = s.compile_cache_files()[0]
         .file_name()
         .unwrap()
         .to_str()
@@ -375,10 +371,15 @@ fn restarts_use_the_compile_cache_and_survive_a_damaged_entry() {
         assert_eq!(s.plugin(name).unwrap()["source"], "cache", "{}", s.log());
     }
     assert!(evaluates(&s, "calc_evaluate"));
-    assert_eq!(entries().len(), 2, "stale entries pruned: {:?}", entries());
+    assert_eq!(
+        s.compile_cache_files().len(),
+        2,
+        "stale entries pruned: {:?}",
+        s.compile_cache_files()
+    );
 
     // Damage every entry: the server compiles again and serves.
-    for e in entries() {
+    for e in s.compile_cache_files() {
         let mut bytes = std::fs::read(&e).unwrap();
         let mid = bytes.len() / 2;
         bytes[mid] ^= 0x55;

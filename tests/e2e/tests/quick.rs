@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use toolhost_e2e::{PluginsDir, Server};
+use toolhost_e2e::{PluginsDir, Server, wait_for};
 
 #[test]
 fn a_quick_build_keeps_every_limit_of_the_sandbox() {
@@ -66,17 +66,13 @@ fn a_new_component_moves_to_cranelifts_build_behind_its_calls() {
         "served by Winch first:\n{}",
         s.log()
     );
-    let cache = s.data.path().join("data/compile-cache");
-    let stored = Instant::now();
-    let written = || {
-        std::fs::read_dir(&cache).is_ok_and(|d| {
-            d.flatten()
-                .any(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
-        })
-    };
-    while !written() && stored.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(Duration::from_secs(10), || {
+        let files = s.compile_cache_files();
+        files
+            .iter()
+            .any(|p| p.extension().is_some_and(|x| x == "cwasm"))
+            .then_some(())
+    });
     s.restart().unwrap();
     assert_eq!(s.plugin("calc").unwrap()["source"], "cache", "{}", s.log());
     let (status, _) = s.invoke("calc_evaluate", json!({"expression": "2+2"}));
