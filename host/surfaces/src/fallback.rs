@@ -55,12 +55,8 @@ async fn set_fallback(
     if let Some(registry) = catalog.registry()
         && let Err(e) = registry.sync().await
     {
-        state.audit(who.name(), "set_fallback", args, &format!("503: {e}"));
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "registry_unavailable",
-            format!("the fallbacks of `{id}` are not saved: {e}; try again"),
-        ));
+        let message = format!("the fallbacks of `{id}` are not saved: {e}; try again");
+        return Err(state.unsaved(who.name(), "set_fallback", args, &e, message));
     }
     state.audit(who.name(), "set_fallback", args, "ok");
     Ok(Json(json!({

@@ -234,12 +234,8 @@ async fn set_status(
         if let Err(e) = registry.sync().await {
             tracing::error!(tool = %id, error = %e, "status not saved: not changed");
             catalog.set_status(&id, from);
-            state.audit(who.name(), "set_status", args, &format!("503: {e}"));
-            return Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "registry_unavailable",
-                format!("tool `{id}` stays {}: {e}; try again", from.as_str()),
-            ));
+            let message = format!("tool `{id}` stays {}: {e}; try again", from.as_str());
+            return Err(state.unsaved(who.name(), "set_status", args, &e, message));
         }
     }
     state.audit(who.name(), "set_status", args, "ok");

@@ -9,7 +9,7 @@
 //! Both need the admin token (or an admin caller).
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::{Json, Router, routing};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -74,17 +74,8 @@ async fn approve(
     if let Some(registry) = catalog.registry()
         && let Err(e) = registry.sync().await
     {
-        state.audit(
-            who.name(),
-            "approve_definitions",
-            args,
-            &format!("503: {e}"),
-        );
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "registry_unavailable",
-            format!("the approval is not saved: {e}; try again"),
-        ));
+        let message = format!("the approval is not saved: {e}; try again");
+        return Err(state.unsaved(who.name(), "approve_definitions", args, &e, message));
     }
     state.audit(who.name(), "approve_definitions", args, "ok");
     Ok(Json(json!({"plugin": name, "approved": approved})))

@@ -52,6 +52,24 @@ impl AppState {
             registry.audit(who, action, args, outcome);
         }
     }
+
+    /// An admin change the registry could not save (`error`): audited as
+    /// refused, and answered 503 `registry_unavailable` with `message`.
+    pub fn unsaved(
+        &self,
+        who: &str,
+        action: &str,
+        args: serde_json::Value,
+        error: &dyn std::fmt::Display,
+        message: String,
+    ) -> crate::error::ApiError {
+        self.audit(who, action, args, &format!("503: {error}"));
+        crate::error::ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "registry_unavailable",
+            message,
+        )
+    }
 }
 
 /// Request size limits.
