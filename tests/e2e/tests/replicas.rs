@@ -88,6 +88,27 @@ fn replicas_add_up_their_statistics_and_ride_out_the_database_going_away() {
     );
     assert_eq!(a.get("/tools/calc_evaluate").1["status"], "active");
     assert_eq!(a.invoke("calc_evaluate", json!({"expression": "1"})).0, 200);
+    // So is an approval of a plugin's definitions.
+    let r = a
+        .client()
+        .post(a.url("/plugins/calc/changes/approve"))
+        .bearer_auth(ADMIN)
+        .json(&json!({}))
+        .send()
+        .unwrap();
+    let (status, body) = (
+        r.status().as_u16(),
+        r.json::<Value>().unwrap_or(Value::Null),
+    );
+    assert_eq!(
+        (status, kind(&body)),
+        (503, "registry_unavailable"),
+        "{body}"
+    );
+    assert!(
+        body.to_string().contains("the approval is not saved"),
+        "{body}"
+    );
 
     // Back: what waited is saved, and the replicas agree again.
     pg.resume();
