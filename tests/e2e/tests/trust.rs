@@ -442,7 +442,11 @@ fn a_stdio_servers_packages_are_checked_against_their_locks() {
         .parse()
         .unwrap();
     let same = format!("installed files ({files})");
-    let p = wait_status(&s, "evs", |p| error_of(p).contains(&same));
+    // Settled: a load queued behind the refused one shows its error while
+    // it is `compiling`.
+    let p = wait_status(&s, "evs", |p| {
+        error_of(p).contains(&same) && p["state"] != "compiling"
+    });
     assert_eq!(p["state"], "failed", "{p}");
     // No node started for it (the version serving keeps its own).
     assert_eq!(
