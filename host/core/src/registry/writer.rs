@@ -46,7 +46,8 @@ pub(super) fn run(
     replicas: Arc<Replicas>,
 ) {
     let mut pending: Vec<Write> = Vec::new();
-    let mut heartbeat = Instant::now() + HEARTBEAT;
+    // The first at once: until its first reading a replica does not lead.
+    let mut heartbeat = Instant::now();
     // Since when, and why, writes wait for the store.
     let mut away: Option<(Instant, String)> = None;
     let mut open = true;

@@ -205,7 +205,7 @@ impl Store {
     }
 
     /// On a shared database: say this replica is alive, and read which are.
-    pub fn heartbeat(&mut self) -> Option<Result<std::collections::HashSet<String>, String>> {
+    pub fn heartbeat(&mut self) -> Option<Result<Vec<(String, i64)>, String>> {
         match self {
             Store::Sqlite(_) => None,
             Store::Postgres(s) => Some(s.heartbeat().map_err(|e| postgres::detail(&e))),

@@ -14,7 +14,6 @@ use crate::registry::ToolStatus;
 use crate::registry::replicas::LEASE;
 use crate::registry::stats::StatsRow;
 use postgres::Client;
-use std::collections::HashSet;
 
 /// The schema's migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
 const MIGRATIONS: [&str; 4] = [
@@ -193,7 +192,7 @@ impl PostgresStore {
     /// Say this replica is alive; the replicas alive (a heartbeat within
     /// [`LEASE`]), this one included. Replicas gone for a day are
     /// forgotten.
-    pub fn heartbeat(&mut self) -> Result<HashSet<String>, postgres::Error> {
+    pub fn heartbeat(&mut self) -> Result<Vec<(String, i64)>, postgres::Error> {
         let lease = LEASE.as_millis() as i64;
         let mut tx = self.client.transaction()?;
         tx.execute(
@@ -209,11 +208,13 @@ impl PostgresStore {
         )?;
         let live = tx
             .query(
-                &format!("SELECT replica FROM replicas WHERE heartbeat_ms > {DB_NOW_MS} - $1"),
+                &format!(
+                    "SELECT replica, started_ms FROM replicas WHERE heartbeat_ms > {DB_NOW_MS} - $1"
+                ),
                 &[&lease],
             )?
             .iter()
-            .map(|r| r.get(0))
+            .map(|r| (r.get(0), r.get(1)))
             .collect();
         tx.commit()?;
         Ok(live)
