@@ -42,6 +42,34 @@ fn status(addr: &str, path: &str) -> Option<u16> {
     std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
 }
 
+/// How many plugins the server at `addr` serves on Winch's quick build
+/// (`GET /plugins`, `source: "winch"`); `None` when it does not say (a
+/// caller token needed, no answer).
+pub(crate) fn quick_builds(addr: &str) -> Option<usize> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET /plugins HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).ok()?;
+    let answer = String::from_utf8(answer).ok()?;
+    let (head, body) = answer.split_once("\r\n\r\n")?;
+    if !head.starts_with("HTTP/1.1 200") {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    Some(
+        v["plugins"]
+            .as_array()?
+            .iter()
+            .filter(|p| p["source"] == "winch")
+            .count(),
+    )
+}
+
 /// Whether the server at `addr` says every plugin is loaded.
 pub(crate) fn is_ready(addr: &str) -> bool {
     // 401: a server with caller tokens; its plugins load behind it and a
