@@ -1,7 +1,7 @@
 //! The keyword index as stored (`keyword.bin`): files, chunks and, for each
 //! term, its postings; Okapi BM25 over it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use toolhost_sdk::ToolError;
 
@@ -208,7 +208,8 @@ impl Postings {
             .map(|i| (self.terms[i].1, self.terms[i].2))
     }
 
-    /// Okapi BM25 of `terms` over chunks whose file passes `keep`.
+    /// Okapi BM25 of `terms` over chunks whose file passes `keep`: the best
+    /// `want`, best first (equal scores by chunk id).
     pub fn bm25(
         &self,
         terms: &[String],
@@ -216,7 +217,11 @@ impl Postings {
         want: usize,
     ) -> Result<Vec<(usize, f64)>, ToolError> {
         let n = self.chunks.len() as f64;
-        let mut scores: HashMap<usize, f64> = HashMap::new();
+        // Scores by chunk id, and the chunks scored: a query's whole cost
+        // is small enough that hashing each posting showed (a tenth of it).
+        let mut scores = vec![0f64; self.chunks.len()];
+        let mut scored = vec![false; self.chunks.len()];
+        let mut touched = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for t in terms {
             if !seen.insert(t) {
@@ -235,15 +240,29 @@ impl Postings {
                 };
                 let len = f64::from(len);
                 let s = idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * len / self.avg_len));
-                *scores.entry(chunk).or_default() += s;
+                if !scored[chunk] {
+                    scored[chunk] = true;
+                    touched.push(chunk);
+                }
+                scores[chunk] += s;
             }
         }
-        let mut ranked: Vec<(usize, f64)> = scores
+        let mut ranked: Vec<(usize, f64)> = touched
             .into_iter()
-            .filter(|&(c, _)| keep(self.chunks[c].0 as usize))
+            .filter(|&c| keep(self.chunks[c].0 as usize))
+            .map(|c| (c, scores[c]))
             .collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        ranked.truncate(want);
+        let order = |a: &(usize, f64), b: &(usize, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        // Only the best `want` are put in order (a common word scores
+        // thousands of chunks).
+        if want == 0 {
+            return Ok(Vec::new());
+        }
+        if ranked.len() > want {
+            ranked.select_nth_unstable_by(want - 1, order);
+            ranked.truncate(want);
+        }
+        ranked.sort_unstable_by(order);
         Ok(ranked)
     }
 }

@@ -139,3 +139,73 @@ fn postings_are_read_from_the_file_term_by_term() {
             .is_none()
     );
 }
+
+#[test]
+fn the_best_chunks_are_ranked_as_a_full_sort_would() {
+    // 300 chunks over three files; "common" in most, "rare" in a few, many
+    // scores equal (ties go to the lower chunk id).
+    let files: Vec<String> = (0..3).map(|f| format!("f{f}.md")).collect();
+    let chunks: Vec<(u32, u32, u32)> = (0..300u32).map(|c| (c % 3, c / 3, 5 + c % 7)).collect();
+    let common: Vec<(u32, u32)> = (0..300u32)
+        .filter(|c| c % 4 != 0)
+        .map(|c| (c, 1 + c % 3))
+        .collect();
+    let rare: Vec<(u32, u32)> = (0..300u32)
+        .filter(|c| c % 37 == 1)
+        .map(|c| (c, 2))
+        .collect();
+    let terms = BTreeMap::from([
+        ("common".to_owned(), common.clone()),
+        ("rare".to_owned(), rare.clone()),
+    ]);
+    let (_dir, p) = opened(&Postings::encode(&files, &chunks, &terms));
+    let p = p.unwrap().unwrap();
+    // The reference: every chunk's score summed, all sorted, cut.
+    let avg = chunks.iter().map(|c| f64::from(c.2)).sum::<f64>() / 300.0;
+    let reference = |q: &[&str], keep: &dyn Fn(usize) -> bool, want: usize| {
+        let mut all: BTreeMap<usize, f64> = BTreeMap::new();
+        // A term asked twice counts once.
+        let q: std::collections::BTreeSet<&str> = q.iter().copied().collect();
+        for t in q {
+            let list = &terms[t];
+            let idf = ((300.0 - list.len() as f64 + 0.5) / (list.len() as f64 + 0.5) + 1.0).ln();
+            for &(c, tf) in list {
+                let (tf, len) = (f64::from(tf), f64::from(chunks[c as usize].2));
+                let s = idf * tf * (K1 + 1.0) / (tf + K1 * (1.0 - B + B * len / avg));
+                *all.entry(c as usize).or_default() += s;
+            }
+        }
+        let mut v: Vec<(usize, f64)> = all
+            .into_iter()
+            .filter(|&(c, _)| keep(chunks[c].0 as usize))
+            .collect();
+        v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        v.truncate(want);
+        v
+    };
+    let query = |q: &[&str]| q.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+    for q in [
+        &["common"][..],
+        &["rare"],
+        &["common", "rare"],
+        &["rare", "common", "rare"],
+    ] {
+        for want in [0, 1, 5, 20, 250, 1000] {
+            let everything = |_: usize| true;
+            let ours = p.bm25(&query(q), everything, want).unwrap();
+            let theirs = reference(q, &everything, want);
+            let ids = |v: &[(usize, f64)]| v.iter().map(|x| x.0).collect::<Vec<_>>();
+            assert_eq!(ids(&ours), ids(&theirs), "{q:?} {want}");
+            for (a, b) in ours.iter().zip(&theirs) {
+                assert!((a.1 - b.1).abs() < 1e-9, "{q:?} {want}: {a:?} {b:?}");
+            }
+            let second = |f: usize| f == 1;
+            let ours = p.bm25(&query(q), second, want).unwrap();
+            assert_eq!(
+                ids(&ours),
+                ids(&reference(q, &second, want)),
+                "{q:?} {want} in f1"
+            );
+        }
+    }
+}
