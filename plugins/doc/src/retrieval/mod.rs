@@ -525,23 +525,108 @@ impl Index {
                 (p.files[file as usize].clone(), idx as usize, score)
             })
             .collect();
-        let mut loaded: HashMap<String, FileChunks> = HashMap::new();
-        let mut hits = Vec::new();
-        for (file, idx, score) in wanted {
-            if !loaded.contains_key(&file) {
-                let record = self.load_chunks(&file)?;
-                loaded.insert(file.clone(), record);
+        // Each file's chunk file read once, only its wanted chunks parsed.
+        let mut by_file: BTreeMap<&str, std::collections::BTreeSet<usize>> = BTreeMap::new();
+        for (file, idx, _) in &wanted {
+            by_file.entry(file).or_default().insert(*idx);
+        }
+        let mut loaded: HashMap<(&str, usize), Chunk> = HashMap::new();
+        for (file, indices) in by_file {
+            for (idx, chunk) in self.load_some(file, &indices)? {
+                loaded.insert((file, idx), chunk);
             }
-            if let Some(chunk) = loaded[&file].chunks.get(idx) {
+        }
+        let mut hits = Vec::new();
+        for (file, idx, score) in &wanted {
+            if let Some(chunk) = loaded.remove(&(file.as_str(), *idx)) {
                 hits.push(Hit {
-                    file,
+                    file: file.clone(),
                     page: chunk.page,
                     score: (score * 10_000.0).round() / 10_000.0,
-                    text: chunk.text.clone(),
+                    text: chunk.text,
                 });
             }
         }
         Ok(hits)
+    }
+
+    /// Chunks `wanted` of `path`'s chunk file; the rest (and its vectors)
+    /// are skipped by the JSON reader, not decoded: a query's hits read a
+    /// few passages out of files of tens of them.
+    fn load_some(
+        &self,
+        path: &str,
+        wanted: &std::collections::BTreeSet<usize>,
+    ) -> Result<Vec<(usize, Chunk)>, ToolError> {
+        let bytes = std::fs::read(self.chunk_file(path)).map_err(io("read the index"))?;
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        serde::de::DeserializeSeed::deserialize(SomeChunks(wanted), &mut de)
+            .map_err(|e| ToolError::failed(format!("the index of `{path}` is damaged: {e}")))
+    }
+}
+
+/// A chunk file read for some of its chunks (by index): [`Index::load_some`].
+struct SomeChunks<'a>(&'a std::collections::BTreeSet<usize>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for SomeChunks<'_> {
+    type Value = Vec<(usize, Chunk)>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for SomeChunks<'_> {
+    type Value = Vec<(usize, Chunk)>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a chunk file (an object with `chunks`)")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == "chunks" {
+                found = Some(map.next_value_seed(ChunkList(self.0))?);
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        found.ok_or_else(|| serde::de::Error::missing_field("chunks"))
+    }
+}
+
+/// The `chunks` array: the wanted ones decoded, the others skipped.
+struct ChunkList<'a>(&'a std::collections::BTreeSet<usize>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for ChunkList<'_> {
+    type Value = Vec<(usize, Chunk)>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for ChunkList<'_> {
+    type Value = Vec<(usize, Chunk)>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list of chunks")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::with_capacity(self.0.len());
+        for i in 0.. {
+            if self.0.contains(&i) {
+                match seq.next_element::<Chunk>()? {
+                    Some(chunk) => out.push((i, chunk)),
+                    None => break,
+                }
+            } else if seq.next_element::<serde::de::IgnoredAny>()?.is_none() {
+                break;
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -209,3 +209,47 @@ fn the_best_chunks_are_ranked_as_a_full_sort_would() {
         }
     }
 }
+
+#[test]
+fn a_hit_reads_only_its_own_chunks_of_a_file() {
+    let file = FileChunks {
+        path: "a.md".into(),
+        chunks: (0..6)
+            .map(|i| Chunk {
+                page: (i % 2 == 0).then_some(i + 1),
+                text: format!("chunk \"{i}\"\n\\ é"),
+            })
+            .collect(),
+        vectors: Some("AAAA".into()),
+        dims: 1,
+    };
+    let json = serde_json::to_vec(&file).unwrap();
+    let read = |bytes: &[u8], wanted: &[usize]| {
+        let wanted: std::collections::BTreeSet<usize> = wanted.iter().copied().collect();
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        serde::de::DeserializeSeed::deserialize(super::SomeChunks(&wanted), &mut de)
+    };
+    let got = read(&json, &[4, 1, 9]).unwrap();
+    let want: Vec<(usize, String, Option<usize>)> = [1, 4]
+        .iter()
+        .map(|&i| (i, file.chunks[i].text.clone(), file.chunks[i].page))
+        .collect();
+    let got: Vec<(usize, String, Option<usize>)> =
+        got.into_iter().map(|(i, c)| (i, c.text, c.page)).collect();
+    assert_eq!(
+        got, want,
+        "the wanted ones, decoded; one past the end is absent"
+    );
+    assert!(read(&json, &[]).unwrap().is_empty());
+    // Fields in any order, unknown ones skipped.
+    let moved = br#"{"dims":1,"extra":[1,{"a":2}],"chunks":[{"page":null,"text":"x"},{"page":3,"text":"y"}],"path":"b"}"#;
+    let got = read(moved, &[1]).unwrap();
+    assert_eq!(
+        (got[0].0, got[0].1.text.as_str(), got[0].1.page),
+        (1, "y", Some(3))
+    );
+    // Damage is an error, skipped parts included.
+    assert!(read(&json[..json.len() / 2], &[0]).is_err());
+    assert!(read(br#"{"chunks":[{"page":1,"text":"x"}, oops]}"#, &[0]).is_err());
+    assert!(read(br#"{"path":"no chunks"}"#, &[0]).is_err());
+}
