@@ -28,8 +28,9 @@ struct Start {
     ready_ms: f64,
 }
 
-/// The status code of `GET path` on `addr`, if it answered.
-fn status(addr: &str, path: &str) -> Option<u16> {
+/// `GET path` sent to `addr` (the connection closed after the answer),
+/// its answer left to read.
+fn get(addr: &str, path: &str) -> Option<TcpStream> {
     let mut s = TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(
@@ -37,8 +38,14 @@ fn status(addr: &str, path: &str) -> Option<u16> {
         "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
     )
     .ok()?;
+    Some(s)
+}
+
+/// The status code of `GET path` on `addr`, if it answered (read from the
+/// status line alone: the start-up timings do not wait for the body).
+fn status(addr: &str, path: &str) -> Option<u16> {
     let mut head = [0u8; 12];
-    s.read_exact(&mut head).ok()?;
+    get(addr, path)?.read_exact(&mut head).ok()?;
     std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
 }
 
@@ -46,15 +53,8 @@ fn status(addr: &str, path: &str) -> Option<u16> {
 /// (`GET /plugins`, `source: "winch"`); `None` when it does not say (a
 /// caller token needed, no answer).
 pub(crate) fn quick_builds(addr: &str) -> Option<usize> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET /plugins HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
     let mut answer = Vec::new();
-    s.read_to_end(&mut answer).ok()?;
+    get(addr, "/plugins")?.read_to_end(&mut answer).ok()?;
     let answer = String::from_utf8(answer).ok()?;
     let (head, body) = answer.split_once("\r\n\r\n")?;
     if !head.starts_with("HTTP/1.1 200") {
