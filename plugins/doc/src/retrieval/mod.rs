@@ -438,8 +438,19 @@ impl Index {
     }
 
     fn load_chunks(&self, path: &str) -> Result<FileChunks, ToolError> {
+        self.read_chunk_file(path, std::marker::PhantomData)
+    }
+
+    /// `path`'s chunk file, read by `seed` (all of it, or some chunks).
+    fn read_chunk_file<T>(
+        &self,
+        path: &str,
+        seed: impl for<'de> serde::de::DeserializeSeed<'de, Value = T>,
+    ) -> Result<T, ToolError> {
         let bytes = std::fs::read(self.chunk_file(path)).map_err(io("read the index"))?;
-        serde_json::from_slice(&bytes)
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        seed.deserialize(&mut de)
+            .and_then(|v| de.end().map(|()| v))
             .map_err(|e| ToolError::failed(format!("the index of `{path}` is damaged: {e}")))
     }
 
@@ -558,10 +569,7 @@ impl Index {
         path: &str,
         wanted: &std::collections::BTreeSet<usize>,
     ) -> Result<Vec<(usize, Chunk)>, ToolError> {
-        let bytes = std::fs::read(self.chunk_file(path)).map_err(io("read the index"))?;
-        let mut de = serde_json::Deserializer::from_slice(&bytes);
-        serde::de::DeserializeSeed::deserialize(SomeChunks(wanted), &mut de)
-            .map_err(|e| ToolError::failed(format!("the index of `{path}` is damaged: {e}")))
+        self.read_chunk_file(path, SomeChunks(wanted))
     }
 }
 
