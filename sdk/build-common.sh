@@ -84,3 +84,61 @@ with_retries() {
         sleep "$pause"
     done
 }
+
+# The build cache: a component kept under the SHA-256 of everything that
+# made it, so the same sources build once (componentize-py and
+# componentize-js take 10-20 s of two cores; a tool requested again, by
+# another replica or after a restart, is then a copy) and give the same
+# bytes (neither componentizer is byte-for-byte reproducible; the same bytes
+# are what a server's compile cache recognises). TOOLHOST_BUILD_CACHE picks
+# the folder (default <repo>/target/build-cache), `off` turns it off; the
+# newest $BUILD_CACHE_KEEP components are kept.
+BUILD_CACHE_KEEP=${BUILD_CACHE_KEEP:-16}
+
+# cache_key <text> <path>...: the key of text (the componentizer's version,
+# the module) and of each path's files (every file's path under it and
+# bytes, sorted; __pycache__, node_modules and the plugin folder's manifest
+# skipped: the manifest is copied beside the component, not built into it).
+cache_key() {
+    local text=$1 path n=0
+    shift
+    {
+        printf '%s\n' "$text"
+        for path in "$@"; do
+            n=$((n + 1))
+            printf 'input %d\n' "$n"
+            if [ -d "$path" ]; then
+                (cd "$path" && find . \( -name __pycache__ -o -name node_modules \) -prune -o \
+                    -type f ! -path "./$name.toml" -print0 | LC_ALL=C sort -z | xargs -0r sha256sum)
+            else
+                sha256sum <"$path"
+            fi
+        done
+    } | sha256sum | cut -c1-64
+}
+
+# cache_dir <language>: the cache's folder for a language, empty when off.
+cache_dir() {
+    local root=${TOOLHOST_BUILD_CACHE:-$repo/target/build-cache}
+    [ "$root" = off ] || printf '%s/%s' "$root" "$1"
+}
+
+# from_cache <dir> <key>: install the kept component (true), if there is one.
+from_cache() {
+    local kept=$1/$2.wasm start
+    [ -n "$1" ] && [ -f "$kept" ] || return 1
+    start=$(date +%s.%N)
+    touch "$kept" # the newest are kept
+    install_component "$kept" "$start" >/dev/null
+    echo "build.sh: $wasm from the build cache (the same sources built before: $kept)"
+}
+
+# to_cache <dir> <key> <built .wasm>: keep it (atomically), and only the
+# newest $BUILD_CACHE_KEEP.
+to_cache() {
+    [ -n "$1" ] || return 0
+    # A folder this user cannot write (an installed SDK): no cache, quietly.
+    { mkdir -p "$1" && cp "$3" "$1/.$2.$$.tmp" && mv -f "$1/.$2.$$.tmp" "$1/$2.wasm"; } 2>/dev/null || return 0
+    find "$1" -maxdepth 1 -name '*.wasm' -printf '%T@ %p\n' | sort -rn |
+        tail -n +$((BUILD_CACHE_KEEP + 1)) | cut -d' ' -f2- | xargs -r rm -f
+}

@@ -69,6 +69,13 @@ if [ -f "$wasm" ] &&
     exit 0
 fi
 
+# The same sources built before: the kept component (sdk/build-common.sh).
+cache=$(cache_dir js)
+key=$(cache_key "componentize-js $pinned node $(node --version)" "$plugin_dir" "$wit_dir" \
+    "$sdk_dir/toolhost-sdk.js" "$sdk_dir/core.js" "$sdk_dir/build.mjs" "$sdk_dir/build.sh" \
+    "$sdk_dir/../build-common.sh" "$sdk_dir/package-lock.json")
+from_cache "$cache" "$key" && exit 0
+
 # Build from a staged copy (the plugin with its "toolhost-sdk" imports pointed
 # at the SDK, and the SDK's entry module): see build.mjs.
 mkdir -p "$repo/target/js-build"
@@ -79,4 +86,5 @@ start=$(date +%s.%N)
 node "$sdk_dir/build.mjs" "$plugin_dir" "$stage/src" "$wit_dir" "$stage/$name.wasm" ||
     die "componentize-js failed for $plugin_dir (see above)"
 
+to_cache "$cache" "$key" "$stage/$name.wasm"
 install_component "$stage/$name.wasm" "$start"

@@ -77,6 +77,12 @@ if [ -f "$wasm" ] &&
     exit 0
 fi
 
+# The same sources built before: the kept component (sdk/build-common.sh).
+cache=$(cache_dir python)
+key=$(cache_key "componentize-py $COMPONENTIZE_PY_VERSION module $module" \
+    "$plugin_dir" "$sdk_dir/toolhost_sdk" "$wit_dir" "$sdk_dir/build.sh" "$sdk_dir/../build-common.sh")
+from_cache "$cache" "$key" && exit 0
+
 # Build from a staged copy: componentize-py runs the module at build time (to
 # snapshot the interpreter) and would leave __pycache__ in the sources.
 mkdir -p "$repo/target/py-build"
@@ -92,4 +98,5 @@ start=$(date +%s.%N)
     -d "$wit_dir" -w plugin componentize -p "$stage/app" -p "$stage/sdk" "$module" -o "$stage/$name.wasm") ||
     die "componentize-py failed for $plugin_dir (see above)"
 
+to_cache "$cache" "$key" "$stage/$name.wasm"
 install_component "$stage/$name.wasm" "$start"

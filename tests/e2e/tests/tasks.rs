@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolhost_e2e::mcp::McpClient;
-use toolhost_e2e::sources::WORDCOUNT;
+use toolhost_e2e::sources::{self, WORDCOUNT};
 use toolhost_e2e::xagent::XAgent;
 use toolhost_e2e::*;
 
@@ -313,7 +313,7 @@ fn loops_bad_requests_and_restarts_end_tasks_cleanly() {
     // A restart in the middle of a build: the task ends failed, with why.
     let (code, body) = request(
         &s,
-        json!({"name": "midway", "language": "python", "source": WORDCOUNT}),
+        json!({"name": "midway", "language": "python", "source": sources::unique(WORDCOUNT)}),
     );
     assert_eq!(code, 202, "{body}");
     let id = body["task_id"].as_str().unwrap().to_owned();
