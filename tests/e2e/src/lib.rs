@@ -446,6 +446,13 @@ impl Drop for Server {
         if std::thread::panicking() {
             eprintln!("--- toolhost log ---\n{}", self.log());
         }
+        // TOOLHOST_E2E_LOGS=<dir> keeps every server's log (where a passing
+        // test's time went).
+        if let Some(dir) = std::env::var_os("TOOLHOST_E2E_LOGS") {
+            let name = self.log.file_name().unwrap_or_default().to_owned();
+            let _ = std::fs::create_dir_all(&dir);
+            let _ = std::fs::copy(&self.log, std::path::Path::new(&dir).join(name));
+        }
         // Whatever is left (a test that SIGKILLed the server) goes too.
         if self.data.path().join("data").is_dir() && docker_available() {
             let left = self.containers();
