@@ -30,7 +30,7 @@ TOOLHOST_BIN ?= $(CURDIR)/target/debug/toolhost
 # `code` (code_interpreter, routing to the notebook or python_run).
 TOOLKITS     := shell notebook browser imagecompress code
 
-.PHONY: image browser registry fuzz soak run test kubernetes py-unit py-client js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build prepare py-js-plugins lint bench clean docker node-image driver-test
+.PHONY: image browser registry fuzz soak run test test-prepare kubernetes py-unit py-client js-unit c-unit plugins fixtures guests wasm-target c-toolchain host-bin build prepare py-js-plugins lint bench clean docker node-image driver-test
 
 ## Serve the example plugins on $(BIND) (release build). The heavy tools need the
 ## Docker engine and the node image: built here when missing (once, ~2 min);
@@ -61,7 +61,9 @@ run:
 PHASE := tests/phase.sh
 test:
 	@$(PHASE) --reset
+	@tests/prepare.sh start $$PPID
 	@$(PHASE) build $(MAKE) --no-print-directory wasm-target host-bin
+	@$(PHASE) prepare tests/prepare.sh wait || true
 	@$(PHASE) plugins $(MAKE) --no-print-directory plugins fixtures LINT=1
 	@$(PHASE) node-image $(MAKE) --no-print-directory node-image
 	@$(PHASE) fmt $(CARGO) fmt --all --check
@@ -159,6 +161,21 @@ py-js-plugins:
 prepare: wasm-target c-toolchain py-js-plugins
 	@$(MAKE) --no-print-directory node-image
 	@echo "make prepare: done at $$(date +%T)"
+
+## What the phases after the build fetch and install, run beside the build
+## phase by `make test` (tests/prepare.sh, logged to target/test-prepare.log):
+## apt packages, the Docker engine and the node image, the componentizers and
+## the Python and JavaScript plugins, every test venv, the conformance suite
+## and the Python client's venv. Each step is skipped when done; each phase
+## checks its own again (so one that failed here is retried and reported
+## there). Not here: what needs the debug binary (the MCP servers' install).
+TEST_VENVS := conformance console httpapi mcp oci qwen sigstore traces k8s/manifests
+test-prepare: c-toolchain py-js-plugins
+	@$(MAKE) --no-print-directory node-image browser registry
+	@for v in $(TEST_VENVS); do tests/venv.sh tests/$$v/requirements.txt >/dev/null || exit 1; done
+	tests/conformance/run.sh --install
+	clients/python/tests/run.sh --install
+	@echo "make test-prepare: done at $$(date +%T)"
 
 ## Test fixtures into target/fixtures/ (kept out of the served examples).
 fixtures: guests c-toolchain

@@ -10,6 +10,7 @@
 # fails the phase.
 #
 #   tests/conformance/run.sh [revision...]     # default: both
+#   tests/conformance/run.sh --install         # only node and the suite (make test-prepare)
 #
 # Needs: target/debug/toolhost, the fixture's wasm
 # (target/wasm32-wasip2/plugin/conformance_fixture.wasm, `make fixtures`) and
@@ -25,6 +26,8 @@ work=$repo/target/conformance
 bin=${TOOLHOST_BIN:-$repo/target/debug/toolhost}
 wasm=$repo/target/wasm32-wasip2/plugin/conformance_fixture.wasm
 calc=$repo/target/wasm32-wasip2/plugin/calc.wasm
+install_only=
+[ "${1:-}" != --install ] || { install_only=1 && shift; }
 revisions=("$@")
 [ ${#revisions[@]} -gt 0 ] || revisions=(2025-11-25 2026-07-28)
 
@@ -32,9 +35,11 @@ die() {
     echo "conformance: $*" >&2
     exit 1
 }
-[ -x "$bin" ] || die "no $bin: cargo build -p toolhost"
-[ -f "$wasm" ] || die "no $wasm: make fixtures"
-[ -f "$calc" ] || die "no $calc: make plugins"
+if [ -z "$install_only" ]; then
+    [ -x "$bin" ] || die "no $bin: cargo build -p toolhost"
+    [ -f "$wasm" ] || die "no $wasm: make fixtures"
+    [ -f "$calc" ] || die "no $calc: make plugins"
+fi
 
 # Node >= 22.
 node=$(command -v node || true)
@@ -54,6 +59,7 @@ if [ "$(cat "$work/.installed" 2>/dev/null || true)" != "$want" ]; then
     echo "$want" >"$work/.installed"
 fi
 suite=$work/node_modules/@modelcontextprotocol/conformance/dist/index.js
+[ -z "$install_only" ] || exit 0
 
 # The fixture plugin set, and a server on a free loopback port.
 rm -rf "$work/plugins" "$work/data" "$work/results"

@@ -8,6 +8,7 @@
 # (`pip install`, the hatchling backend, offline) and runs pytest.
 #
 #   clients/python/tests/run.sh [pytest args...]
+#   clients/python/tests/run.sh --install      # only the venv (make test-prepare)
 #
 # Needs target/debug/toolhost (TOOLHOST_BIN) and target/plugins (make plugins).
 set -euo pipefail
@@ -45,6 +46,8 @@ if [ "$(have)" != "$want" ]; then
     fi
     exec 9>&-
 fi
+
+[ "${1:-}" != --install ] || exit 0
 
 # The package under test, built and installed the standard way.
 "$venv/bin/pip" install --disable-pip-version-check -q --no-deps --no-build-isolation \
