@@ -117,6 +117,7 @@ impl Builder {
         if task.status.is_final() || cancel.is_cancelled() || !self.tasks.hold(id).await {
             return;
         }
+        self.tasks.building_on_disk(id).await;
         let outcome = tokio::select! {
             outcome = self.build(id, &task.spec) => outcome,
             // `Tasks::cancel` has said so; the build's processes die with

@@ -491,6 +491,22 @@ impl Tasks {
         });
     }
 
+    /// Write task `id` as building and wait until that is on disk, before
+    /// its build runs and shows the status: a server stopped during the
+    /// build then fails the task at its restart ([`Tasks::new`]), where a
+    /// status still queued for the registry's writer left it `pending` on
+    /// disk and the restarted server built it again unseen.
+    pub async fn building_on_disk(&self, id: &str) {
+        let (Some(registry), Some(mut task)) = (&self.registry, self.get(id)) else {
+            return;
+        };
+        task.status = TaskStatus::Building;
+        self.save(&task);
+        if let Err(e) = registry.sync().await {
+            tracing::warn!(task = %id, error = %e, "cannot write the task's status before its build");
+        }
+    }
+
     pub fn get(&self, id: &str) -> Option<Task> {
         self.lock().get(id).map(|e| e.task.clone())
     }
