@@ -447,11 +447,18 @@ impl Drop for Server {
             eprintln!("--- toolhost log ---\n{}", self.log());
         }
         // TOOLHOST_E2E_LOGS=<dir> keeps every server's log (where a passing
-        // test's time went).
-        if let Some(dir) = std::env::var_os("TOOLHOST_E2E_LOGS") {
-            let name = self.log.file_name().unwrap_or_default().to_owned();
+        // test's time went): each start's, a restart writing a log of its own
+        // beside the last one's.
+        if let (Some(dir), Some(logs)) = (std::env::var_os("TOOLHOST_E2E_LOGS"), self.log.parent())
+        {
             let _ = std::fs::create_dir_all(&dir);
-            let _ = std::fs::copy(&self.log, std::path::Path::new(&dir).join(name));
+            for log in std::fs::read_dir(logs).into_iter().flatten().flatten() {
+                let name = log.file_name();
+                let text = name.to_string_lossy();
+                if text.starts_with("server-") && text.ends_with(".log") {
+                    let _ = std::fs::copy(log.path(), std::path::Path::new(&dir).join(name));
+                }
+            }
         }
         // Whatever is left (a test that SIGKILLed the server) goes too.
         if self.data.path().join("data").is_dir() && docker_available() {
