@@ -67,7 +67,7 @@ test:
 	@$(PHASE) plugins $(MAKE) --no-print-directory plugins fixtures LINT=1
 	@$(PHASE) node-image $(MAKE) --no-print-directory node-image
 	@$(PHASE) fmt $(CARGO) fmt --all --check
-	@$(PHASE) audit sh -c 'python3 tests/audit.py --self-test && python3 tests/audit.py && python3 tests/licenses.py --self-test && python3 tests/licenses.py && python3 tests/bench/report.py --self-test'
+	@$(PHASE) audit sh -c 'python3 tests/audit.py --self-test && python3 tests/audit.py && python3 tests/licenses.py --self-test && python3 tests/licenses.py && python3 tests/profiles.py --self-test && python3 tests/profiles.py && python3 tests/bench/report.py --self-test'
 	@$(PHASE) browser $(MAKE) --no-print-directory browser
 	@$(PHASE) registry $(MAKE) --no-print-directory registry
 	@$(PHASE) cargo-test $(CARGO) test --workspace --no-fail-fast $(LINTED)
