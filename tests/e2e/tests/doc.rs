@@ -533,10 +533,9 @@ fn vector_and_hybrid_search_through_an_embeddings_endpoint() {
     assert_eq!(r["results"][0]["file"], "birds.txt", "{r}");
 }
 
-/// The local model (all-MiniLM-L6-v2 from PyPI, put beside the plugins by
-/// `make plugins`) found by meaning what shares no word with the query.
-#[test]
-fn the_local_model_finds_by_meaning() {
+/// The local embedding model's files (all-MiniLM-L6-v2 from PyPI, put
+/// beside the plugins by `make plugins`), or `None` outside CI without them.
+fn local_model() -> Option<PathBuf> {
     let model = repo_root().join("target/plugins/.models/all-minilm-l6-v2");
     if !model.join("model.safetensors").is_file() {
         assert!(
@@ -545,15 +544,86 @@ fn the_local_model_finds_by_meaning() {
             model.display()
         );
         eprintln!("skipped: no embedding model (make plugins fetches it)");
-        return;
+        return None;
     }
+    Some(model)
+}
+
+fn with_local_model(model: &Path) -> impl Fn(String) -> String {
+    let dir = model.display().to_string();
+    move |manifest: String| {
+        manifest.replace(
+            "dir = \".models/all-minilm-l6-v2\"",
+            &format!("dir = \"{dir}\""),
+        )
+    }
+}
+
+/// The local model makes the vectors it made when
+/// `tests/fixtures/embeddings/reference.json` was recorded (by
+/// candle-transformers' BERT; `record.py` beside it): each text alone in a
+/// workspace, its one vector read from the index doc_retrieval keeps,
+/// within cosine 0.9999 of the reference's and of unit length.
+#[test]
+fn the_local_model_makes_the_reference_vectors() {
+    let Some(model) = local_model() else {
+        return;
+    };
+    let reference: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("tests/fixtures/embeddings/reference.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let texts = reference["texts"].as_array().unwrap();
+    assert_eq!(texts.len(), 4);
+    let (s, _) = doc_server_with(with_local_model(&model), "unused", &[]);
+    for entry in texts {
+        let file = entry["file"].as_str().unwrap();
+        let session = file.split('.').next().unwrap();
+        let ws = workspace(&s, session);
+        std::fs::write(ws.join(file), entry["text"].as_str().unwrap()).unwrap();
+        let mut pending = 1;
+        while pending > 0 {
+            let (code, body) = s.invoke_in(
+                session,
+                "doc_retrieval",
+                json!({"query": "x", "mode": "hybrid"}),
+            );
+            assert_eq!(code, 200, "{body}");
+            pending = body["result"]["index"]["pending_vectors"].as_u64().unwrap();
+        }
+        let blob = std::fs::read(ws.join(".index/doc/vectors.bin")).unwrap();
+        let word = |at: usize| u32::from_le_bytes(blob[at..at + 4].try_into().unwrap()) as usize;
+        let (n, dims) = (word(4), word(8));
+        assert_eq!((n, dims), (1, 384), "{file}: one chunk, 384 dimensions");
+        let got: Vec<f64> = blob[12..12 + 4 * dims]
+            .chunks(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()) as f64)
+            .collect();
+        let want: Vec<f64> = entry["vector"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+        let cosine = dot(&got, &want) / (dot(&got, &got) * dot(&want, &want)).sqrt();
+        assert!(cosine >= 0.9999, "{file}: cosine {cosine} to the reference");
+        assert!(
+            (dot(&got, &got) - 1.0).abs() < 1e-4,
+            "{file}: not unit length"
+        );
+    }
+}
+
+/// The local model found by meaning what shares no word with the query.
+#[test]
+fn the_local_model_finds_by_meaning() {
+    let Some(model) = local_model() else {
+        return;
+    };
     let (s, _ws) = doc_server_with(
-        |manifest| {
-            manifest.replace(
-                "dir = \".models/all-minilm-l6-v2\"",
-                &format!("dir = \"{}\"", model.display()),
-            )
-        },
+        with_local_model(&model),
         "m",
         &[
             ("cats.md", "Cats purr and sleep in the sun all afternoon."),
