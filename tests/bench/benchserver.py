@@ -6,12 +6,32 @@ import json
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import tempfile
 import time
 import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+# The doc plugin's local embedding model, where `make plugins` puts it.
+MODEL = os.path.join(ROOT, "target/plugins/.models/all-minilm-l6-v2")
+
+
+def doc_manifest_with_local_model():
+    """target/plugins/doc.toml with its model folder made absolute (MODEL),
+    for a plugins folder elsewhere."""
+    manifest = open(os.path.join(ROOT, "target/plugins/doc.toml")).read()
+    return manifest.replace('dir = ".models/all-minilm-l6-v2"', f'dir = "{MODEL}"')
+
+
+def index_vectors(workspace):
+    """The vectors doc_retrieval keeps for `workspace` (its
+    .index/doc/vectors.bin: a 4-byte tag, count and dimensions as u32 LE,
+    then the f32 LE vectors), as a list of tuples."""
+    blob = open(os.path.join(workspace, ".index/doc/vectors.bin"), "rb").read()
+    n, dims = struct.unpack_from("<II", blob, 4)
+    floats = struct.unpack_from(f"<{n * dims}f", blob, 12)
+    return [floats[i * dims:(i + 1) * dims] for i in range(n)]
 
 
 def work_with_plugins(prefix, names):

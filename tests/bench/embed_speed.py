@@ -16,18 +16,16 @@ import math
 import os
 import shutil
 import statistics
-import struct
 import sys
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests/bench"))
-from benchserver import BenchServer  # noqa: E402
+from benchserver import MODEL, BenchServer, doc_manifest_with_local_model, index_vectors  # noqa: E402
 
 BIN = os.environ.get("TOOLHOST_BIN", os.path.join(ROOT, "target/release/toolhost"))
 DOCS = os.path.join(ROOT, "tests/fixtures/docs")
-MODEL = os.path.join(ROOT, "target/plugins/.models/all-minilm-l6-v2")
 NEW = os.environ.get("DOC_WASM", os.path.join(ROOT, "target/plugins/doc.wasm"))
 BASE = os.environ.get("BASE_WASM")
 LIMIT = int(os.environ.get("LIMIT", "0"))
@@ -46,9 +44,7 @@ def run(wasm):
         plugins = os.path.join(work, "plugins")
         os.makedirs(plugins)
         shutil.copy(wasm, os.path.join(plugins, "doc.wasm"))
-        manifest = open(os.path.join(ROOT, "target/plugins/doc.toml")).read()
-        manifest = manifest.replace('dir = ".models/all-minilm-l6-v2"', f'dir = "{MODEL}"')
-        manifest = manifest.replace("[config]\n", f'[config]\nembed_chunks_per_call = "{PER_CALL}"\n', 1)
+        manifest = doc_manifest_with_local_model().replace("[config]\n", f'[config]\nembed_chunks_per_call = "{PER_CALL}"\n', 1)
         open(os.path.join(plugins, "doc.toml"), "w").write(manifest)
         data = os.path.join(work, "data")
         ws = os.path.join(data, "workspaces/embed")
@@ -70,11 +66,7 @@ def run(wasm):
             took = time.perf_counter() - started
         finally:
             server.stop()
-        blob = open(os.path.join(ws, ".index/doc/vectors.bin"), "rb").read()
-        n, dims = struct.unpack_from("<II", blob, 4)
-        floats = struct.unpack_from(f"<{n * dims}f", blob, 12)
-        vectors = [floats[i * dims:(i + 1) * dims] for i in range(n)]
-        return took, chunks, calls, vectors
+        return took, chunks, calls, index_vectors(ws)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
