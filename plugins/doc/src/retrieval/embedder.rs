@@ -11,7 +11,7 @@ use super::{Failure, Index, IndexReport, Scope, io, message, write_json};
 /// Where vectors come from: an OpenAI-compatible embeddings endpoint
 /// (`[config] embeddings_url`, `embeddings_model`; its key, if any, added by
 /// the host through `[[http.auth]]`), else the model mounted at `/assets`
-/// (`[assets] dir`, run here by candle), else none.
+/// (`[assets] dir`, run here by the plugin's own encoder), else none.
 pub struct Embedder {
     source: Source,
     /// Names the vectors: a different model makes every vector stale.
