@@ -56,6 +56,12 @@ impl Packed {
         }
     }
 
+    /// Rows of B: the length of each sum.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Columns of B.
     pub fn n(&self) -> usize {
         self.n
     }

@@ -41,10 +41,37 @@ struct Norm {
     bias: Vec<f32>,
 }
 
+impl Norm {
+    fn apply(&self, x: &mut [f32], width: usize, eps: f32) {
+        ops::layer_norm(x, width, &self.weight, &self.bias, eps);
+    }
+}
+
 /// A linear layer: its weight packed for [`matmul`], and its bias.
 struct Linear {
     weight: Packed,
     bias: Vec<f32>,
+}
+
+impl Linear {
+    /// `out = x · Wᵀ + b` for `rows` rows of `x`, each as wide as the
+    /// layer's inputs; `out`'s rows as wide as its outputs.
+    fn forward(&self, x: &[f32], rows: usize, out: &mut [f32]) {
+        let (inputs, outputs) = (self.weight.k(), self.weight.n());
+        matmul(
+            x,
+            inputs,
+            rows,
+            &self.weight,
+            Some(&self.bias),
+            out,
+            outputs,
+        );
+    }
+
+    fn outputs(&self) -> usize {
+        self.weight.n()
+    }
 }
 
 struct Layer {
@@ -177,8 +204,7 @@ impl Bert {
                 *v = w + k + p;
             }
         }
-        let n = &self.embeddings_norm;
-        ops::layer_norm(&mut x, hidden, &n.weight, &n.bias, self.eps);
+        self.embeddings_norm.apply(&mut x, hidden, self.eps);
         let mut work = Work::default();
         for layer in &self.layers {
             self.layer(layer, &mut x, tokens, &mut work);
@@ -195,17 +221,9 @@ impl Bert {
     fn layer(&self, l: &Layer, x: &mut [f32], tokens: usize, w: &mut Work) {
         let hidden = self.hidden;
         let head = hidden / self.heads;
-        let width = 3 * hidden;
+        let width = l.qkv.outputs();
         w.qkv.resize(tokens * width, 0.0);
-        matmul(
-            x,
-            hidden,
-            tokens,
-            &l.qkv.weight,
-            Some(&l.qkv.bias),
-            &mut w.qkv,
-            width,
-        );
+        l.qkv.forward(x, tokens, &mut w.qkv);
         w.scores.resize(tokens * tokens, 0.0);
         w.context.resize(tokens * hidden, 0.0);
         let scale = 1.0 / (head as f32).sqrt();
@@ -214,67 +232,26 @@ impl Bert {
             let qkv = &w.qkv;
             // scores = Q · Kᵀ (tokens × tokens), then softmax by row.
             w.packed.fill(head, tokens, |d, t| qkv[t * width + k + d]);
-            matmul(
-                &qkv[q..],
-                width,
-                tokens,
-                &w.packed,
-                None,
-                &mut w.scores,
-                tokens,
-            );
-            ops::softmax_rows(&mut w.scores, tokens, scale);
+            let scores = &mut w.scores;
+            matmul(&qkv[q..], width, tokens, &w.packed, None, scores, tokens);
+            ops::softmax_rows(scores, tokens, scale);
             // context = probabilities · V, into this head's columns.
             w.packed.fill(tokens, head, |t, d| qkv[t * width + v + d]);
-            matmul(
-                &w.scores,
-                tokens,
-                tokens,
-                &w.packed,
-                None,
-                &mut w.context[h * head..],
-                hidden,
-            );
+            let context = &mut w.context[h * head..];
+            matmul(scores, tokens, tokens, &w.packed, None, context, hidden);
         }
-        w.projected.resize(tokens * hidden, 0.0);
-        let a = &l.attention_out;
-        matmul(
-            &w.context,
-            hidden,
-            tokens,
-            &a.weight,
-            Some(&a.bias),
-            &mut w.projected,
-            hidden,
-        );
-        ops::add(&mut w.projected, x);
-        let n = &l.attention_norm;
-        ops::layer_norm(&mut w.projected, hidden, &n.weight, &n.bias, self.eps);
-        let inner = l.intermediate.weight.n();
-        w.inner.resize(tokens * inner, 0.0);
-        let i = &l.intermediate;
-        matmul(
-            &w.projected,
-            hidden,
-            tokens,
-            &i.weight,
-            Some(&i.bias),
-            &mut w.inner,
-            inner,
-        );
+        // attended = norm(context · Wo + b + x)
+        w.attended.resize(tokens * hidden, 0.0);
+        l.attention_out.forward(&w.context, tokens, &mut w.attended);
+        ops::add(&mut w.attended, x);
+        l.attention_norm.apply(&mut w.attended, hidden, self.eps);
+        // x = norm(gelu(attended · Wi + b) · Wout + b + attended)
+        w.inner.resize(tokens * l.intermediate.outputs(), 0.0);
+        l.intermediate.forward(&w.attended, tokens, &mut w.inner);
         ops::gelu(&mut w.inner);
-        matmul(
-            &w.inner,
-            inner,
-            tokens,
-            &l.out.weight,
-            Some(&l.out.bias),
-            x,
-            hidden,
-        );
-        ops::add(x, &w.projected);
-        let n = &l.out_norm;
-        ops::layer_norm(x, hidden, &n.weight, &n.bias, self.eps);
+        l.out.forward(&w.inner, tokens, x);
+        ops::add(x, &w.attended);
+        l.out_norm.apply(x, hidden, self.eps);
     }
 }
 
@@ -285,6 +262,6 @@ struct Work {
     scores: Vec<f32>,
     packed: Packed,
     context: Vec<f32>,
-    projected: Vec<f32>,
+    attended: Vec<f32>,
     inner: Vec<f32>,
 }

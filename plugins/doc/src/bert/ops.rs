@@ -104,11 +104,11 @@ pub fn erf(x: f32) -> f32 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     /// erf by its series in f64 (accurate to ~1e-12 for |x| ≤ 4).
-    fn erf_series(x: f64) -> f64 {
+    pub(in crate::bert) fn erf_series(x: f64) -> f64 {
         if x.abs() > 5.0 {
             return x.signum();
         }

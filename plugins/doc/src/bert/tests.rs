@@ -2,6 +2,7 @@
 //! weights saved as a `.safetensors` file (the real model's vectors are the
 //! e2e test's: `tests/fixtures/embeddings`).
 
+use super::ops::tests::erf_series;
 use super::{Bert, Config};
 
 const HIDDEN: usize = 8;
@@ -171,7 +172,7 @@ impl Model {
             norm(&mut a, &format!("{p}.attention.output.LayerNorm"));
             let mut inner = linear(&a, &format!("{p}.intermediate.dense"));
             for v in inner.iter_mut().flatten() {
-                *v = 0.5 * *v * (1.0 + erf(*v / 2f64.sqrt()));
+                *v = 0.5 * *v * (1.0 + erf_series(*v / 2f64.sqrt()));
             }
             x = linear(&inner, &format!("{p}.output.dense"));
             x.iter_mut()
@@ -185,16 +186,6 @@ impl Model {
         let length = mean.iter().map(|v| v * v).sum::<f64>().sqrt();
         mean.iter().map(|v| v / length).collect()
     }
-}
-
-fn erf(x: f64) -> f64 {
-    let (mut term, mut total, mut n) = (x, x, 0.0);
-    while term.abs() > 1e-17 {
-        n += 1.0;
-        term *= -x * x / n;
-        total += term / (2.0 * n + 1.0);
-    }
-    total * 2.0 / std::f64::consts::PI.sqrt()
 }
 
 fn config() -> Config {
