@@ -3,7 +3,7 @@
 //! mean pooling. What all-MiniLM-L6-v2 needs and no more, on the plugin's
 //! own matrix products ([`matmul`]) and element-wise steps ([`ops`]), no
 //! tensor library: candle's crates were a third of a fresh guests build's
-//! compiler time, and this encoder is 1.13× quicker with the same vectors
+//! compiler time, and this encoder is 1.07-1.13× quicker with the same vectors
 //! (docs/benchmarks.md). `tests/fixtures/embeddings/reference.json` holds
 //! vectors the earlier (candle) implementation made; the e2e test compares.
 
