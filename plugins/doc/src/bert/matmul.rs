@@ -237,6 +237,7 @@ mod simd {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bert::tests::values;
 
     fn naive(a: &[f32], lda: usize, rows: usize, b: &[f32], k: usize, n: usize) -> Vec<f32> {
         let mut out = vec![0f32; rows * n];
@@ -246,18 +247,6 @@ mod tests {
             }
         }
         out
-    }
-
-    fn values(len: usize, seed: u32) -> Vec<f32> {
-        let mut x = seed.wrapping_mul(2654435761).max(1);
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                (x % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect()
     }
 
     #[test]

@@ -12,23 +12,31 @@ const LAYERS: usize = 2;
 const VOCAB: usize = 11;
 const POSITIONS: usize = 40;
 
+/// `len` values in [-1, 1] from a xorshift generator started at `seed`
+/// (the same values for the same seed: the tests' weights and operands).
+pub(super) fn values(len: usize, seed: u32) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(2654435761).max(1);
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x % 2001) as f32 / 1000.0 - 1.0
+        })
+        .collect()
+}
+
 struct Model {
     tensors: Vec<(String, Vec<usize>, Vec<f32>)>,
 }
 
 impl Model {
     fn random() -> Model {
-        let mut seed = 0x2545_f491u32;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 17;
-            seed ^= seed << 5;
-            (seed % 2001) as f32 / 1000.0 - 1.0
-        };
         let mut tensors = Vec::new();
         let mut add = |name: String, shape: Vec<usize>| {
-            let values = (0..shape.iter().product()).map(|_| next()).collect();
-            tensors.push((name, shape, values));
+            // A seed per tensor: no two tensors alike.
+            let weights = values(shape.iter().product(), tensors.len() as u32 + 1);
+            tensors.push((name, shape, weights));
         };
         add(
             "embeddings.word_embeddings.weight".into(),
