@@ -31,8 +31,12 @@ REPO = Path(__file__).resolve().parent.parent
 # (libjpeg's, in jpeg-encoder's DCT, the image plugin's JPEG writer) is
 # permissive and asks that a binary's documentation say it is based in part
 # on the Independent JPEG Group's work: docs/builtin-tools.md says so.
+# APAFML (Adobe's Core 14 AFM files: use, copy and distribute for any
+# purpose, copyright notices kept, modifications noted; the doc plugin's
+# build script reads the standard fonts' widths from them) is permissive
+# too: docs/builtin-tools.md gives the notice.
 ALLOWED = {
-    "0BSD", "Apache-2.0", "BSD-2-Clause", "BSD-3-Clause", "BSL-1.0", "CC0-1.0",
+    "0BSD", "APAFML", "Apache-2.0", "BSD-2-Clause", "BSD-3-Clause", "BSL-1.0", "CC0-1.0",
     "CDLA-Permissive-2.0", "IJG", "ISC", "MIT", "MIT-0", "MPL-2.0", "Unicode-3.0",
     "Unicode-DFS-2016", "Unlicense", "Zlib",
 }

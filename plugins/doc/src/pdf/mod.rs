@@ -1,5 +1,11 @@
-//! PDF: text per page through `pdf-extract` (over `lopdf`), metadata from the
-//! document's Info dictionary.
+//! PDF: text per page (`page`: the content stream's text operators, over
+//! `lopdf`'s parser; `fonts`: what codes stand for, read once per document),
+//! metadata from the document's Info dictionary.
+
+mod cmap;
+mod core14;
+mod fonts;
+mod page;
 
 use lopdf::{Document, Object};
 use toolhost_sdk::ToolError;
@@ -22,15 +28,14 @@ pub fn parse(bytes: &[u8], pages: &Ranges) -> Result<Doc, ToolError> {
         )));
     }
     let mut sections = Vec::new();
-    for &n in numbers.keys() {
+    let mut reader = page::Reader::new(&doc);
+    for (&n, &id) in &numbers {
         let n = n as usize;
         if !pages.contains(n) {
             continue;
         }
-        let mut out = Lines::default();
-        let read = pdf_extract::output_doc_page(&doc, &mut out, n as u32);
-        let text = match read {
-            Ok(()) => tidy(&out.text),
+        let text = match reader.page(id) {
+            Ok(text) => tidy(&text),
             Err(e) => format!("[page {n} could not be read: {e}]"),
         };
         if count > 1 {
@@ -52,90 +57,6 @@ pub fn parse(bytes: &[u8], pages: &Ranges) -> Result<Doc, ToolError> {
         sections,
         count,
     })
-}
-
-/// Text of a page in content-stream order, with a space wherever glyphs are
-/// apart by more than a fraction of the font size (PDFs often position words
-/// without space characters) and a line break wherever the baseline moves.
-#[derive(Default)]
-struct Lines {
-    text: String,
-    height: f64,
-    /// Where the last glyph ended, its baseline and size; none at a page start.
-    last: Option<(f64, f64, f64)>,
-}
-
-impl pdf_extract::OutputDev for Lines {
-    fn begin_page(
-        &mut self,
-        _page: u32,
-        media_box: &pdf_extract::MediaBox,
-        _art_box: Option<(f64, f64, f64, f64)>,
-    ) -> Result<(), pdf_extract::OutputError> {
-        self.height = media_box.ury - media_box.lly;
-        self.last = None;
-        Ok(())
-    }
-
-    fn end_page(&mut self) -> Result<(), pdf_extract::OutputError> {
-        self.text.push('\n');
-        Ok(())
-    }
-
-    fn output_character(
-        &mut self,
-        trm: &pdf_extract::Transform,
-        width: f64,
-        _spacing: f64,
-        font_size: f64,
-        glyph: &str,
-    ) -> Result<(), pdf_extract::OutputError> {
-        // The glyph's origin on the page (y downwards) and its size in page units.
-        let (x, y) = (trm.m31, self.height - trm.m32);
-        let vx = font_size * (trm.m11 + trm.m21);
-        let vy = font_size * (trm.m12 + trm.m22);
-        let size = (vx * vy).abs().sqrt().max(0.1);
-        if let Some((end, base, last_size)) = self.last {
-            let size_ref = size.max(last_size);
-            if (y - base).abs() > size_ref * 0.6 {
-                self.text.push('\n');
-                if (y - base).abs() > size_ref * 2.2 {
-                    self.text.push('\n');
-                }
-            } else if (x > end + size_ref * 0.15 || x < end - size_ref * 3.0)
-                && !self.text.ends_with([' ', '\n'])
-                && !glyph.starts_with(' ')
-            {
-                self.text.push(' ');
-            }
-        }
-        // Ligature glyphs (ﬁ, ﬂ, …) are the letters they join.
-        for c in glyph.chars() {
-            match c {
-                '\u{FB00}' => self.text.push_str("ff"),
-                '\u{FB01}' => self.text.push_str("fi"),
-                '\u{FB02}' => self.text.push_str("fl"),
-                '\u{FB03}' => self.text.push_str("ffi"),
-                '\u{FB04}' => self.text.push_str("ffl"),
-                '\u{FB05}' | '\u{FB06}' => self.text.push_str("st"),
-                c => self.text.push(c),
-            }
-        }
-        self.last = Some((x + width * size, y, size));
-        Ok(())
-    }
-
-    fn begin_word(&mut self) -> Result<(), pdf_extract::OutputError> {
-        Ok(())
-    }
-
-    fn end_word(&mut self) -> Result<(), pdf_extract::OutputError> {
-        Ok(())
-    }
-
-    fn end_line(&mut self) -> Result<(), pdf_extract::OutputError> {
-        Ok(())
-    }
 }
 
 fn metadata(doc: &Document) -> Metadata {
@@ -219,21 +140,4 @@ fn date(d: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pdf_dates_and_strings() {
-        assert_eq!(date("D:20230102150405+01'00'"), "2023-01-02T15:04:05+01:00");
-        assert_eq!(date("D:20230102"), "2023-01-02");
-        assert_eq!(date("yesterday"), "yesterday");
-        assert_eq!(text_string(&[0xFE, 0xFF, 0, b'h', 0x4E, 0x2D]), "h中");
-        assert_eq!(text_string(b"caf\xe9"), "café");
-    }
-
-    #[test]
-    fn a_cut_pdf_is_the_callers_error() {
-        let e = parse(b"%PDF-1.4\n1 0 obj\n<< /Type /Catalog", &Ranges::default()).unwrap_err();
-        assert!(format!("{e:?}").contains("not a readable PDF"), "{e:?}");
-    }
-}
+mod tests;
