@@ -13,6 +13,9 @@ use super::fonts::{Font, Fonts, entry, number};
 /// page may run in all (forms drawn many times count each time).
 const MAX_DEPTH: u32 = 12;
 const MAX_OPERATIONS: usize = 5_000_000;
+/// How many graphics states `q` may save at once (PDF readers allow 28;
+/// deeper saves are counted, not kept, so a stream of `q`s holds no memory).
+const MAX_SAVED: usize = 256;
 
 /// Reads the pages of one document, its fonts read once for all of them.
 pub struct Reader<'d> {
@@ -154,12 +157,15 @@ impl Run<'_, '_> {
         }
         let doc = self.doc;
         let mut saved: Vec<State> = Vec::new();
+        let mut unsaved = 0usize;
         let (mut tm, mut tlm) = (Matrix::IDENTITY, Matrix::IDENTITY);
         for op in &content.operations {
             let args = &op.operands;
             let num = |i: usize| args.get(i).and_then(number).unwrap_or(0.0);
             match op.operator.as_str() {
-                "q" => saved.push(gs.clone()),
+                "q" if saved.len() < MAX_SAVED => saved.push(gs.clone()),
+                "q" => unsaved += 1,
+                "Q" if unsaved > 0 => unsaved -= 1,
                 "Q" => gs = saved.pop().unwrap_or(gs),
                 "cm" => {
                     if let Some(m) = Matrix::from(args) {

@@ -248,6 +248,24 @@ fn forms_drawing_themselves_end() {
 }
 
 #[test]
+fn saved_states_are_bounded_and_restored() {
+    // 300 saves (past the 256 kept), a shift inside the innermost, then as
+    // many restores: the text after them is back where the shift began.
+    let content: &'static str = format!(
+        "BT /F1 10 Tf 72 700 Td (a) Tj ET {} 1 0 0 1 0 -300 cm {} BT /F1 10 Tf 72 700 Td (b) Tj ET",
+        "q ".repeat(300),
+        "Q ".repeat(300),
+    )
+    .leak();
+    let bytes = pdf(|doc| {
+        let font = standard(doc, "Helvetica");
+        vec![(content, fonts("F1", font))]
+    });
+    // Same baseline as "a", right after it: no break, no space.
+    assert_eq!(texts(&bytes), ["ab"]);
+}
+
+#[test]
 fn tables_read_row_by_row() {
     // Reference cards and option tables: a name beside its description,
     // not (as pdftotext) every name of a column, then every description.
@@ -270,4 +288,60 @@ fn tables_read_row_by_row() {
         manual.contains("-a mask –act-mask=mask Add mask to current filter"),
         "{manual}"
     );
+}
+
+/// Real PDFs with their page content and fonts mutated at random (a fixed
+/// seed): each reads to text or to an error, never a panic. 12 rounds a
+/// document; `PDF_MUTATION_ROUNDS=1000` for a longer search.
+#[test]
+fn mutated_documents_never_panic() {
+    let rounds: usize = std::env::var("PDF_MUTATION_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(12);
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/docs");
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    const ALPHABET: &[u8] = b"0123456789-.()<>[]/ \nTJjfmdcqQBEDo'\"*";
+    for name in ["ref_card.pdf", "libargtable2-docs-argtable2.pdf"] {
+        let original = Document::load(format!("{dir}/{name}")).unwrap();
+        for _ in 0..rounds {
+            let mut doc = original.clone();
+            for object in doc.objects.values_mut() {
+                match object {
+                    Object::Stream(stream) if next() % 3 == 0 => {
+                        let mut bytes = stream.decompressed_content().unwrap_or_default();
+                        for _ in 0..1 + bytes.len() / 200 {
+                            if bytes.is_empty() {
+                                break;
+                            }
+                            let at = next() as usize % bytes.len();
+                            bytes[at] = ALPHABET[next() as usize % ALPHABET.len()];
+                        }
+                        stream.dict.remove(b"Filter");
+                        stream.set_content(bytes);
+                    }
+                    Object::Dictionary(dict) if dict.has(b"FirstChar") && next() % 2 == 0 => {
+                        dict.set("FirstChar", -(next() as i64 % 1000));
+                        dict.set("Widths", vec![Object::Real(f32::MAX); 3]);
+                    }
+                    Object::Dictionary(dict) if dict.has(b"DescendantFonts") && next() % 2 == 0 => {
+                        dict.set(
+                            "DescendantFonts",
+                            vec![dictionary! { "W" => vec![Object::Integer(-1)] }.into()],
+                        );
+                    }
+                    _ => {}
+                }
+            }
+            let mut bytes = Vec::new();
+            doc.save_to(&mut bytes).unwrap();
+            let _ = parse(&bytes, &Ranges::default());
+        }
+    }
 }
