@@ -461,14 +461,16 @@ impl Tasks {
         entry.task.updated_at = event.at;
         entry.task.events.push(event.clone());
         let task = entry.task.clone();
+        // Billed before the status shows (the tasks' lock is held until the
+        // event is sent): whoever sees `completed` finds its cost entered.
+        if !was_final && task.status == TaskStatus::Completed {
+            self.bill(&task);
+        }
         let _ = entry.events.send(event);
         drop(entries);
         self.save(&task);
         if let Some(events) = self.events.get().filter(|_| !was_final) {
             events.task_ended(&task);
-        }
-        if !was_final && task.status == TaskStatus::Completed {
-            self.bill(&task);
         }
         Some(task)
     }
