@@ -7,45 +7,23 @@ mod afm {
     include!(concat!(env!("OUT_DIR"), "/core14.rs"));
 }
 
-/// Advance widths by code (glyph units), for a font shown with `text` as its
-/// code → text table; none when `base_font` is not one of the 14 (or a
-/// common alias of one).
-pub fn widths(base_font: &[u8], text: &[Option<Box<str>>]) -> Option<Vec<f64>> {
+/// A glyph's code, advance width (glyph units) and name.
+pub type Glyph = (i16, u16, &'static str);
+
+/// A standard font's glyphs,
+/// and whether it is shown in its own codes (Symbol, ZapfDingbats) rather
+/// than by glyph name through the font's encoding; none when `base_font`
+/// is not one of the 14 (or a common alias of one).
+pub fn glyphs(base_font: &[u8]) -> Option<(&'static [Glyph], bool)> {
     // A subset's name has a six-letter tag: `ABCDEF+Helvetica`.
     let name = match base_font.get(6) {
         Some(b'+') => &base_font[7..],
         _ => base_font,
     };
-    let metrics = metrics(name)?;
-    let mut by_name = std::collections::HashMap::new();
-    let mut by_code = vec![0.0; 256];
-    for &(code, width, glyph) in metrics {
-        let width = f64::from(width);
-        if let Some(slot) = usize::try_from(code).ok().and_then(|c| by_code.get_mut(c)) {
-            *slot = width;
-        }
-        if let Some(text) = super::fonts::glyph_name(glyph.as_bytes()) {
-            by_name.entry(text).or_insert(width);
-        }
-    }
-    // Symbol and ZapfDingbats keep their own codes; the others follow the
-    // font's encoding, glyph by glyph.
-    if matches!(name, b"Symbol" | b"ZapfDingbats") {
-        return Some(by_code);
-    }
-    Some(
-        text.iter()
-            .map(|t| {
-                t.as_ref()
-                    .and_then(|t| by_name.get(t))
-                    .copied()
-                    .unwrap_or(0.0)
-            })
-            .collect(),
-    )
+    Some((metrics(name)?, matches!(name, b"Symbol" | b"ZapfDingbats")))
 }
 
-fn metrics(name: &[u8]) -> Option<&'static [(i16, u16, &'static str)]> {
+fn metrics(name: &[u8]) -> Option<&'static [Glyph]> {
     Some(match name {
         b"Courier" | b"CourierNew" => afm::COURIER,
         b"Courier-Bold" | b"CourierNew,Bold" => afm::COURIER_BOLD,

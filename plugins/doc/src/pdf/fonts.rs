@@ -170,7 +170,7 @@ fn table(name: &[u8]) -> Option<&'static ForwardMap> {
 }
 
 /// A glyph name's text: the Adobe Glyph List, `uniXXXX` and `uXXXX[XX]`.
-pub fn glyph_name(name: &[u8]) -> Option<Box<str>> {
+fn glyph_name(name: &[u8]) -> Option<Box<str>> {
     let name = std::str::from_utf8(name).ok()?;
     if let Some(text) = pdf_encoding::glyphname_to_unicode(name) {
         return Some(text.into());
@@ -321,12 +321,46 @@ fn simple_widths(
     }
     // The standard 14 fonts may go without /Widths: their Adobe metrics.
     let base_font = name(doc, font, b"BaseFont").unwrap_or_default();
-    let widths = super::core14::widths(base_font, text).unwrap_or_default();
+    let widths = super::core14::glyphs(base_font)
+        .map(|(glyphs, own_codes)| standard_widths(glyphs, own_codes, text))
+        .unwrap_or_default();
     Widths {
         by: By::Code { first: 0, widths },
         default: missing,
         scale,
     }
+}
+
+/// A standard font's advance widths by code: by its own codes, or by the
+/// glyph each code of the font's encoding (`text`) names.
+fn standard_widths(
+    glyphs: &[super::core14::Glyph],
+    own_codes: bool,
+    text: &[Option<Box<str>>],
+) -> Vec<f64> {
+    if own_codes {
+        let mut by_code = vec![0.0; 256];
+        for &(code, width, _) in glyphs {
+            if let Some(slot) = usize::try_from(code).ok().and_then(|c| by_code.get_mut(c)) {
+                *slot = f64::from(width);
+            }
+        }
+        return by_code;
+    }
+    let mut by_text = HashMap::new();
+    for &(_, width, glyph) in glyphs {
+        if let Some(text) = glyph_name(glyph.as_bytes()) {
+            by_text.entry(text).or_insert(f64::from(width));
+        }
+    }
+    text.iter()
+        .map(|t| {
+            t.as_ref()
+                .and_then(|t| by_text.get(t))
+                .copied()
+                .unwrap_or(0.0)
+        })
+        .collect()
 }
 
 /// A composite font's widths: its descendant's /W (`c [w ...]` and
