@@ -38,6 +38,9 @@ impl Fonts {
 pub struct Font {
     /// Codes are two bytes (a composite font) rather than one.
     two_byte: bool,
+    /// A composite font's codes are Unicode (a `Uni…-UCS2-…` or `-UTF16-`
+    /// CMap): a code without a /ToUnicode entry is its own text.
+    unicode_codes: bool,
     /// A composite font's /ToUnicode map.
     to_unicode: Option<ToUnicode>,
     /// A simple font's text for each code, from its /ToUnicode map, else
@@ -66,8 +69,14 @@ impl Font {
         let subtype = name(doc, font, b"Subtype").unwrap_or_default();
         let to_unicode = to_unicode(doc, font);
         if subtype == b"Type0" {
+            let cmap = name(doc, font, b"Encoding").unwrap_or_default();
+            let unicode_codes = cmap.starts_with(b"Uni")
+                && [&b"-UCS2-"[..], b"-UTF16-"]
+                    .iter()
+                    .any(|k| cmap.windows(k.len()).any(|w| w == *k));
             return Font {
                 two_byte: true,
+                unicode_codes,
                 to_unicode,
                 simple: Vec::new(),
                 widths: cid_widths(doc, font),
@@ -85,6 +94,7 @@ impl Font {
         }
         Font {
             two_byte: false,
+            unicode_codes: false,
             to_unicode: None,
             simple,
             widths,
@@ -103,8 +113,15 @@ impl Font {
     /// What `code` (of `len` bytes) stands for, appended to `out`; nothing
     /// when unknown.
     pub fn text(&self, code: u32, len: u8, out: &mut String) {
-        if let Some(map) = &self.to_unicode {
-            map.write(code, len, out);
+        if self
+            .to_unicode
+            .as_ref()
+            .is_some_and(|m| m.write(code, len, out))
+        {
+            return;
+        }
+        if self.unicode_codes {
+            out.extend(char::from_u32(code));
         } else if let Some(Some(text)) = self.simple.get(code as usize) {
             out.push_str(text);
         }

@@ -174,6 +174,22 @@ fn composite_fonts_use_their_map_and_widths() {
 }
 
 #[test]
+fn a_unicode_cmap_without_a_map_is_its_own_text() {
+    let bytes = pdf(|doc| {
+        let font = doc.add_object(dictionary! {
+            "Type" => "Font", "Subtype" => "Type0", "BaseFont" => "STSong-Light",
+            "Encoding" => "UniGB-UCS2-H",
+            "DescendantFonts" => vec![dictionary! { "Subtype" => "CIDFontType0" }.into()],
+        });
+        vec![(
+            "BT /F 10 Tf 72 700 Td <4E2D6587> Tj ET",
+            fonts("F", font.into()),
+        )]
+    });
+    assert_eq!(texts(&bytes), ["中文"]);
+}
+
+#[test]
 fn a_type1_programs_own_encoding_is_read() {
     let program = b"%!PS-AdobeFont-1.0: Test\n/Encoding 256 array\n\
         0 1 255 {1 index exch /.notdef put} for\n\
