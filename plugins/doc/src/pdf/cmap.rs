@@ -130,7 +130,7 @@ impl ToUnicode {
 }
 
 /// A source code's (length, value); none past 4 bytes.
-fn code_of(bytes: &[u8]) -> Option<(u8, u32)> {
+pub fn code_of(bytes: &[u8]) -> Option<(u8, u32)> {
     if bytes.is_empty() || bytes.len() > 4 {
         return None;
     }

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use lopdf::{Dictionary, Document, Object, ObjectId};
 use pdf_encoding::ForwardMap;
 
-use super::cmap::ToUnicode;
+use super::cmap::{ToUnicode, code_of};
 
 /// The fonts of one document, each read on first use.
 #[derive(Default)]
@@ -73,7 +73,7 @@ impl Font {
             let unicode_codes = cmap.starts_with(b"Uni")
                 && [&b"-UCS2-"[..], b"-UTF16-"]
                     .iter()
-                    .any(|k| cmap.windows(k.len()).any(|w| w == *k));
+                    .any(|k| find(cmap, k).is_some());
             return Font {
                 two_byte: true,
                 unicode_codes,
@@ -82,9 +82,8 @@ impl Font {
                 widths: cid_widths(doc, font),
             };
         }
-        let encoded = simple_encoding(doc, font);
-        let widths = simple_widths(doc, font, &encoded, subtype == b"Type3");
-        let mut simple = encoded;
+        let mut simple = simple_encoding(doc, font);
+        let widths = simple_widths(doc, font, &simple, subtype == b"Type3");
         if let Some(map) = &to_unicode {
             for (code, slot) in simple.iter_mut().enumerate() {
                 if let Some(text) = map.get(code as u32, 1) {
@@ -104,10 +103,10 @@ impl Font {
     /// The codes of a shown string, with their byte length.
     pub fn codes<'a>(&self, bytes: &'a [u8]) -> impl Iterator<Item = (u32, u8)> + 'a {
         let step = if self.two_byte { 2 } else { 1 };
-        bytes.chunks(step).map(|c| {
-            let code = c.iter().fold(0u32, |acc, &b| acc << 8 | u32::from(b));
-            (code, c.len() as u8)
-        })
+        bytes
+            .chunks(step)
+            .filter_map(code_of)
+            .map(|(len, code)| (code, len))
     }
 
     /// What `code` (of `len` bytes) stands for, appended to `out`; nothing
@@ -145,10 +144,14 @@ impl Font {
     }
 }
 
+/// `object`, followed through a reference.
+pub fn deref<'a>(doc: &'a Document, object: &'a Object) -> Option<&'a Object> {
+    Some(doc.dereference(object).ok()?.1)
+}
+
 /// `dict[key]` followed through a reference.
 pub fn entry<'a>(doc: &'a Document, dict: &'a Dictionary, key: &[u8]) -> Option<&'a Object> {
-    let object = dict.get(key).ok()?;
-    Some(doc.dereference(object).ok()?.1)
+    deref(doc, dict.get(key).ok()?)
 }
 
 fn name<'a>(doc: &'a Document, dict: &'a Dictionary, key: &[u8]) -> Option<&'a [u8]> {
@@ -162,10 +165,7 @@ pub fn number(object: &Object) -> Option<f64> {
 /// The numbers of the array at `dict[key]`, each followed through a reference.
 fn numbers(doc: &Document, dict: &Dictionary, key: &[u8]) -> Option<Vec<f64>> {
     let array = entry(doc, dict, key)?.as_array().ok()?;
-    array
-        .iter()
-        .map(|o| number(doc.dereference(o).ok()?.1))
-        .collect()
+    array.iter().map(|o| number(deref(doc, o)?)).collect()
 }
 
 /// The font's /ToUnicode CMap.
@@ -235,7 +235,8 @@ fn simple_encoding(doc: &Document, font: &Dictionary) -> Vec<Option<Box<str>>> {
             type1_encoding(doc, font).unwrap_or_else(|| from(&pdf_encoding::STANDARD))
         })
     };
-    let mut codes: Vec<Option<Box<str>>> = match entry(doc, font, b"Encoding") {
+    let encoding = entry(doc, font, b"Encoding");
+    let mut codes: Vec<Option<Box<str>>> = match encoding {
         Some(Object::Name(n)) => table(n).map(from).unwrap_or_else(builtin),
         Some(Object::Dictionary(d)) => match name(doc, d, b"BaseEncoding").and_then(table) {
             Some(set) => from(set),
@@ -243,7 +244,7 @@ fn simple_encoding(doc: &Document, font: &Dictionary) -> Vec<Option<Box<str>>> {
         },
         _ => builtin(),
     };
-    let differences = match entry(doc, font, b"Encoding") {
+    let differences = match encoding {
         Some(Object::Dictionary(d)) => {
             entry(doc, d, b"Differences").and_then(|o| o.as_array().ok())
         }
@@ -386,8 +387,8 @@ fn cid_widths(doc: &Document, font: &Dictionary) -> Widths {
     let descendant = entry(doc, font, b"DescendantFonts")
         .and_then(|o| o.as_array().ok())
         .and_then(|a| a.first())
-        .and_then(|o| doc.dereference(o).ok())
-        .and_then(|(_, o)| o.as_dict().ok());
+        .and_then(|o| deref(doc, o))
+        .and_then(|o| o.as_dict().ok());
     let mut ranges = Vec::new();
     let default = descendant
         .and_then(|d| entry(doc, d, b"DW"))
@@ -399,7 +400,7 @@ fn cid_widths(doc: &Document, font: &Dictionary) -> Widths {
     let items: Vec<&Object> = w
         .into_iter()
         .flatten()
-        .filter_map(|o| doc.dereference(o).ok().map(|(_, o)| o))
+        .filter_map(|o| deref(doc, o))
         .collect();
     let mut i = 0;
     while i + 1 < items.len() {
@@ -408,7 +409,7 @@ fn cid_widths(doc: &Document, font: &Dictionary) -> Widths {
         };
         if let Ok(list) = items[i + 1].as_array() {
             for (k, o) in list.iter().enumerate() {
-                if let Some(width) = doc.dereference(o).ok().and_then(|(_, o)| number(o)) {
+                if let Some(width) = deref(doc, o).and_then(number) {
                     let cid = first.saturating_add(k as u32);
                     ranges.push((cid, cid, width));
                 }

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use lopdf::content::Content;
 use lopdf::{Dictionary, Document, Object, ObjectId};
 
-use super::fonts::{Font, Fonts, entry, number};
+use super::fonts::{Font, Fonts, deref, entry, number};
 
 /// How deep form XObjects may draw one another, and how many operators a
 /// page may run in all (forms drawn many times count each time).
@@ -235,8 +235,7 @@ impl Run<'_, '_> {
                 "Do" if depth < MAX_DEPTH => {
                     let form = args.first().and_then(|n| n.as_name().ok()).and_then(|n| {
                         let xobjects = entry(doc, resources, b"XObject")?.as_dict().ok()?;
-                        let form = doc.dereference(xobjects.get(n).ok()?).ok()?.1;
-                        form.as_stream().ok()
+                        deref(doc, xobjects.get(n).ok()?)?.as_stream().ok()
                     });
                     let Some(form) = form else { continue };
                     if entry(doc, &form.dict, b"Subtype").and_then(|s| s.as_name().ok())
