@@ -2,34 +2,43 @@
 //! before every connection (the first request and each redirect), names
 //! resolved by the host with internal addresses refused unless the host is
 //! allowed by its exact name, connect and total timeouts, a response-size
-//! cap read as the body streams, keep-alive connections pooled per toolkit,
-//! and the toolkit's secret injected here and scrubbed from whatever comes
-//! back.
+//! cap read as the body streams, keep-alive connections pooled per toolkit
+//! and driven by the calling task (`outbound::link`), and the toolkit's
+//! secret injected here and scrubbed from whatever comes back.
 
 use crate::telemetry;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument;
 
-use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
-use reqwest::{Method, RequestBuilder, Url};
+use hyper::Method;
+use hyper::header::{CONTENT_TYPE, HeaderName, HeaderValue};
+use url::Url;
 
 use super::manifest::{Auth, AuthKind};
+use super::outgoing::Outgoing;
 use crate::outbound::HttpPolicy;
+use crate::outbound::link::{Answer, Failure, Link};
+use crate::outbound::pool::Pool;
 use crate::tool::{CallError, Content};
+
+/// Most of a failed response's body quoted in the error.
+const EXCERPT: usize = 512;
+/// Idle connections kept per origin, and for how long.
+const MAX_IDLE: usize = 64;
+const IDLE_FOR: Duration = Duration::from_secs(60);
 
 /// Every method: an API toolkit's operations name theirs.
 const ALL_METHODS: [&str; 8] = [
     "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE",
 ];
 
-/// Most of a failed response's body quoted in the error.
-const EXCERPT: usize = 512;
-
 /// What an API toolkit sends requests with.
 pub struct Outbound {
-    client: reqwest::Client,
     policy: Arc<HttpPolicy>,
+    pool: Pool,
+    connect_timeout: Duration,
+    max_redirects: usize,
     max_bytes: usize,
     /// The secret's value (scrubbed from what comes back) ...
     secret: Option<String>,
@@ -52,30 +61,6 @@ impl Outbound {
                 .map_err(|e| e.replace("http.allow", "[api] allow"))?
                 .named("[api] allow"),
         );
-        let redirects = policy.clone();
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .connect_timeout(connect_timeout)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .pool_max_idle_per_host(64)
-            .tcp_nodelay(true)
-            // A redirect's Referer would carry the previous URL (and a
-            // query secret) to the next host.
-            .referer(false)
-            .user_agent(concat!("toolhost/", env!("CARGO_PKG_VERSION")))
-            .dns_resolver(Arc::new(crate::outbound::PolicyResolver(policy.clone())))
-            .redirect(reqwest::redirect::Policy::custom(move |attempt| {
-                if attempt.previous().len() > max_redirects {
-                    let n = attempt.previous().len();
-                    return attempt.error(format!("more than {max_redirects} redirects ({n})"));
-                }
-                match refusal(&redirects, "GET", attempt.url()) {
-                    Some(why) => attempt.error(format!("redirect refused: {why}")),
-                    None => attempt.follow(),
-                }
-            }))
-            .build()
-            .map_err(|e| format!("cannot make the HTTP client: {e}"))?;
         let header = match &auth {
             Some((a, secret)) => a.header(secret)?,
             None => None,
@@ -85,8 +70,10 @@ impl Outbound {
                 .then(|| (a.name.clone().unwrap_or_default(), secret.clone()))
         });
         Ok(Outbound {
-            client,
             policy,
+            pool: Pool::new(MAX_IDLE, IDLE_FOR),
+            connect_timeout,
+            max_redirects,
             max_bytes,
             secret: auth.map(|(_, secret)| secret),
             header,
@@ -100,7 +87,7 @@ impl Outbound {
     }
 
     /// A request to `url`, checked against the allow-list, with the secret.
-    pub fn request(&self, method: &str, mut url: Url) -> Result<RequestBuilder, CallError> {
+    pub fn request(&self, method: &str, mut url: Url) -> Result<Outgoing, CallError> {
         if let Some(why) = self.refusal(method, &url) {
             return Err(CallError::ToolError(format!("request refused: {why}")));
         }
@@ -109,7 +96,7 @@ impl Outbound {
         if let Some((name, secret)) = &self.query {
             url.query_pairs_mut().append_pair(name, secret);
         }
-        let mut request = self.client.request(method, url);
+        let mut request = Outgoing::new(method, url);
         if let Some((name, value)) = &self.header {
             request = request.header(name.clone(), value.clone());
         }
@@ -121,7 +108,7 @@ impl Outbound {
     /// a tool error with the status and an excerpt.
     pub async fn send(
         &self,
-        request: RequestBuilder,
+        request: Outgoing,
         timeout: Duration,
     ) -> Result<Vec<Content>, CallError> {
         self.send_capped(request, timeout, self.max_bytes).await
@@ -130,7 +117,7 @@ impl Outbound {
     /// [`Outbound::send`] with a body cap of its own (a spec at load).
     pub async fn send_capped(
         &self,
-        request: RequestBuilder,
+        request: Outgoing,
         timeout: Duration,
         max_bytes: usize,
     ) -> Result<Vec<Content>, CallError> {
@@ -143,65 +130,136 @@ impl Outbound {
 
     async fn exchange(
         &self,
-        request: RequestBuilder,
+        mut request: Outgoing,
         max_bytes: usize,
     ) -> Result<Vec<Content>, CallError> {
-        let mut request = request.build().map_err(|e| self.failure(e))?;
-        let url = request.url();
         let span = telemetry::client_span(
-            request.method().as_str(),
-            url.as_str(),
-            url.host_str().unwrap_or(""),
+            request.method.as_str(),
+            request.url.as_str(),
+            request.url.host_str().unwrap_or(""),
         );
-        telemetry::inject_headers_of(&span, request.headers_mut());
-        let sent = self.client.execute(request).instrument(span.clone()).await;
+        telemetry::inject_headers_of(&span, &mut request.headers);
+        let answered = self
+            .follow(request, max_bytes)
+            .instrument(span.clone())
+            .await;
         telemetry::ended(
             &span,
-            sent.as_ref()
-                .map(|r| r.status().as_u16())
+            answered
+                .as_ref()
+                .map(|a| a.head.status.as_u16())
                 .map_err(|_| "request_failed"),
         );
-        let mut response = sent.map_err(|e| self.failure(e))?;
-        let status = response.status();
-        let media = response
-            .headers()
+        let answer = answered?;
+        let status = answer.head.status;
+        let media = answer
+            .head
+            .headers
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_owned();
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| self.failure(e))? {
-            if body.len() + chunk.len() > max_bytes {
-                return Err(CallError::OutputTooLarge {
-                    size: body.len() + chunk.len(),
-                    limit: max_bytes,
-                });
-            }
-            body.extend_from_slice(&chunk);
-        }
-        let body = self.scrub(body);
+        let body = self.scrub(answer.body.into());
         if !status.is_success() {
             return Err(status_error(status.as_u16(), &body));
         }
         Ok(vec![content(status.as_u16(), &media, body)])
     }
 
-    /// A transport failure as a call error, without the URL (it may carry
-    /// a query secret) and with the secret scrubbed from the rest.
-    fn failure(&self, e: reqwest::Error) -> CallError {
-        let kind = if e.is_timeout() {
-            "timed out"
-        } else if e.is_connect() {
-            "cannot connect"
-        } else if e.is_redirect() {
-            "redirect failed"
-        } else if e.is_body() || e.is_decode() {
+    /// Send `request`, following redirects on the allow-list (each target
+    /// checked before it is connected to) up to the toolkit's limit.
+    async fn follow(&self, mut request: Outgoing, max_bytes: usize) -> Result<Answer, CallError> {
+        let mut followed = 0;
+        loop {
+            let answer = self.once(&request, max_bytes).await?;
+            let Some(next) = request.redirect_target(answer.head.status, &answer.head.headers)
+            else {
+                return Ok(answer);
+            };
+            if followed >= self.max_redirects {
+                return Err(CallError::ToolError(format!(
+                    "redirect failed: more than {} redirects ({})",
+                    self.max_redirects,
+                    followed + 1
+                )));
+            }
+            followed += 1;
+            request = request.redirected(
+                answer.head.status,
+                next,
+                self.header.as_ref().map(|(n, _)| n),
+            );
+            if let Some(why) = self.refusal(request.method.as_str(), &request.url) {
+                return Err(CallError::ToolError(format!(
+                    "redirect failed: redirect refused: {why}"
+                )));
+            }
+        }
+    }
+
+    /// One exchange with `request`'s origin, on a kept connection when
+    /// there is one. A kept connection its peer closed while it was idle
+    /// fails before anything was sent (or, for a method safe to repeat,
+    /// before an answer began): then once more on a new connection.
+    async fn once(&self, request: &Outgoing, max_bytes: usize) -> Result<Answer, CallError> {
+        let origin = request.url.origin().ascii_serialization();
+        let mut kept = self.pool.take(&origin);
+        loop {
+            let mut link = match kept.take() {
+                Some(link) => link,
+                None => self.connect(&request.url).await?,
+            };
+            let http = request.to_http().map_err(CallError::ToolError)?;
+            let failure = match link.exchange(http, max_bytes).await {
+                Ok(answer) => {
+                    self.pool.put(&origin, link);
+                    return Ok(answer);
+                }
+                Err(failure) => failure,
+            };
+            let again = link.reused
+                && match &failure {
+                    Failure::NotSent(_) => true,
+                    Failure::Failed(e) => request.idempotent() && e.is_incomplete_message(),
+                    Failure::TooLarge { .. } => false,
+                };
+            if !again {
+                return Err(self.failure(failure));
+            }
+        }
+    }
+
+    async fn connect(&self, url: &Url) -> Result<Link, CallError> {
+        let stream = crate::outbound::connect::connect(&self.policy, url, self.connect_timeout)
+            .await
+            .map_err(|e| self.unavailable(&e))?;
+        Link::open(stream)
+            .await
+            .map_err(|e| self.unavailable(&e.to_string()))
+    }
+
+    /// A connection that could not be made: the backend is unavailable.
+    fn unavailable(&self, why: &str) -> CallError {
+        CallError::BackendUnavailable(format!("cannot connect: {}", self.scrub_text(why)))
+    }
+
+    /// A transport failure as a call error, with the secret scrubbed.
+    fn failure(&self, failure: Failure) -> CallError {
+        let e = match failure {
+            Failure::TooLarge { size, limit } => return CallError::OutputTooLarge { size, limit },
+            Failure::NotSent(_) => {
+                return CallError::ToolError(
+                    "the request failed: the connection closed before it was sent".into(),
+                );
+            }
+            Failure::Failed(e) => e,
+        };
+        let kind = if e.is_incomplete_message() || e.is_body_write_aborted() {
             "the response broke off"
         } else {
             "the request failed"
         };
         let mut chain = Vec::new();
-        let e = e.without_url();
         let mut source: Option<&dyn std::error::Error> = Some(&e);
         while let Some(s) = source {
             let text = s.to_string();
@@ -210,14 +268,11 @@ impl Outbound {
             }
             source = s.source();
         }
-        let detail =
-            String::from_utf8_lossy(&self.scrub(chain.join(": ").into_bytes())).into_owned();
-        let message = format!("{kind}: {detail}");
-        if e.is_connect() || e.is_timeout() {
-            CallError::BackendUnavailable(message)
-        } else {
-            CallError::ToolError(message)
-        }
+        CallError::ToolError(format!("{kind}: {}", self.scrub_text(&chain.join(": "))))
+    }
+
+    fn scrub_text(&self, text: &str) -> String {
+        String::from_utf8_lossy(&self.scrub(text.as_bytes().to_vec())).into_owned()
     }
 
     /// `bytes` with every occurrence of the secret replaced.
@@ -259,7 +314,7 @@ pub fn status_error(status: u16, body: &[u8]) -> CallError {
     if excerpt.len() < text.len() {
         excerpt.push('…');
     }
-    let reason = reqwest::StatusCode::from_u16(status)
+    let reason = hyper::StatusCode::from_u16(status)
         .ok()
         .and_then(|s| s.canonical_reason())
         .unwrap_or("");
@@ -354,6 +409,55 @@ mod tests {
             content(200, "text/plain", vec![0xff, 0xfe]),
             Content::Binary { .. }
         ));
+    }
+
+    /// A server that answers one request per connection and closes it (as
+    /// a server does whose keep-alive ran out while the link sat idle).
+    async fn one_answer_each() -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                let n = 1 + counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let mut buf = vec![0u8; 4096];
+                let _ = tcp.read(&mut buf).await;
+                let body = format!("{{\"n\":{n}}}");
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = tcp.write_all(answer.as_bytes()).await;
+            }
+        });
+        (port, accepted)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_kept_connection_closed_meanwhile_is_replaced_unseen() {
+        let (port, accepted) = one_answer_each().await;
+        let out = Outbound::new(
+            &[format!("127.0.0.1:{port}")],
+            Duration::from_secs(2),
+            3,
+            1 << 20,
+            None,
+        )
+        .unwrap();
+        let url = Url::parse(&format!("http://127.0.0.1:{port}/n")).unwrap();
+        for n in 1..=3 {
+            let request = out.request("GET", url.clone()).unwrap();
+            let content = out.send(request, Duration::from_secs(5)).await.unwrap();
+            match &content[..] {
+                [Content::Json(v)] => assert_eq!(v["n"], n),
+                other => panic!("{other:?}"),
+            }
+            // The server's close reaches the kept link before the next call.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 3);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod client;
 pub mod manifest;
 mod names;
 pub mod openapi;
+pub mod outgoing;
 mod refs;
 pub mod toolkit;
 
@@ -90,7 +91,7 @@ impl ApiBackend {
             (None, None) => None,
         };
         if let Some(base) = &base_url {
-            let url = reqwest::Url::parse(base).map_err(|e| format!("base URL `{base}`: {e}"))?;
+            let url = url::Url::parse(base).map_err(|e| format!("base URL `{base}`: {e}"))?;
             if let Some(why) = outbound.refusal("GET", &url) {
                 return Err(format!("base URL `{base}`: {why}"));
             }
@@ -197,7 +198,7 @@ impl Backend for ApiBackend {
 }
 
 async fn fetch_spec(outbound: &Outbound, spec: &str) -> Result<Value, String> {
-    let url = reqwest::Url::parse(spec).map_err(|e| format!("[api] spec `{spec}`: {e}"))?;
+    let url = url::Url::parse(spec).map_err(|e| format!("[api] spec `{spec}`: {e}"))?;
     let request = outbound
         .request("GET", url)
         .map_err(|e| format!("[api] spec `{spec}`: {e}"))?;
@@ -231,15 +232,14 @@ fn endpoint_route(
         )));
     }
     let method = e.method.to_ascii_uppercase();
-    if reqwest::Method::from_bytes(method.as_bytes()).is_err() || method.is_empty() {
+    if hyper::Method::from_bytes(method.as_bytes()).is_err() || method.is_empty() {
         return Err(context(format!("`{}` is not an HTTP method", e.method)));
     }
     let (template, absolute) = match (&e.url, &e.path) {
         (Some(url), _) => {
             // Placeholders may sit in the path: check the URL without them.
             let probe = url.replace(['{', '}'], "");
-            let parsed =
-                reqwest::Url::parse(&probe).map_err(|why| context(format!("url: {why}")))?;
+            let parsed = url::Url::parse(&probe).map_err(|why| context(format!("url: {why}")))?;
             if let Some(why) = outbound.refusal(&method, &parsed) {
                 return Err(context(why));
             }

@@ -166,7 +166,7 @@ pub fn base_url(doc: &Value, spec_url: Option<&str>) -> Option<String> {
     if server.contains("://") {
         return Some(server.to_owned());
     }
-    let spec = reqwest::Url::parse(spec_url?).ok()?;
+    let spec = url::Url::parse(spec_url?).ok()?;
     spec.join(server).ok().map(String::from)
 }
 

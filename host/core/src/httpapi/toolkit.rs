@@ -7,11 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
-use reqwest::Url;
 use serde_json::{Map, Value};
+use url::Url;
 
 use super::client::Outbound;
 use super::openapi::{In, Operation};
+use super::outgoing::Outgoing;
 use crate::backend::{Invocation, Toolkit};
 use crate::tool::BoxFuture;
 use crate::tool::{CallError, Content};
@@ -100,11 +101,7 @@ impl Toolkit for ApiToolkit {
 }
 
 impl ApiToolkit {
-    fn request(
-        &self,
-        route: &Route,
-        mut input: Map<String, Value>,
-    ) -> Result<reqwest::RequestBuilder, CallError> {
+    fn request(&self, route: &Route, mut input: Map<String, Value>) -> Result<Outgoing, CallError> {
         let op = &route.op;
         // Path placeholders first: `{name}` takes the parameter's value.
         let mut path = op.path.clone();
@@ -164,10 +161,10 @@ impl ApiToolkit {
         };
         let mut request = self.outbound.request(&op.method, url)?;
         for (name, value) in headers {
-            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            let name = hyper::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
                 CallError::invalid_input(format!("`{name}` is not a valid header name"))
             })?;
-            let value = reqwest::header::HeaderValue::from_str(&value).map_err(|_| {
+            let value = hyper::header::HeaderValue::from_str(&value).map_err(|_| {
                 CallError::invalid_input(format!(
                     "the value of header `{name}` is not valid in a header"
                 ))

@@ -11,6 +11,10 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+pub mod connect;
+pub mod link;
+pub mod pool;
+
 /// One `allow` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Rule {
@@ -227,11 +231,16 @@ pub struct PolicyResolver(pub std::sync::Arc<HttpPolicy>);
 
 impl PolicyResolver {
     async fn resolve_name(&self, host: String) -> Result<Vec<SocketAddr>, String> {
-        let found: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
+        Self::resolve_with(&self.0, &host).await
+    }
+
+    /// The addresses of `host` (port 0) a request under `policy` may use.
+    pub async fn resolve_with(policy: &HttpPolicy, host: &str) -> Result<Vec<SocketAddr>, String> {
+        let found: Vec<SocketAddr> = tokio::net::lookup_host((host, 0))
             .await
             .map_err(|e| format!("{host}: {e}"))?
             .collect();
-        usable(&self.0, &host, &found)
+        usable(policy, host, &found)
     }
 }
 
