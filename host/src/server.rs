@@ -559,7 +559,11 @@ pub async fn serve(
                 let connection = builder
                     .serve_connection_with_upgrades(TokioIo::new(io), service)
                     .into_owned();
-                let connection = graceful.watch(connection);
+                // Polled quietly: hyper hands each request's body to the
+                // handler through a channel in this same task, which woke
+                // the task while it ran and so another worker, for nothing
+                // (two context switches a POST: docs/benchmarks.md).
+                let connection = toolhost_core::quiet::quietly(graceful.watch(connection));
                 tokio::spawn(async move {
                     if let Err(e) = connection.await {
                         tracing::trace!(error = %e, "connection ended with an error");

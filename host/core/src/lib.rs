@@ -40,6 +40,7 @@ pub mod oci;
 pub mod outbound;
 pub mod pins;
 pub mod plugins;
+pub mod quiet;
 pub mod registry;
 pub mod scaffold;
 pub mod schema;

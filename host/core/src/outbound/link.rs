@@ -6,16 +6,13 @@
 //! rouses another worker (a futex and an interrupt: ~130 us a call on this
 //! project's 2-core VMs, docs/benchmarks.md). A [`Link`] keeps hyper's
 //! connection future beside its sender and polls both from the caller's own
-//! task ([`drive`]), so the only wake-ups left are the socket's.
+//! task ([`crate::quiet::drive`]), so the only wake-ups left are the socket's.
 
-use std::future::{Future, poll_fn};
+use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use futures::task::AtomicWaker;
 use http_body_util::Full;
 use hyper::body::Body;
 use hyper::client::conn::http1;
@@ -23,71 +20,13 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use crate::quiet::drive;
+
 /// What a link runs over: TCP, TLS over TCP, a socket in another namespace.
 pub trait Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Stream for T {}
 
 type Io = TokioIo<Box<dyn Stream>>;
-
-/// How often [`drive`] polls again at once for wake-ups its own parts sent
-/// each other before it yields to the runtime (a part waking itself forever
-/// must not hold the worker).
-const ROUNDS: usize = 64;
-
-/// Poll `poll` until it is ready, as a future of the calling task. What the
-/// parts polled inside wake while they are being polled (a sender waking
-/// its connection, the connection waking the response it completed) is
-/// polled again at once instead of waking the task: on tokio a task woken
-/// while it runs is queued as a yield, which wakes an idle worker to steal
-/// it. Wake-ups from elsewhere (the socket, a timer) wake the task as usual.
-pub fn drive<T>(mut poll: impl FnMut(&mut Context<'_>) -> Poll<T>) -> impl Future<Output = T> {
-    let shared = Arc::new(Shared {
-        task: AtomicWaker::new(),
-        polling: AtomicBool::new(false),
-        woken: AtomicBool::new(false),
-    });
-    let waker = Waker::from(shared.clone());
-    poll_fn(move |cx| {
-        shared.task.register(cx.waker());
-        let mut own = Context::from_waker(&waker);
-        for _ in 0..ROUNDS {
-            shared.woken.store(false, Ordering::SeqCst);
-            shared.polling.store(true, Ordering::SeqCst);
-            let polled = poll(&mut own);
-            shared.polling.store(false, Ordering::SeqCst);
-            if polled.is_ready() {
-                return polled;
-            }
-            if !shared.woken.swap(false, Ordering::SeqCst) {
-                return Poll::Pending;
-            }
-        }
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    })
-}
-
-struct Shared {
-    task: AtomicWaker,
-    /// Set while [`drive`] polls its parts ...
-    polling: AtomicBool,
-    /// ... and a wake-up meanwhile noted here, for another round.
-    woken: AtomicBool,
-}
-
-impl Wake for Shared {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        if self.polling.load(Ordering::SeqCst) {
-            self.woken.store(true, Ordering::SeqCst);
-        } else {
-            self.task.wake();
-        }
-    }
-}
 
 /// Why an exchange did not end with an answer.
 #[derive(Debug)]

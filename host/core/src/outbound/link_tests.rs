@@ -1,52 +1,8 @@
 use super::*;
-use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-
-/// A waker counting its wake-ups.
-struct Count(AtomicUsize);
-
-impl Wake for Count {
-    fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-#[test]
-fn what_the_parts_wake_while_polled_is_polled_again_not_the_task() {
-    let count = Arc::new(Count(AtomicUsize::new(0)));
-    let waker = Waker::from(count.clone());
-    let mut cx = Context::from_waker(&waker);
-    // A part that wakes itself twice, then is ready: one poll of the task.
-    let mut rounds = 0;
-    let mut once = std::pin::pin!(drive(|cx| {
-        rounds += 1;
-        if rounds < 3 {
-            cx.waker().wake_by_ref();
-            return Poll::Pending;
-        }
-        Poll::Ready(rounds)
-    }));
-    assert_eq!(once.as_mut().poll(&mut cx), Poll::Ready(3));
-    assert_eq!(count.0.load(Ordering::SeqCst), 0);
-    // A part that never stops waking itself: the task yields after the
-    // bound, woken once to come back.
-    let mut forever = std::pin::pin!(drive(|cx| {
-        cx.waker().wake_by_ref();
-        Poll::<()>::Pending
-    }));
-    assert!(forever.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(count.0.load(Ordering::SeqCst), 1);
-    // Woken from elsewhere once it returned: the task is woken.
-    let kept = std::sync::Mutex::new(None::<Waker>);
-    let mut later = std::pin::pin!(drive(|cx| {
-        *kept.lock().unwrap() = Some(cx.waker().clone());
-        Poll::<()>::Pending
-    }));
-    assert!(later.as_mut().poll(&mut cx).is_pending());
-    kept.lock().unwrap().take().unwrap().wake();
-    assert_eq!(count.0.load(Ordering::SeqCst), 2);
-}
 
 /// A server answering every request read on a connection with `answer`,
 /// closing after `per_connection` answers; its count of connections.
