@@ -20,13 +20,10 @@ use std::time::{Duration, Instant};
 use bollard::Docker;
 use bytes::Bytes;
 use futures::StreamExt;
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
+use http_body_util::Full;
 
 use super::node_error::NodeError;
-
-type Sender = http1::SendRequest<Full<Bytes>>;
+use crate::outbound::link::{Failure, Link};
 
 /// The longest answer read from a service.
 const MAX_BODY: usize = 64 << 20;
@@ -45,7 +42,7 @@ pub struct Answer {
 pub struct ServiceLink {
     netns: File,
     port: u16,
-    idle: Mutex<Vec<Sender>>,
+    idle: Mutex<Vec<Link>>,
     in_flight: AtomicUsize,
     waiter: tokio::task::JoinHandle<()>,
 }
@@ -158,7 +155,6 @@ impl ServiceLink {
         }
         let _done = Done(&self.in_flight);
         let work = async {
-            let mut sender = self.sender().await?;
             let mut request = hyper::Request::builder()
                 .method(method)
                 .uri(path)
@@ -171,52 +167,62 @@ impl ServiceLink {
             for (name, value) in crate::telemetry::fields() {
                 request = request.header(name, value);
             }
-            let request = request
+            let mut request = request
                 .body(Full::new(body.unwrap_or_default()))
                 .map_err(|e| NodeError::Io(e.to_string()))?;
-            let response = sender
-                .send_request(request)
-                .await
-                .map_err(|e| NodeError::Io(format!("the service broke the connection: {e}")))?;
-            let status = response.status().as_u16();
-            let content_type = response
-                .headers()
-                .get("content-type")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("")
-                .to_owned();
-            let body = http_body_util::Limited::new(response.into_body(), MAX_BODY)
-                .collect()
-                .await
-                .map_err(|e| NodeError::Io(format!("reading the answer: {e}")))?
-                .to_bytes();
-            // Kept for the next request when the service keeps it alive.
-            if sender.is_ready() {
-                self.idle
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(sender);
+            let mut kept = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            loop {
+                let mut link = match kept.take() {
+                    Some(link) => link,
+                    None => self.connect().await?,
+                };
+                let answer = match link.exchange(request, MAX_BODY).await {
+                    Ok(answer) => answer,
+                    // A kept connection the service closed while it was
+                    // idle: nothing was sent, once more on a new one.
+                    Err(Failure::NotSent(back)) if link.reused => {
+                        request = *back;
+                        continue;
+                    }
+                    Err(Failure::TooLarge { limit, .. }) => {
+                        return Err(NodeError::Io(format!(
+                            "reading the answer: longer than {limit} bytes"
+                        )));
+                    }
+                    Err(e) => {
+                        return Err(NodeError::Io(format!(
+                            "the service broke the connection: {e}"
+                        )));
+                    }
+                };
+                // Kept for the next request when the service keeps it alive.
+                if link.is_open() {
+                    self.idle
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(link);
+                }
+                let content_type = answer
+                    .head
+                    .headers
+                    .get("content-type")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_owned();
+                return Ok(Answer {
+                    status: answer.head.status.as_u16(),
+                    content_type,
+                    body: answer.body,
+                });
             }
-            Ok(Answer {
-                status,
-                content_type,
-                body,
-            })
         };
         tokio::time::timeout(timeout, work)
             .await
             .map_err(|_| NodeError::Timeout(timeout))?
     }
 
-    /// A ready connection: a kept-alive one, else a new one.
-    async fn sender(&self) -> Result<Sender, NodeError> {
-        loop {
-            let kept = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-            let Some(mut s) = kept else { break };
-            if s.ready().await.is_ok() {
-                return Ok(s);
-            }
-        }
+    /// A new connection to the service, made in its namespace.
+    async fn connect(&self) -> Result<Link, NodeError> {
         let fd = self
             .netns
             .try_clone()
@@ -231,13 +237,9 @@ impl ServiceLink {
             .map_err(|e| NodeError::Io(e.to_string()))?;
         let stream =
             tokio::net::TcpStream::from_std(stream).map_err(|e| NodeError::Io(e.to_string()))?;
-        let (sender, conn) = http1::handshake(TokioIo::new(QuickAck(stream)))
+        Link::open(Box::new(QuickAck(stream)))
             .await
-            .map_err(|e| NodeError::Io(e.to_string()))?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        Ok(sender)
+            .map_err(|e| NodeError::Io(e.to_string()))
     }
 }
 
