@@ -567,9 +567,13 @@ impl Sessions {
     async fn finish_close(&self, session: &Session) -> io::Result<()> {
         self.release(&session.id).await;
         let workspace = session.workspace.clone();
-        tokio::task::spawn_blocking(move || remove_dir_if_exists(&workspace))
-            .await
-            .map_err(io::Error::other)?
+        match tokio::task::spawn_blocking(move || remove_dir_if_exists(&workspace)).await {
+            Ok(removed) => removed,
+            // The runtime is shutting down and takes no more blocking work:
+            // removed here rather than left behind.
+            Err(e) if e.is_cancelled() => remove_dir_if_exists(&session.workspace),
+            Err(e) => Err(io::Error::other(e)),
+        }
     }
 }
 
