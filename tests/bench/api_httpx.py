@@ -38,6 +38,22 @@ def free_port():
     return port
 
 
+def switches(pid):
+    """The server's context switches so far, all its threads summed: each is
+    a thread going to sleep or being put off a core (a wake-up handed to
+    another worker shows here)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/status") as f:
+                for line in f:
+                    if "ctxt_switches" in line:
+                        total += int(line.split()[-1])
+        except OSError:
+            pass
+    return total
+
+
 def main():
     port = free_port()
     upstream = subprocess.Popen(
@@ -74,22 +90,28 @@ def main():
         answer = calls["through"]()
         assert answer.status_code == 200 and answer.json()["status"] == "success", answer.text
         times = {name: [] for name in calls}
+        switched = {name: 0 for name in calls}
         for name, call in calls.items():  # warm-up
             for _ in range(50):
                 call()
         for _ in range(CALLS // ROUND):
             for name, call in calls.items():
+                before = switches(server.pid)
                 for _ in range(ROUND):
                     t0 = time.perf_counter()
                     r = call()
                     times[name].append((time.perf_counter() - t0) * 1e6)
                     assert r.status_code == 200, r.text
+                switched[name] += switches(server.pid) - before
         med = {name: statistics.median(t) for name, t in times.items()}
         for name, t in times.items():
             t.sort()
             print(f"{name:8s} median {med[name]:8.1f} us  p90 {t[int(len(t) * 0.9)]:8.1f} us")
         print(f"added by toolhost (through - direct): median {med['through'] - med['direct']:.1f} us")
         print(f"of which the loopback hop alone (GET /health): {med['health']:.1f} us")
+        print("the server's context switches per call: "
+              f"through {switched['through'] / len(times['through']):.2f}, "
+              f"health {switched['health'] / len(times['health']):.2f}")
     finally:
         if server:
             server.stop()
