@@ -225,15 +225,12 @@ impl HttpPolicy {
 
 /// Name resolution under an allow-list, for the host's HTTP clients:
 /// internal addresses only for hosts the list names exactly ([`usable`]).
-/// Implemented for both reqwest versions in the tree (API tools use 0.12,
-/// rmcp's client 0.13).
+/// Implemented for both reqwest versions in the tree (the OAuth and build
+/// callbacks' clients use 0.12, rmcp's client 0.13); API toolkits' own
+/// connections call [`PolicyResolver::resolve_with`] (`connect.rs`).
 pub struct PolicyResolver(pub std::sync::Arc<HttpPolicy>);
 
 impl PolicyResolver {
-    async fn resolve_name(&self, host: String) -> Result<Vec<SocketAddr>, String> {
-        Self::resolve_with(&self.0, &host).await
-    }
-
     /// The addresses of `host` (port 0) a request under `policy` may use.
     pub async fn resolve_with(policy: &HttpPolicy, host: &str) -> Result<Vec<SocketAddr>, String> {
         let found: Vec<SocketAddr> = tokio::net::lookup_host((host, 0))
@@ -248,7 +245,7 @@ impl reqwest::dns::Resolve for PolicyResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
         let (policy, host) = (self.0.clone(), name.as_str().to_owned());
         Box::pin(async move {
-            let addrs = PolicyResolver(policy).resolve_name(host).await?;
+            let addrs = PolicyResolver::resolve_with(&policy, &host).await?;
             let addrs: reqwest::dns::Addrs = Box::new(addrs.into_iter());
             Ok(addrs)
         })
@@ -259,7 +256,7 @@ impl reqwest013::dns::Resolve for PolicyResolver {
     fn resolve(&self, name: reqwest013::dns::Name) -> reqwest013::dns::Resolving {
         let (policy, host) = (self.0.clone(), name.as_str().to_owned());
         Box::pin(async move {
-            let addrs = PolicyResolver(policy).resolve_name(host).await?;
+            let addrs = PolicyResolver::resolve_with(&policy, &host).await?;
             let addrs: reqwest013::dns::Addrs = Box::new(addrs.into_iter());
             Ok(addrs)
         })
