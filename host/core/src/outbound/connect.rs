@@ -22,6 +22,16 @@ pub async fn connect(
     url: &Url,
     within: Duration,
 ) -> Result<Box<dyn Stream>, String> {
+    connect_with(policy, url, within, tls).await
+}
+
+/// [`connect`] with TLS from `tls` (the tests' own roots).
+async fn connect_with(
+    policy: &HttpPolicy,
+    url: &Url,
+    within: Duration,
+    tls: impl FnOnce() -> Result<TlsConnector, String>,
+) -> Result<Box<dyn Stream>, String> {
     let port = url
         .port_or_known_default()
         .ok_or_else(|| format!("no port for scheme `{}`", url.scheme()))?;
@@ -84,14 +94,23 @@ fn tls() -> Result<TlsConnector, String> {
             for cert in rustls_native_certs::load_native_certs().certs {
                 let _ = roots.add(cert);
             }
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            let mut config = rustls::ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .map_err(|e| e.to_string())?
-                .with_root_certificates(roots)
-                .with_no_client_auth();
-            config.alpn_protocols = vec![b"http/1.1".to_vec()];
-            Ok(TlsConnector::from(Arc::new(config)))
+            tls_with(roots)
         })
         .clone()
 }
+
+/// A TLS client trusting `roots`, speaking HTTP/1.1.
+fn tls_with(roots: rustls::RootCertStore) -> Result<TlsConnector, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsConnector::from(Arc::new(config)))
+}
+
+#[cfg(test)]
+#[path = "connect_tests.rs"]
+mod tests;
