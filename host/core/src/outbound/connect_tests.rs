@@ -56,6 +56,14 @@ async fn tls_server(ip: &str) -> u16 {
     port
 }
 
+/// Why a connect that must fail failed.
+async fn refusal(connecting: impl Future<Output = Result<Box<dyn Stream>, String>>) -> String {
+    match connecting.await {
+        Ok(_) => panic!("connected where it must not"),
+        Err(e) => e,
+    }
+}
+
 fn policy(allow: &str) -> HttpPolicy {
     HttpPolicy::parse(&[allow.to_owned()], &["GET".to_owned()]).unwrap()
 }
@@ -101,16 +109,12 @@ async fn a_certificate_from_an_unknown_authority_is_refused() {
     let port = tls_server("127.0.0.1").await;
     let url = Url::parse(&format!("https://localhost:{port}/x")).unwrap();
     // The shipped roots (webpki's and the system's) do not hold the test CA.
-    let refused = match connect(
+    let refused = refusal(connect(
         &policy(&format!("localhost:{port}")),
         &url,
         Duration::from_secs(5),
-    )
-    .await
-    {
-        Ok(_) => panic!("a certificate of an unknown authority was taken"),
-        Err(e) => e,
-    };
+    ))
+    .await;
     assert!(
         refused.starts_with("TLS handshake") && refused.contains("UnknownIssuer"),
         "{refused}"
@@ -118,17 +122,13 @@ async fn a_certificate_from_an_unknown_authority_is_refused() {
     // An address the certificate is not for (127.0.0.2 is loopback too).
     let port = tls_server("127.0.0.2").await;
     let url = Url::parse(&format!("https://127.0.0.2:{port}/x")).unwrap();
-    let refused = match connect_with(
+    let refused = refusal(connect_with(
         &policy(&format!("127.0.0.2:{port}")),
         &url,
         Duration::from_secs(5),
         test_roots,
-    )
-    .await
-    {
-        Ok(_) => panic!("a certificate for another name was taken"),
-        Err(e) => e,
-    };
+    ))
+    .await;
     assert!(refused.contains("not valid for name"), "{refused}");
 }
 
@@ -137,9 +137,11 @@ async fn an_internal_name_on_the_list_only_by_a_wildcard_is_not_connected() {
     // `localhost` resolves to loopback: reached only when the list names it
     // exactly (here a wildcard of its subdomains stands there instead).
     let url = Url::parse("http://localhost:9/").unwrap();
-    let refused = match connect(&policy("*.localhost:*"), &url, Duration::from_secs(2)).await {
-        Ok(_) => panic!("connected"),
-        Err(e) => e,
-    };
+    let refused = refusal(connect(
+        &policy("*.localhost:*"),
+        &url,
+        Duration::from_secs(2),
+    ))
+    .await;
     assert!(refused.contains("internal addresses"), "{refused}");
 }
