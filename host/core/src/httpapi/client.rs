@@ -19,7 +19,7 @@ use super::manifest::{Auth, AuthKind};
 use super::outgoing::Outgoing;
 use crate::outbound::HttpPolicy;
 use crate::outbound::link::{Answer, Failure, Link};
-use crate::outbound::pool::Pool;
+use crate::outbound::pool::{Pool, Trouble};
 use crate::tool::{CallError, Content};
 
 /// Most of a failed response's body quoted in the error.
@@ -198,34 +198,21 @@ impl Outbound {
     }
 
     /// One exchange with `request`'s origin, on a kept connection when
-    /// there is one. A kept connection its peer closed while it was idle
-    /// fails before anything was sent (or, for a method safe to repeat,
-    /// before an answer began): then once more on a new connection.
+    /// there is one ([`Pool::exchange`]: a kept one closed meanwhile is
+    /// replaced, for GET and the other methods safe to repeat also when
+    /// the answer broke off before it began).
     async fn once(&self, request: &Outgoing, max_bytes: usize) -> Result<Answer, CallError> {
         let origin = request.url.origin().ascii_serialization();
-        let mut kept = self.pool.take(&origin);
-        loop {
-            let mut link = match kept.take() {
-                Some(link) => link,
-                None => self.connect(&request.url).await?,
-            };
-            let http = request.to_http().map_err(CallError::ToolError)?;
-            let failure = match link.exchange(http, max_bytes).await {
-                Ok(answer) => {
-                    self.pool.put(&origin, link);
-                    return Ok(answer);
-                }
-                Err(failure) => failure,
-            };
-            let again = link.reused
-                && match &failure {
-                    Failure::NotSent(_) => true,
-                    Failure::Failed(e) => request.idempotent() && e.is_incomplete_message(),
-                    Failure::TooLarge { .. } => false,
-                };
-            if !again {
-                return Err(self.failure(failure));
-            }
+        let connect = || self.connect(&request.url);
+        let http = || request.to_http().map_err(CallError::ToolError);
+        match self
+            .pool
+            .exchange(&origin, connect, http, max_bytes, request.idempotent())
+            .await
+        {
+            Ok(answer) => Ok(answer),
+            Err(Trouble::Ours(e)) => Err(e),
+            Err(Trouble::Link(failure)) => Err(self.failure(failure)),
         }
     }
 

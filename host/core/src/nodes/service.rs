@@ -24,9 +24,15 @@ use http_body_util::Full;
 
 use super::node_error::NodeError;
 use crate::outbound::link::{Failure, Link};
+use crate::outbound::pool::{Pool, Trouble};
 
 /// The longest answer read from a service.
 const MAX_BODY: usize = 64 << 20;
+/// Idle connections kept, and for how long (the API toolkits' figures).
+const MAX_IDLE: usize = 64;
+const IDLE_FOR: Duration = Duration::from_secs(60);
+/// The pool's name for the one origin a link reaches.
+const SERVICE: &str = "service";
 /// How often the health path is asked while the service starts: often at
 /// first (a start is most often quick), then less.
 const HEALTH_EVERY: Duration = Duration::from_millis(10);
@@ -42,7 +48,8 @@ pub struct Answer {
 pub struct ServiceLink {
     netns: File,
     port: u16,
-    idle: Mutex<Vec<Link>>,
+    /// Kept-alive connections (one origin: the service).
+    idle: Pool,
     in_flight: AtomicUsize,
     waiter: tokio::task::JoinHandle<()>,
 }
@@ -99,7 +106,7 @@ impl ServiceLink {
         let link = ServiceLink {
             netns,
             port,
-            idle: Mutex::default(),
+            idle: Pool::new(MAX_IDLE, IDLE_FOR),
             in_flight: AtomicUsize::new(0),
             waiter,
         };
@@ -154,7 +161,7 @@ impl ServiceLink {
             }
         }
         let _done = Done(&self.in_flight);
-        let work = async {
+        let request = || {
             let mut request = hyper::Request::builder()
                 .method(method)
                 .uri(path)
@@ -167,54 +174,39 @@ impl ServiceLink {
             for (name, value) in crate::telemetry::fields() {
                 request = request.header(name, value);
             }
-            let mut request = request
-                .body(Full::new(body.unwrap_or_default()))
-                .map_err(|e| NodeError::Io(e.to_string()))?;
-            let mut kept = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-            loop {
-                let mut link = match kept.take() {
-                    Some(link) => link,
-                    None => self.connect().await?,
-                };
-                let answer = match link.exchange(request, MAX_BODY).await {
-                    Ok(answer) => answer,
-                    // A kept connection the service closed while it was
-                    // idle: nothing was sent, once more on a new one.
-                    Err(Failure::NotSent(back)) if link.reused => {
-                        request = *back;
-                        continue;
+            request
+                .body(Full::new(body.clone().unwrap_or_default()))
+                .map_err(|e| NodeError::Io(e.to_string()))
+        };
+        let work = async {
+            // A kept connection the service closed while it was idle:
+            // nothing was sent, once more on a new one (never sent twice).
+            let connect = || self.connect();
+            let answer = self
+                .idle
+                .exchange(SERVICE, connect, request, MAX_BODY, false)
+                .await
+                .map_err(|trouble| match trouble {
+                    Trouble::Ours(e) => e,
+                    Trouble::Link(Failure::TooLarge { limit, .. }) => {
+                        NodeError::Io(format!("reading the answer: longer than {limit} bytes"))
                     }
-                    Err(Failure::TooLarge { limit, .. }) => {
-                        return Err(NodeError::Io(format!(
-                            "reading the answer: longer than {limit} bytes"
-                        )));
+                    Trouble::Link(e) => {
+                        NodeError::Io(format!("the service broke the connection: {e}"))
                     }
-                    Err(e) => {
-                        return Err(NodeError::Io(format!(
-                            "the service broke the connection: {e}"
-                        )));
-                    }
-                };
-                // Kept for the next request when the service keeps it alive.
-                if link.is_open() {
-                    self.idle
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(link);
-                }
-                let content_type = answer
-                    .head
-                    .headers
-                    .get("content-type")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("")
-                    .to_owned();
-                return Ok(Answer {
-                    status: answer.head.status.as_u16(),
-                    content_type,
-                    body: answer.body,
-                });
-            }
+                })?;
+            let content_type = answer
+                .head
+                .headers
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_owned();
+            Ok(Answer {
+                status: answer.head.status.as_u16(),
+                content_type,
+                body: answer.body,
+            })
         };
         tokio::time::timeout(timeout, work)
             .await

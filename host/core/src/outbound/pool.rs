@@ -4,7 +4,18 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::link::Link;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::Request;
+
+use super::link::{Answer, Failure, Link};
+
+/// Why [`Pool::exchange`] has no answer: the caller's own error (making
+/// the connection or the request), or the exchange's.
+pub enum Trouble<E> {
+    Ours(E),
+    Link(Failure),
+}
 
 /// Idle links by origin (`scheme://host:port`), the most recently used
 /// taken first (the likeliest still open at the other end).
@@ -51,5 +62,45 @@ impl Pool {
             links.remove(0);
         }
         links.push((Instant::now(), link));
+    }
+
+    /// One exchange with `origin`: on a kept link when there is one, else
+    /// on a new one from `connect`; the link kept after it while it stays
+    /// open. A kept link its peer closed while it was idle is given up for
+    /// a new one, once: when the request was not sent, or, for a request
+    /// safe to send again (`repeatable`), when its answer broke off before
+    /// it began. `request` makes the request (again for the second try).
+    pub async fn exchange<E, Connecting: Future<Output = Result<Link, E>>>(
+        &self,
+        origin: &str,
+        mut connect: impl FnMut() -> Connecting,
+        request: impl Fn() -> Result<Request<Full<Bytes>>, E>,
+        max_bytes: usize,
+        repeatable: bool,
+    ) -> Result<Answer, Trouble<E>> {
+        let mut kept = self.take(origin);
+        loop {
+            let mut link = match kept.take() {
+                Some(link) => link,
+                None => connect().await.map_err(Trouble::Ours)?,
+            };
+            let sent = request().map_err(Trouble::Ours)?;
+            let failure = match link.exchange(sent, max_bytes).await {
+                Ok(answer) => {
+                    self.put(origin, link);
+                    return Ok(answer);
+                }
+                Err(failure) => failure,
+            };
+            let again = link.reused
+                && match &failure {
+                    Failure::NotSent(_) => true,
+                    Failure::Failed(e) => repeatable && e.is_incomplete_message(),
+                    Failure::TooLarge { .. } => false,
+                };
+            if !again {
+                return Err(Trouble::Link(failure));
+            }
+        }
     }
 }
