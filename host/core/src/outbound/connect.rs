@@ -4,7 +4,7 @@
 //! within the connect timeout, TLS for `https` (rustls on ring; the webpki
 //! roots and the system's own, read once).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -35,17 +35,23 @@ async fn connect_with(
     let port = url
         .port_or_known_default()
         .ok_or_else(|| format!("no port for scheme `{}`", url.scheme()))?;
-    let addrs = match url.host() {
-        Some(Host::Domain(name)) => super::PolicyResolver::resolve_with(policy, name)
+    // An address is reached only when the list names it (a wildcard never
+    // matches one): the allow-list check before said so. A name is
+    // resolved under the list.
+    let ip: Option<IpAddr> = match url.host() {
+        Some(Host::Domain(_)) => None,
+        Some(Host::Ipv4(ip)) => Some(ip.into()),
+        Some(Host::Ipv6(ip)) => Some(ip.into()),
+        None => return Err("the URL has no host".into()),
+    };
+    let name = url.host_str().unwrap_or("");
+    let addrs = match ip {
+        Some(ip) => vec![SocketAddr::new(ip, port)],
+        None => super::PolicyResolver::resolve_with(policy, name)
             .await?
             .into_iter()
             .map(|a| SocketAddr::new(a.ip(), port))
             .collect(),
-        // An address is reached only when the list names it (a wildcard
-        // never matches one): the allow-list check before said so.
-        Some(Host::Ipv4(ip)) => vec![SocketAddr::new(ip.into(), port)],
-        Some(Host::Ipv6(ip)) => vec![SocketAddr::new(ip.into(), port)],
-        None => return Err("the URL has no host".into()),
     };
     let tcp = tokio::time::timeout(within, first_to_answer(&addrs))
         .await
@@ -54,16 +60,10 @@ async fn connect_with(
     if url.scheme() != "https" {
         return Ok(Box::new(tcp));
     }
-    let name = match url.host() {
-        Some(Host::Domain(name)) => rustls::pki_types::ServerName::try_from(name.to_owned())
+    let name = match ip {
+        Some(ip) => rustls::pki_types::ServerName::IpAddress(ip.into()),
+        None => rustls::pki_types::ServerName::try_from(name.to_owned())
             .map_err(|e| format!("TLS name {name}: {e}"))?,
-        Some(Host::Ipv4(ip)) => {
-            rustls::pki_types::ServerName::IpAddress(std::net::IpAddr::from(ip).into())
-        }
-        Some(Host::Ipv6(ip)) => {
-            rustls::pki_types::ServerName::IpAddress(std::net::IpAddr::from(ip).into())
-        }
-        None => return Err("the URL has no host".into()),
     };
     let tls = tokio::time::timeout(within, tls()?.connect(name, tcp))
         .await
