@@ -29,19 +29,19 @@ use rmcp::transport::streamable_http_client::{
 };
 use sse_stream::Sse;
 
-type Answer = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest013::Error>>;
+type Answer = Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>;
 
 /// reqwest's client for rmcp, with [`forgotten`] read as a 404, telling
 /// when a cut stream cannot be resumed.
 #[derive(Clone)]
 pub struct SessionAware {
-    client: reqwest013::Client,
+    client: reqwest::Client,
     /// Counts the cut streams that could not be resumed.
     lost: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl SessionAware {
-    pub fn new(client: reqwest013::Client) -> Self {
+    pub fn new(client: reqwest::Client) -> Self {
         SessionAware {
             client,
             lost: Arc::new(tokio::sync::watch::channel(0).0),
@@ -95,7 +95,7 @@ fn in_session(message: &ClientJsonRpcMessage, session: &Option<Arc<str>>) -> boo
 }
 
 impl StreamableHttpClient for SessionAware {
-    type Error = reqwest013::Error;
+    type Error = reqwest::Error;
 
     async fn post_message(
         &self,

@@ -323,7 +323,7 @@ impl McpBackend {
         &self,
         url: &str,
         m: &manifest::McpSection,
-    ) -> Result<(reqwest013::Client, StreamableHttpClientTransportConfig), String> {
+    ) -> Result<(reqwest::Client, StreamableHttpClientTransportConfig), String> {
         let parsed = reqwest::Url::parse(url).map_err(|e| format!("[mcp] url: {e}"))?;
         let methods = ["GET".to_string(), "POST".into(), "DELETE".into()];
         let policy = HttpPolicy::parse(&m.allow, &methods)
@@ -339,9 +339,9 @@ impl McpBackend {
         }
         // Names resolved under the list (internal addresses only for hosts it
         // names exactly), no proxy from the environment, no redirects.
-        let client = reqwest013::Client::builder()
+        let client = reqwest::Client::builder()
             .no_proxy()
-            .redirect(reqwest013::redirect::Policy::none())
+            .redirect(reqwest::redirect::Policy::none())
             .dns_resolver(Arc::new(crate::outbound::PolicyResolver(Arc::new(policy))))
             .build()
             .map_err(|e| format!("cannot make the HTTP client: {e}"))?;

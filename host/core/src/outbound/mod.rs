@@ -225,9 +225,9 @@ impl HttpPolicy {
 
 /// Name resolution under an allow-list, for the host's HTTP clients:
 /// internal addresses only for hosts the list names exactly ([`usable`]).
-/// Implemented for both reqwest versions in the tree (the OAuth and build
-/// callbacks' clients use 0.12, rmcp's client 0.13); API toolkits' own
-/// connections call [`PolicyResolver::resolve_with`] (`connect.rs`).
+/// Implemented for reqwest (the OAuth, OCI and build callbacks' clients, and
+/// rmcp's client); API toolkits' own connections call
+/// [`PolicyResolver::resolve_with`] (`connect.rs`).
 pub struct PolicyResolver(pub std::sync::Arc<HttpPolicy>);
 
 impl PolicyResolver {
@@ -247,17 +247,6 @@ impl reqwest::dns::Resolve for PolicyResolver {
         Box::pin(async move {
             let addrs = PolicyResolver::resolve_with(&policy, &host).await?;
             let addrs: reqwest::dns::Addrs = Box::new(addrs.into_iter());
-            Ok(addrs)
-        })
-    }
-}
-
-impl reqwest013::dns::Resolve for PolicyResolver {
-    fn resolve(&self, name: reqwest013::dns::Name) -> reqwest013::dns::Resolving {
-        let (policy, host) = (self.0.clone(), name.as_str().to_owned());
-        Box::pin(async move {
-            let addrs = PolicyResolver::resolve_with(&policy, &host).await?;
-            let addrs: reqwest013::dns::Addrs = Box::new(addrs.into_iter());
             Ok(addrs)
         })
     }
