@@ -9,7 +9,7 @@ scenario runs twice: once as `Client(url)` connects by default (mode "auto":
 initialize handshake (mode "legacy", 2025-11-25). Each passing scenario prints
 `ok <scenario> (<mode> <version>, <ms> ms)`; the first failure prints
 `FAILED <scenario> (<mode>): <why>` and exits 1. Run by
-tests/e2e/tests/mcp.rs; needs the venv of `tests/venv.sh tests/mcp/requirements.txt`.
+tests/e2e/tests/mcp/; needs the venv of `tests/venv.sh tests/mcp/requirements.txt`.
 """
 
 from __future__ import annotations
