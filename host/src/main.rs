@@ -88,7 +88,9 @@ enum Command {
         out: Option<PathBuf>,
         /// Also compile it ahead of time into `<out>/.compile-cache/`, with
         /// the compile-cache key of the server that will serve it (a server
-        /// reads only entries made with its own key).
+        /// reads only entries made with its own key). The component is then
+        /// built and compiled beside `<out>` and moved in last, so a server
+        /// watching `<out>` swaps to it from the cache at once.
         #[arg(long, env = "TOOLHOST_CACHE_KEY")]
         cache_key: Option<PathBuf>,
     },
@@ -201,7 +203,8 @@ fn main() -> anyhow::Result<()> {
                     .or(config.plugins.cache_key.clone())
                     .unwrap_or_else(|| data.join(toolhost::wasm::cache::KEY_FILE));
                 let key = toolhost::wasm::CacheKey::load_or_create(&key)?;
-                precompile(&config, &plugins, None, key).await
+                let cache_dir = plugins.join(toolhost::wasm::cache::PRECOMPILED_DIR);
+                precompile(&config, &plugins, &cache_dir, None, key).await
             }
             Command::Oci(command) => oci_cli::run(command).await,
             Command::CheckConfig { config } => {
@@ -233,11 +236,13 @@ fn main() -> anyhow::Result<()> {
                 cache_key,
             } => {
                 let out = out.unwrap_or_else(|| dir.join("dist"));
-                let wasm = toolhost::scaffold::build(&dir, &out)?;
-                if let Some(key) = cache_key {
-                    let key = toolhost::wasm::CacheKey::load(&key)?;
-                    precompile(&Config::default(), &out, Some(&wasm), key).await?;
-                }
+                let wasm = match cache_key {
+                    None => toolhost::scaffold::build(&dir, &out)?,
+                    Some(key) => {
+                        let key = toolhost::wasm::CacheKey::load(&key)?;
+                        build_precompiled(&dir, &out, key).await?
+                    }
+                };
                 println!(
                     "built {} (+ manifest): copy both into the server's plugins directory, or pass --out <plugins dir>",
                     wasm.display()
@@ -389,17 +394,55 @@ async fn inspect(component: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `toolhost build --cache-key`: the plugin built into a hidden folder of
+/// `out` (which no server loads from), compiled into `out`'s
+/// `.compile-cache/`, then moved in, its component last: a server watching
+/// `out` finds the compiled entry for the new version when it sees it, and
+/// serves it at once instead of compiling it.
+async fn build_precompiled(
+    dir: &Path,
+    out: &Path,
+    key: toolhost::wasm::CacheKey,
+) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    let staging = tempfile::Builder::new()
+        .prefix(".build-")
+        .tempdir_in(out)
+        .with_context(|| format!("cannot make a build folder in {}", out.display()))?;
+    let built = toolhost::scaffold::build(dir, staging.path())?;
+    let cache_dir = out.join(toolhost::wasm::cache::PRECOMPILED_DIR);
+    precompile(
+        &Config::default(),
+        staging.path(),
+        &cache_dir,
+        Some(&built),
+        key,
+    )
+    .await?;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(staging.path())?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
+    // The component last: its arrival is what a server loads on.
+    files.sort_by_key(|f| f == &built);
+    for file in files {
+        let to = out.join(file.file_name().unwrap_or_default());
+        std::fs::rename(&file, &to)
+            .with_context(|| format!("cannot move {} to {}", file.display(), to.display()))?;
+    }
+    Ok(out.join(built.file_name().unwrap_or_default()))
+}
+
 /// Compile the components of `dir` (only `only`, if given) into
-/// `dir/.compile-cache`, authenticated with `key`; without `only`, entries
-/// of components no longer there are deleted.
+/// `cache_dir`, authenticated with `key`; without `only`, entries of
+/// components no longer there are deleted.
 async fn precompile(
     config: &Config,
     dir: &Path,
+    cache_dir: &Path,
     only: Option<&Path>,
     key: toolhost::wasm::CacheKey,
 ) -> anyhow::Result<()> {
-    let cache_dir = dir.join(toolhost::wasm::cache::PRECOMPILED_DIR);
-    let backend = WasmBackend::new(&one_shot(config), config.limits, Some((&cache_dir, key)))?;
+    let backend = WasmBackend::new(&one_shot(config), config.limits, Some((cache_dir, key)))?;
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
         let path = entry?.path();
@@ -436,10 +479,14 @@ async fn precompile(
             Err(e) => eprintln!("not precompiled {}: {e}", file.wasm.display()),
         }
     }
-    if only.is_none()
-        && let Some(cache) = backend.cache()
-    {
-        cache.prune(&keep);
+    if let Some(cache) = backend.cache() {
+        // The entries are written behind the loads: done before the caller
+        // goes on (`build --cache-key` then moves the component in).
+        let written = cache.clone();
+        tokio::task::spawn_blocking(move || written.wait_written()).await?;
+        if only.is_none() {
+            cache.prune(&keep);
+        }
     }
     Ok(())
 }

@@ -365,6 +365,46 @@ fn a_new_plugin_in_each_language_builds_into_a_running_server() {
     let (status, out) = s.invoke("greeter-js_greet", json!({"name": "Bo"}));
     assert_eq!(status, 200, "{out}");
 
+    // A new version built with the server's compile-cache key: compiled
+    // before its component reaches the plugins directory, so the swap is
+    // served from the cache (a component that arrived first would be
+    // served on Winch's build while Cranelift compiles, for seconds).
+    let dir = work.path().join("greeter-python");
+    let app = std::fs::read_to_string(dir.join("app.py")).unwrap();
+    let hi = app.replacen(r#"f"{greeting}, {name}"#, r#"f"{greeting}, dear {name}"#, 1);
+    assert_ne!(app, hi, "the Python template's greeting changed shape");
+    std::fs::write(dir.join("app.py"), hi).unwrap();
+    let key = s.data.path().join("data/compile-cache.key");
+    let (ok, err) = toolhost(&[
+        &os("build"),
+        dir.as_os_str(),
+        &os("--out"),
+        s.plugins_dir().as_os_str(),
+        &os("--cache-key"),
+        key.as_os_str(),
+    ]);
+    assert!(ok, "{err}");
+    let mut last = Value::Null;
+    let swapped = wait_for(Duration::from_secs(30), || {
+        let (_, out) = s.invoke("greeter-python_greet", json!({"name": "Ada"}));
+        last = out;
+        (last["result"] == "Hello, dear Ada.").then_some(())
+    });
+    assert!(
+        swapped.is_some(),
+        "{last}\n{:?}\n{}",
+        s.plugin("greeter-python"),
+        s.log()
+    );
+    let plugin = s.plugin("greeter-python").unwrap();
+    assert_eq!(plugin["source"], "cache", "{plugin}\n{}", s.log());
+    let staged = std::fs::read_dir(s.plugins_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".build-"))
+        .count();
+    assert_eq!(staged, 0, "the build folder is left behind");
+
     // Bad input to the commands: a clear one-line reason, no traceback.
     let (ok, err) = toolhost(&[&os("new"), &os("--lang"), &os("python"), &os("Bad_Name")]);
     assert!(!ok && err.contains("invalid plugin name"), "{err}");

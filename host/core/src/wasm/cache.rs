@@ -167,6 +167,20 @@ pub struct CompileCache {
     key: CacheKey,
     /// Read-only caches looked at after `dir` (precompiled by the build).
     seeds: std::sync::Arc<std::sync::RwLock<Vec<PathBuf>>>,
+    /// Entries being written behind their loads ([`CompileCache::put_behind`]).
+    writing: std::sync::Arc<(std::sync::Mutex<usize>, std::sync::Condvar)>,
+}
+
+/// One write of [`CompileCache::put_behind`], counted until it is done (or
+/// dropped unrun, at a runtime's shutdown).
+struct Writing(std::sync::Arc<(std::sync::Mutex<usize>, std::sync::Condvar)>);
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        let (count, done) = &*self.0;
+        *count.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        done.notify_all();
+    }
 }
 
 /// How a component was obtained.
@@ -200,6 +214,7 @@ impl CompileCache {
             fingerprint: fingerprint(engine),
             key,
             seeds: Default::default(),
+            writing: Default::default(),
         })
     }
 
@@ -266,6 +281,35 @@ impl CompileCache {
             let _ = std::fs::remove_file(path);
         }
         None
+    }
+
+    /// Store `component` under `content_hash` on `runtime`'s blocking pool,
+    /// behind the load that compiled it (a swap does not wait for the disk);
+    /// [`CompileCache::wait_written`] waits for every such write.
+    pub fn put_behind(
+        &self,
+        runtime: &tokio::runtime::Handle,
+        content_hash: String,
+        component: Component,
+    ) {
+        *self.writing.0.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        let writing = Writing(self.writing.clone());
+        let cache = self.clone();
+        runtime.spawn_blocking(move || {
+            cache.put(&content_hash, &component);
+            drop(writing);
+        });
+    }
+
+    /// Block until every write of [`CompileCache::put_behind`] is done:
+    /// `toolhost build --cache-key` moves a component in only once its entry
+    /// is there to be found.
+    pub fn wait_written(&self) {
+        let (count, done) = &*self.writing;
+        let mut left = count.lock().unwrap_or_else(|e| e.into_inner());
+        while *left > 0 {
+            left = done.wait(left).unwrap_or_else(|e| e.into_inner());
+        }
     }
 
     /// Store `component` under `content_hash`. Failures are logged, not
@@ -482,6 +526,29 @@ mod tests {
         assert!(dir.path().join("unrelated.txt").exists());
         assert!(dir.path().join(".tmpWriting").exists());
         assert!(!dir.path().join(".tmpLeft").exists());
+    }
+
+    /// `wait_written` returns once every write handed to the blocking pool
+    /// is done, also when the pool was busy and the write had to queue.
+    #[test]
+    fn writes_behind_are_waited_for() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .max_blocking_threads(1)
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine();
+        let cache = CompileCache::open(dir.path(), &engine, key()).unwrap();
+        let component = Component::new(&engine, WAT).unwrap();
+        // The one blocking thread busy: the write queues behind it.
+        runtime.spawn_blocking(|| std::thread::sleep(std::time::Duration::from_millis(300)));
+        cache.put_behind(runtime.handle(), "abc".into(), component);
+        assert!(!cache.path("abc").exists(), "written at once");
+        cache.wait_written();
+        assert!(cache.path("abc").exists(), "not written when waited for");
+        assert!(cache.get(&engine, "abc").is_some());
+        cache.wait_written(); // nothing pending: returns at once
     }
 
     #[test]

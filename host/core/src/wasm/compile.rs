@@ -73,8 +73,7 @@ impl Cranelift {
             let component = Component::new(&engine, &*bytes)
                 .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
             if let Some(cache) = cache {
-                let stored = component.clone();
-                runtime.spawn_blocking(move || cache.put(&hash, &stored));
+                cache.put_behind(&runtime, hash, component.clone());
             }
             Ok(component)
         })
