@@ -38,7 +38,7 @@ PARTS = [
      "sequential and under load, per surface; in-process dispatch", [BENCH, "invoke"]),
     ("profile", "where a native invoke's server CPU goes (wrk + perf), invoke/health ratio and p99",
      ["python3", "tests/bench/profile_invoke.py"]),
-    ("startup", "process start to the first `/health` and to every shipped plugin ready",
+    ("startup", "process start to the first `/health`, to every shipped plugin ready, and to every one on its optimised (Cranelift) build",
      [BENCH, "startup"]),
     ("hotload", "a component dropped in to its first call served; compile cache cold and warm",
      [BENCH, "hotload"]),
