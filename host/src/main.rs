@@ -204,7 +204,8 @@ fn main() -> anyhow::Result<()> {
                     .unwrap_or_else(|| data.join(toolhost::wasm::cache::KEY_FILE));
                 let key = toolhost::wasm::CacheKey::load_or_create(&key)?;
                 let cache_dir = plugins.join(toolhost::wasm::cache::PRECOMPILED_DIR);
-                precompile(&config, &plugins, &cache_dir, None, key).await
+                precompile(&config, &plugins, &cache_dir, None, key).await?;
+                Ok(())
             }
             Command::Oci(command) => oci_cli::run(command).await,
             Command::CheckConfig { config } => {
@@ -411,7 +412,7 @@ async fn build_precompiled(
         .with_context(|| format!("cannot make a build folder in {}", out.display()))?;
     let built = toolhost::scaffold::build(dir, staging.path())?;
     let cache_dir = out.join(toolhost::wasm::cache::PRECOMPILED_DIR);
-    precompile(
+    let backend = precompile(
         &Config::default(),
         staging.path(),
         &cache_dir,
@@ -419,6 +420,12 @@ async fn build_precompiled(
         key,
     )
     .await?;
+    let placed = out.join(built.file_name().unwrap_or_default());
+    // The version this one replaces: its entry goes once the new one is in
+    // (a Python plugin's is ~40 MB a version).
+    let replaced = std::fs::read(&placed)
+        .ok()
+        .map(|bytes| toolhost::backend::content_hash(&bytes));
     let mut files: Vec<PathBuf> = std::fs::read_dir(staging.path())?
         .map(|e| e.map(|e| e.path()))
         .collect::<Result<_, _>>()?;
@@ -429,7 +436,12 @@ async fn build_precompiled(
         std::fs::rename(&file, &to)
             .with_context(|| format!("cannot move {} to {}", file.display(), to.display()))?;
     }
-    Ok(out.join(built.file_name().unwrap_or_default()))
+    if let (Some(old), Some(cache)) = (replaced, backend.cache())
+        && old != toolhost::backend::content_hash(&std::fs::read(&placed)?)
+    {
+        cache.forget(&old);
+    }
+    Ok(placed)
 }
 
 /// Compile the components of `dir` (only `only`, if given) into
@@ -441,7 +453,7 @@ async fn precompile(
     cache_dir: &Path,
     only: Option<&Path>,
     key: toolhost::wasm::CacheKey,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<std::sync::Arc<WasmBackend>> {
     let backend = WasmBackend::new(&one_shot(config), config.limits, Some((cache_dir, key)))?;
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
@@ -488,7 +500,7 @@ async fn precompile(
             cache.prune(&keep);
         }
     }
-    Ok(())
+    Ok(backend)
 }
 
 fn tempfile_dir() -> anyhow::Result<PathBuf> {

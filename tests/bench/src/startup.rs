@@ -113,37 +113,32 @@ fn start_once(plugins: &Path, data: &Path) -> anyhow::Result<Start> {
         .spawn()
         .context("failed to start toolhost")?;
     let deadline = started + Duration::from_secs(600);
-    let mut health = None;
-    let mut ready = None;
+    // The stages in order, each polled (pausing so many ms between tries)
+    // until it holds: `/health` answers, every plugin is loaded, every one
+    // is on Cranelift's build.
+    let stages: [(&dyn Fn() -> bool, u64); 3] = [
+        (&|| status(&addr, "/health") == Some(200), 1),
+        (&|| status(&addr, "/health/ready") == Some(200), 5),
+        (&|| quick_builds(&addr) == Some(0), 20),
+    ];
+    let mut reached = Vec::new();
     let result = loop {
         if Instant::now() > deadline {
             break Err(anyhow::anyhow!("not ready within 10 minutes"));
         }
-        if health.is_none() {
-            if status(&addr, "/health") == Some(200) {
-                health = Some(started.elapsed());
-            } else {
-                std::thread::sleep(Duration::from_millis(1));
-                continue;
-            }
+        let (holds, pause_ms) = stages[reached.len()];
+        if !holds() {
+            std::thread::sleep(Duration::from_millis(pause_ms));
+            continue;
         }
-        if ready.is_none() {
-            if status(&addr, "/health/ready") == Some(200) {
-                ready = Some(started.elapsed());
-            } else {
-                std::thread::sleep(Duration::from_millis(5));
-                continue;
-            }
-        }
-        if quick_builds(&addr) == Some(0) {
-            let ms = |d: Option<Duration>| d.expect("set above").as_secs_f64() * 1e3;
+        reached.push(started.elapsed().as_secs_f64() * 1e3);
+        if let [health_ms, ready_ms, optimised_ms] = reached[..] {
             break Ok(Start {
-                health_ms: ms(health),
-                ready_ms: ms(ready),
-                optimised_ms: started.elapsed().as_secs_f64() * 1e3,
+                health_ms,
+                ready_ms,
+                optimised_ms,
             });
         }
-        std::thread::sleep(Duration::from_millis(20));
     };
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])

@@ -404,6 +404,49 @@ fn a_new_plugin_in_each_language_builds_into_a_running_server() {
         .filter(|e| e.file_name().to_string_lossy().starts_with(".build-"))
         .count();
     assert_eq!(staged, 0, "the build folder is left behind");
+    // Built again: the replaced version's entry leaves the plugins folder's
+    // cache (a Python plugin's is ~40 MB a version), the new one's is there.
+    let entries = || -> Vec<String> {
+        std::fs::read_dir(s.plugins_dir().join(".compile-cache"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let version = |p: &Value| p["version"].as_str().unwrap().to_owned();
+    let replaced = version(&plugin);
+    assert!(
+        entries().iter().any(|e| e.starts_with(&replaced)),
+        "{:?}",
+        entries()
+    );
+    let app = std::fs::read_to_string(dir.join("app.py")).unwrap();
+    std::fs::write(
+        dir.join("app.py"),
+        app.replacen("dear {name}", "dearest {name}", 1),
+    )
+    .unwrap();
+    let (ok, err) = toolhost(&[
+        &os("build"),
+        dir.as_os_str(),
+        &os("--out"),
+        s.plugins_dir().as_os_str(),
+        &os("--cache-key"),
+        key.as_os_str(),
+    ]);
+    assert!(ok, "{err}");
+    let swapped = wait_for(Duration::from_secs(30), || {
+        let (_, out) = s.invoke("greeter-python_greet", json!({"name": "Ada"}));
+        (out["result"] == "Hello, dearest Ada.").then_some(())
+    });
+    assert!(swapped.is_some(), "{}", s.log());
+    let current = version(&s.plugin("greeter-python").unwrap());
+    assert_ne!(current, replaced);
+    let left = entries();
+    assert!(!left.iter().any(|e| e.starts_with(&replaced)), "{left:?}");
+    assert!(left.iter().any(|e| e.starts_with(&current)), "{left:?}");
 
     // Bad input to the commands: a clear one-line reason, no traceback.
     let (ok, err) = toolhost(&[&os("new"), &os("--lang"), &os("python"), &os("Bad_Name")]);

@@ -283,6 +283,13 @@ impl CompileCache {
         None
     }
 
+    /// Delete the entry of the component with `content_hash`, if there is
+    /// one (a version replaced in a plugins folder: its entry would stay
+    /// there unused).
+    pub fn forget(&self, content_hash: &str) {
+        let _ = std::fs::remove_file(self.path(content_hash));
+    }
+
     /// Store `component` under `content_hash` on `runtime`'s blocking pool,
     /// behind the load that compiled it (a swap does not wait for the disk);
     /// [`CompileCache::wait_written`] waits for every such write.
