@@ -1,27 +1,14 @@
 // toolhost console. Plain JavaScript, no framework, no build step: it talks
 // to the server's own API (GET /tools, /plugins, /metrics, POST
 // /tools/{id}/invoke, the XAgent workspace routes, GET /sessions) with the
-// token the user gives, kept in sessionStorage for this tab only.
-'use strict';
+// token the user gives, kept in sessionStorage for this tab only. An ES
+// module (strict): its helpers are dom.js, schema.js and charts.js.
+import { $, h, clear, fmt, bytes } from './dom.js';
+import { deref, schemaTable, objectEditor } from './schema.js';
+import { WINDOW_MS, ZERO, parseMetrics, sum, stats, chart } from './charts.js';
+
 (() => {
-  // ---------- small helpers ----------
-  const $ = (sel, root = document) => root.querySelector(sel);
-  const h = (tag, attrs, ...kids) => {
-    const el = document.createElementNS(
-      tag === 'svg' || attrs?.svg ? 'http://www.w3.org/2000/svg' : 'http://www.w3.org/1999/xhtml', tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v == null || v === false || k === 'svg') continue;
-      if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
-      else if (k === 'text') el.textContent = v;
-      else el.setAttribute(k, v === true ? '' : v);
-    }
-    for (const kid of kids.flat(3)) if (kid != null && kid !== false) el.append(kid);
-    return el;
-  };
-  const s = (tag, attrs, ...kids) => h(tag, { ...attrs, svg: true }, ...kids);
-  const clear = (el, ...kids) => { el.replaceChildren(...kids.flat(3).filter((k) => k != null)); return el; };
-  const fmt = (n, d = 1) => (n == null || Number.isNaN(n) ? '–' : Number(n).toLocaleString('en', { maximumFractionDigits: d }));
-  const bytes = (n) => (n < 1024 ? `${n} B` : n < 1 << 20 ? `${fmt(n / 1024)} KiB` : `${fmt(n / 1048576)} MiB`);
+  // ---------- state ----------
   const store = window.sessionStorage;
   const HTTP_OF_KIND = {
     not_found: 404, invalid_input: 422, tool_error: 500, out_of_fuel: 500, out_of_memory: 500, trap: 500,
@@ -211,166 +198,6 @@
       schemaBox('Input schema', t.input), schemaBox('Output schema', t.output));
   }
 
-  // ---------- JSON Schema helpers ----------
-  function deref(schema, root, depth = 0) {
-    if (!schema || typeof schema !== 'object' || depth > 20) return schema || {};
-    if (schema.$ref && schema.$ref.startsWith('#/')) {
-      let target = root;
-      for (const part of schema.$ref.slice(2).split('/')) target = target?.[part.replace(/~1/g, '/').replace(/~0/g, '~')];
-      const { $ref, ...rest } = schema;
-      return deref({ ...target, ...rest }, root, depth + 1);
-    }
-    const alts = schema.anyOf || schema.oneOf;
-    if (alts && !schema.type && alts.length && alts.every((a) => a.const !== undefined)) {
-      // A closed set written as alternatives of constants: an enum.
-      const { anyOf, oneOf, ...rest } = schema;
-      return { ...rest, type: alts[0].type, enum: alts.map((a) => a.const) };
-    }
-    if (alts && !schema.type) {
-      const real = alts.filter((a) => a.type !== 'null');
-      if (real.length === 1) {
-        const { anyOf, oneOf, ...rest } = schema;
-        return deref({ ...real[0], ...rest, nullable: true }, root, depth + 1);
-      }
-    }
-    if (schema.allOf && schema.allOf.length === 1 && !schema.type) {
-      const { allOf, ...rest } = schema;
-      return deref({ ...allOf[0], ...rest }, root, depth + 1);
-    }
-    return schema;
-  }
-  function kindOf(schema) {
-    if (schema.enum) return 'enum';
-    if (schema.const !== undefined) return 'const';
-    let t = schema.type;
-    if (Array.isArray(t)) t = t.find((x) => x !== 'null');
-    if (!t && schema.properties) t = 'object';
-    if (!t && schema.items) t = 'array';
-    if (t === 'object' && !schema.properties) return 'json';
-    return ['string', 'number', 'integer', 'boolean', 'object', 'array'].includes(t) ? t : 'json';
-  }
-  function typeLabel(schema, root) {
-    const k = kindOf(schema);
-    if (k === 'enum') return `one of ${schema.enum.map((v) => JSON.stringify(v)).join(', ')}`;
-    if (k === 'array') return `array of ${typeLabel(deref(schema.items, root), root)}`;
-    if (k === 'json') return schema.anyOf || schema.oneOf ? 'any of several shapes' : schema.type || 'any JSON';
-    return schema.format ? `${k} (${schema.format})` : k;
-  }
-  function constraints(sc) {
-    const c = [];
-    for (const [k, label] of [['minimum', '≥'], ['maximum', '≤'], ['exclusiveMinimum', '>'], ['exclusiveMaximum', '<'],
-      ['minLength', 'min length'], ['maxLength', 'max length'], ['minItems', 'min items'], ['maxItems', 'max items'], ['pattern', 'pattern']]) {
-      if (sc[k] !== undefined) c.push(`${label} ${sc[k]}`);
-    }
-    if (sc.default !== undefined) c.push(`default ${JSON.stringify(sc.default)}`);
-    return c.join(', ');
-  }
-  function schemaTable(schema) {
-    const rows = [];
-    const walk = (sc, prefix, depth) => {
-      sc = deref(sc, schema);
-      const req = new Set(sc.required || []);
-      for (const [name, raw] of Object.entries(sc.properties || {})) {
-        const p = deref(raw, schema);
-        rows.push(h('tr', { class: depth ? 'nest' : null },
-          h('td', {}, h('code', { text: prefix + name }), req.has(name) ? h('span', { class: 'req', title: 'required', text: ' *' }) : null),
-          h('td', { text: typeLabel(p, schema) }),
-          h('td', {}, p.description || '', constraints(p) ? h('div', { class: 'muted', text: constraints(p) }) : null)));
-        if (kindOf(p) === 'object' && depth < 4) walk(p, `${prefix}${name}.`, depth + 1);
-        const items = p.items && deref(p.items, schema);
-        if (items && kindOf(items) === 'object' && depth < 4) walk(items, `${prefix}${name}[].`, depth + 1);
-      }
-    };
-    walk(schema, '', 0);
-    if (!rows.length) return h('p', { class: 'muted', text: schema.description || 'No parameters.' });
-    return h('div', { class: 'scroll' }, h('table', { class: 'schema' },
-      h('thead', {}, h('tr', {}, h('th', { text: 'Field' }), h('th', { text: 'Type' }), h('th', { text: 'Description' }))),
-      h('tbody', {}, rows)));
-  }
-
-  // ---------- playground: a form from the schema ----------
-  let fieldSeq = 0;
-  const LONG_TEXT = /^(code|content|text|html|markdown|command|script|source|body|query|prompt|value)$/i;
-  // An editor: { el, get() -> value | undefined (unset), set(value) }.
-  function editor(raw, root, name, required) {
-    const sc = deref(raw, root);
-    const id = `f${++fieldSeq}`;
-    const kind = kindOf(sc);
-    const hint = sc.description ? h('div', { class: 'hint', id: `${id}-d`, text: sc.description }) : null;
-    const label = () => h('label', { for: id }, name, required ? h('span', { class: 'req', title: 'required', text: ' *' }) : null,
-      h('span', { class: 'hint', text: ` ${typeLabel(sc, root)}` }));
-    const wrap = (control) => h('div', { class: 'field' }, label(), control, hint);
-    const common = { id, name, 'aria-describedby': hint ? `${id}-d` : null, 'data-field': name };
-    let ed;
-    if (kind === 'object') ed = objectEditor(sc, root, name, id);
-    else if (kind === 'array') ed = arrayEditor(sc, root, name, id, hint);
-    else if (kind === 'enum' || kind === 'const') {
-      const values = kind === 'const' ? [sc.const] : sc.enum;
-      const sel = h('select', common, required && kind === 'const' ? null : h('option', { value: '', text: required ? '(choose)' : '(unset)' }),
-        values.map((v, i) => h('option', { value: String(i), text: typeof v === 'string' ? v : JSON.stringify(v) })));
-      ed = { el: wrap(sel), get: () => (sel.value === '' ? undefined : values[Number(sel.value)]),
-        set: (v) => { const i = values.findIndex((x) => JSON.stringify(x) === JSON.stringify(v)); sel.value = i < 0 ? '' : String(i); } };
-    } else if (kind === 'boolean') {
-      const sel = h('select', common, h('option', { value: '', text: '(unset)' }), h('option', { value: 'true', text: 'true' }), h('option', { value: 'false', text: 'false' }));
-      ed = { el: wrap(sel), get: () => (sel.value === '' ? undefined : sel.value === 'true'), set: (v) => { sel.value = v == null ? '' : String(!!v); } };
-    } else if (kind === 'number' || kind === 'integer') {
-      const inp = h('input', { ...common, type: 'number', step: kind === 'integer' ? '1' : 'any', min: sc.minimum, max: sc.maximum, inputmode: 'decimal' });
-      ed = { el: wrap(inp), get: () => (inp.value === '' ? undefined : Number(inp.value)), set: (v) => { inp.value = v == null ? '' : String(v); } };
-    } else if (kind === 'string') {
-      const long = LONG_TEXT.test(name) || sc.format === 'textarea' || sc.contentMediaType;
-      const inp = long ? h('textarea', { ...common, rows: 4, spellcheck: 'false' }) : h('input', { ...common, type: 'text', autocomplete: 'off', spellcheck: 'false' });
-      ed = { el: wrap(inp), get: () => (inp.value === '' ? undefined : inp.value), set: (v) => { inp.value = v == null ? '' : String(v); } };
-    } else {
-      const ta = h('textarea', { ...common, rows: 3, spellcheck: 'false', placeholder: 'JSON' });
-      ed = { el: wrap(ta),
-        get: () => {
-          if (ta.value.trim() === '') return undefined;
-          try { return JSON.parse(ta.value); } catch (e) { throw new Error(`${name}: not JSON (${e.message})`); }
-        },
-        set: (v) => { ta.value = v === undefined ? '' : JSON.stringify(v, null, 2); } };
-    }
-    if (sc.default !== undefined && kind !== 'object' && kind !== 'array') ed.set(sc.default);
-    return ed;
-  }
-  function objectEditor(sc, root, name, id) {
-    const req = new Set(sc.required || []);
-    const fields = Object.entries(sc.properties || {}).map(([k, v]) => [k, editor(v, root, k, req.has(k))]);
-    const body = fields.map(([, e]) => e.el);
-    const el = name === null ? h('div', {}, body)
-      : h('fieldset', { id, 'data-field': name }, h('legend', { text: name }), sc.description ? h('div', { class: 'hint', text: sc.description }) : null, body);
-    return {
-      el,
-      get: () => {
-        const out = {};
-        for (const [k, e] of fields) { const v = e.get(); if (v !== undefined) out[k] = v; }
-        return name !== null && Object.keys(out).length === 0 ? undefined : out;
-      },
-      set: (v) => { for (const [k, e] of fields) e.set(v?.[k]); },
-    };
-  }
-  function arrayEditor(sc, root, name, id, hint) {
-    const items = [];
-    const list = h('div', {});
-    const add = (value) => {
-      const ed = editor(sc.items || {}, root, `${name}[${items.length}]`, true);
-      const row = h('div', { class: 'arr-item' }, ed.el,
-        h('button', { type: 'button', class: 'ghost small', 'aria-label': `Remove item of ${name}`, text: 'Remove',
-          onclick: () => { items.splice(items.indexOf(entry), 1); row.remove(); } }));
-      const entry = { ed, row };
-      items.push(entry); list.append(row);
-      if (value !== undefined) ed.set(value);
-      return ed;
-    };
-    const el = h('fieldset', { id, 'data-field': name }, h('legend', { text: `${name} (${typeLabel(sc, root)})` }), hint, list,
-      h('button', { type: 'button', class: 'ghost small', text: `Add item`, 'aria-label': `Add an item to ${name}`, onclick: () => {
-        const ed = add(); ed.el.querySelector('input,select,textarea')?.focus();
-      } }));
-    return {
-      el,
-      get: () => (items.length ? items.map((i) => i.ed.get()).filter((v) => v !== undefined) : undefined),
-      set: (v) => { for (const i of items.splice(0)) i.row.remove(); if (Array.isArray(v)) v.forEach((x) => add(x)); },
-    };
-  }
 
   const play = { tool: null, form: null, ctl: null };
   function fillToolSelects() {
@@ -812,69 +639,6 @@
     pollPlugins();
   });
 
-  // ---------- metrics: polled Prometheus text, drawn as SVG ----------
-  const WINDOW_MS = 10 * 60 * 1000;
-  function parseMetrics(text) {
-    const tools = {};
-    const get = (t) => (tools[t] ||= { calls: 0, errors: 0, buckets: {}, fuel: 0, memSum: 0, memCount: 0 });
-    for (const line of text.split('\n')) {
-      if (!line || line[0] === '#') continue;
-      const m = /^([A-Za-z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)/.exec(line);
-      if (!m) continue;
-      const labels = {};
-      for (const l of (m[2] || '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]] = l[2].replace(/\\(.)/g, '$1');
-      const v = Number(m[3]);
-      if (!labels.tool) continue;
-      const t = get(labels.tool);
-      switch (m[1]) {
-        case 'toolhost_tool_calls_total': t.calls += v; if (labels.outcome !== 'ok') t.errors += v; break;
-        case 'toolhost_tool_call_duration_seconds_bucket': t.buckets[labels.le] = (t.buckets[labels.le] || 0) + v; break;
-        case 'toolhost_wasm_fuel_consumed_total': t.fuel += v; break;
-        case 'toolhost_wasm_peak_memory_bytes_sum': t.memSum += v; break;
-        case 'toolhost_wasm_peak_memory_bytes_count': t.memCount += v; break;
-        default:
-      }
-    }
-    return tools;
-  }
-  const ZERO = { calls: 0, errors: 0, buckets: {}, fuel: 0, memSum: 0, memCount: 0 };
-  function sum(tools, only) {
-    if (only) return tools[only] || ZERO;
-    const out = { calls: 0, errors: 0, buckets: {}, fuel: 0, memSum: 0, memCount: 0 };
-    for (const t of Object.values(tools)) {
-      out.calls += t.calls; out.errors += t.errors; out.fuel += t.fuel; out.memSum += t.memSum; out.memCount += t.memCount;
-      for (const [le, n] of Object.entries(t.buckets)) out.buckets[le] = (out.buckets[le] || 0) + n;
-    }
-    return out;
-  }
-  // Quantile of the calls between two samples, from their histogram buckets
-  // (linear within a bucket, as Prometheus' histogram_quantile).
-  function quantile(q, a, b) {
-    // Bucket keys as the server wrote them, in the order of their bounds.
-    const keys = Object.keys(b.buckets).filter((le) => le !== '+Inf').sort((x, y) => Number(x) - Number(y));
-    const delta = (le) => (b.buckets[le] || 0) - (a.buckets[le] || 0);
-    const total = delta('+Inf');
-    if (total <= 0) return null;
-    const rank = q * total;
-    let prevLe = 0; let prevN = 0;
-    for (const key of keys) {
-      const le = Number(key);
-      const n = delta(key);
-      if (n >= rank) return prevLe + (le - prevLe) * ((rank - prevN) / Math.max(n - prevN, 1e-9));
-      prevLe = le; prevN = n;
-    }
-    return keys.length ? Number(keys.at(-1)) : null;
-  }
-  function stats(a, b) {
-    const calls = b.calls - a.calls;
-    const memCalls = b.memCount - a.memCount;
-    return {
-      calls, errors: b.errors - a.errors,
-      p50: quantile(0.5, a, b), p99: quantile(0.99, a, b),
-      fuel: calls > 0 && b.fuel - a.fuel > 0 ? (b.fuel - a.fuel) / calls : null,
-      mem: memCalls > 0 ? (b.memSum - a.memSum) / memCalls / 1048576 : null,
-    };
-  }
   let metricsTimer = 0;
   async function pollMetrics() {
     clearTimeout(metricsTimer);
@@ -894,6 +658,7 @@
   $('#metrics-tool').addEventListener('change', renderMetrics);
   function renderMetrics() {
     const only = $('#metrics-tool').value;
+    const since = S.samples[0]?.t;
     const series = { calls: [], errors: [], p50: [], p99: [], fuel: [], mem: [] };
     for (let i = 1; i < S.samples.length; i++) {
       const a = S.samples[i - 1]; const b = S.samples[i];
@@ -905,10 +670,10 @@
       if (st.mem != null) series.mem.push([b.t, st.mem]);
     }
     clear($('#charts'),
-      chart('Calls and errors per second', [['calls', series.calls], ['errors', series.errors]]),
-      chart('Latency, ms (p50, p99)', [['p50', series.p50], ['p99', series.p99]]),
-      chart('Fuel per call (wasm)', [['fuel', series.fuel]]),
-      chart('Peak memory per call, MiB (wasm)', [['MiB', series.mem]]));
+      chart('Calls and errors per second', [['calls', series.calls], ['errors', series.errors]], since),
+      chart('Latency, ms (p50, p99)', [['p50', series.p50], ['p99', series.p99]], since),
+      chart('Fuel per call (wasm)', [['fuel', series.fuel]], since),
+      chart('Peak memory per call, MiB (wasm)', [['MiB', series.mem]], since));
     const first = S.samples[0]; const last = S.samples.at(-1);
     const tbody = $('#metrics-table tbody');
     if (!last) { clear(tbody); return; }
@@ -923,39 +688,6 @@
       h('td', { text: r.p50 == null ? '–' : fmt(r.p50 * 1000, 2) }), h('td', { text: r.p99 == null ? '–' : fmt(r.p99 * 1000, 2) }),
       h('td', { class: 'wide', text: r.fuel == null ? '–' : fmt(r.fuel, 0) }), h('td', { class: 'wide', text: r.mem == null ? '–' : fmt(r.mem, 1) }))));
   }
-  function chart(title, series) {
-    const W = 400; const H = 150; const L = 40; const B = 18; const T = 8;
-    // The span of what was sampled (a minute at least, ten at most).
-    const now = Date.now();
-    const span = Math.min(WINDOW_MS, Math.max(60000, now - (S.samples[0]?.t ?? now)));
-    const t0 = now - span;
-    const max = Math.max(1e-9, ...series.flatMap(([, pts]) => pts.map((p) => p[1])));
-    const top = niceCeil(max);
-    const x = (t) => L + ((t - t0) / span) * (W - L - 4);
-    const y = (v) => T + (1 - v / top) * (H - T - B);
-    const lines = series.map(([, pts], i) => (pts.length > 1
-      ? s('polyline', { class: `c${i}`, fill: 'none', 'stroke-width': 1.6, points: pts.map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(' ') })
-      : pts.length ? s('circle', { class: `c${i}`, cx: x(pts[0][0]), cy: y(pts[0][1]), r: 2.5, fill: 'none', 'stroke-width': 2 }) : null));
-    const empty = series.every(([, pts]) => !pts.length);
-    return h('figure', { class: 'chart' },
-      h('h3', { text: title }),
-      s('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': `${title}${empty ? ': no data yet' : `, up to ${fmt(max, 2)}`}` },
-        s('line', { class: 'axis', x1: L, y1: H - B, x2: W - 4, y2: H - B }),
-        s('line', { class: 'axis', x1: L, y1: T, x2: L, y2: H - B }),
-        s('text', { x: L - 4, y: T + 8, 'text-anchor': 'end', text: fmtShort(top) }),
-        s('text', { x: L - 4, y: H - B, 'text-anchor': 'end', text: '0' }),
-        s('text', { x: L, y: H - 4, text: span >= 120000 ? `−${Math.round(span / 60000)} min` : `−${Math.round(span / 1000)} s` }),
-        s('text', { x: W - 4, y: H - 4, 'text-anchor': 'end', text: 'now' }),
-        empty ? s('text', { x: (W + L) / 2, y: H / 2, 'text-anchor': 'middle', text: 'no calls yet' }) : null,
-        lines),
-      h('div', { class: 'legend' }, series.map(([name], i) => h('span', {}, h('span', { class: `sw c${i}` }), name))));
-  }
-  function niceCeil(v) {
-    const p = 10 ** Math.floor(Math.log10(v));
-    for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
-    return 10 * p;
-  }
-  const fmtShort = (v) => (v >= 1e9 ? `${fmt(v / 1e9)}G` : v >= 1e6 ? `${fmt(v / 1e6)}M` : v >= 1e3 ? `${fmt(v / 1e3)}k` : fmt(v, 2));
 
   // ---------- start ----------
   (async () => {

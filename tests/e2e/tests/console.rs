@@ -84,6 +84,9 @@ fn the_console_files_are_public_typed_cached_and_locked_down() {
     for (path, kind) in [
         ("/ui/", "text/html"),
         ("/ui/app.js", "text/javascript"),
+        ("/ui/dom.js", "text/javascript"),
+        ("/ui/schema.js", "text/javascript"),
+        ("/ui/charts.js", "text/javascript"),
         ("/ui/app.css", "text/css"),
         ("/ui/icon.svg", "image/svg+xml"),
     ] {
