@@ -370,33 +370,42 @@ fn a_new_plugin_in_each_language_builds_into_a_running_server() {
     // served from the cache (a component that arrived first would be
     // served on Winch's build while Cranelift compiles, for seconds).
     let dir = work.path().join("greeter-python");
-    let app = std::fs::read_to_string(dir.join("app.py")).unwrap();
-    let hi = app.replacen(r#"f"{greeting}, {name}"#, r#"f"{greeting}, dear {name}"#, 1);
-    assert_ne!(app, hi, "the Python template's greeting changed shape");
-    std::fs::write(dir.join("app.py"), hi).unwrap();
     let key = s.data.path().join("data/compile-cache.key");
-    let (ok, err) = toolhost(&[
-        &os("build"),
-        dir.as_os_str(),
-        &os("--out"),
-        s.plugins_dir().as_os_str(),
-        &os("--cache-key"),
-        key.as_os_str(),
-    ]);
-    assert!(ok, "{err}");
-    let mut last = Value::Null;
-    let swapped = wait_for(Duration::from_secs(30), || {
-        let (_, out) = s.invoke("greeter-python_greet", json!({"name": "Ada"}));
-        last = out;
-        (last["result"] == "Hello, dear Ada.").then_some(())
-    });
-    assert!(
-        swapped.is_some(),
-        "{last}\n{:?}\n{}",
-        s.plugin("greeter-python"),
-        s.log()
+    // app.py's `from` made `to`, built with the key into the served folder,
+    // and called until the greeting is `answer`.
+    let rebuild = |from: &str, to: &str, answer: &str| {
+        let app = std::fs::read_to_string(dir.join("app.py")).unwrap();
+        let edited = app.replacen(from, to, 1);
+        assert_ne!(app, edited, "the Python template's greeting changed shape");
+        std::fs::write(dir.join("app.py"), edited).unwrap();
+        let (ok, err) = toolhost(&[
+            &os("build"),
+            dir.as_os_str(),
+            &os("--out"),
+            s.plugins_dir().as_os_str(),
+            &os("--cache-key"),
+            key.as_os_str(),
+        ]);
+        assert!(ok, "{err}");
+        let mut last = Value::Null;
+        let swapped = wait_for(Duration::from_secs(30), || {
+            let (_, out) = s.invoke("greeter-python_greet", json!({"name": "Ada"}));
+            last = out;
+            (last["result"] == answer).then_some(())
+        });
+        assert!(
+            swapped.is_some(),
+            "{last}\n{:?}\n{}",
+            s.plugin("greeter-python"),
+            s.log()
+        );
+        s.plugin("greeter-python").unwrap()
+    };
+    let plugin = rebuild(
+        r#"f"{greeting}, {name}"#,
+        r#"f"{greeting}, dear {name}"#,
+        "Hello, dear Ada.",
     );
-    let plugin = s.plugin("greeter-python").unwrap();
     assert_eq!(plugin["source"], "cache", "{plugin}\n{}", s.log());
     let staged = std::fs::read_dir(s.plugins_dir())
         .unwrap()
@@ -422,27 +431,11 @@ fn a_new_plugin_in_each_language_builds_into_a_running_server() {
         "{:?}",
         entries()
     );
-    let app = std::fs::read_to_string(dir.join("app.py")).unwrap();
-    std::fs::write(
-        dir.join("app.py"),
-        app.replacen("dear {name}", "dearest {name}", 1),
-    )
-    .unwrap();
-    let (ok, err) = toolhost(&[
-        &os("build"),
-        dir.as_os_str(),
-        &os("--out"),
-        s.plugins_dir().as_os_str(),
-        &os("--cache-key"),
-        key.as_os_str(),
-    ]);
-    assert!(ok, "{err}");
-    let swapped = wait_for(Duration::from_secs(30), || {
-        let (_, out) = s.invoke("greeter-python_greet", json!({"name": "Ada"}));
-        (out["result"] == "Hello, dearest Ada.").then_some(())
-    });
-    assert!(swapped.is_some(), "{}", s.log());
-    let current = version(&s.plugin("greeter-python").unwrap());
+    let current = version(&rebuild(
+        "dear {name}",
+        "dearest {name}",
+        "Hello, dearest Ada.",
+    ));
     assert_ne!(current, replaced);
     let left = entries();
     assert!(!left.iter().any(|e| e.starts_with(&replaced)), "{left:?}");
