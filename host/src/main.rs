@@ -412,7 +412,7 @@ async fn build_precompiled(
         .with_context(|| format!("cannot make a build folder in {}", out.display()))?;
     let built = toolhost::scaffold::build(dir, staging.path())?;
     let cache_dir = out.join(toolhost::wasm::cache::PRECOMPILED_DIR);
-    let backend = precompile(
+    let (backend, precompiled) = precompile(
         &Config::default(),
         staging.path(),
         &cache_dir,
@@ -437,7 +437,7 @@ async fn build_precompiled(
             .with_context(|| format!("cannot move {} to {}", file.display(), to.display()))?;
     }
     if let (Some(old), Some(cache)) = (replaced, backend.cache())
-        && old != toolhost::backend::content_hash(&std::fs::read(&placed)?)
+        && !precompiled.contains(&old)
     {
         cache.forget(&old);
     }
@@ -446,14 +446,18 @@ async fn build_precompiled(
 
 /// Compile the components of `dir` (only `only`, if given) into
 /// `cache_dir`, authenticated with `key`; without `only`, entries of
-/// components no longer there are deleted.
+/// components no longer there are deleted. Returns the backend and the
+/// content hashes of the components compiled (or found compiled).
 async fn precompile(
     config: &Config,
     dir: &Path,
     cache_dir: &Path,
     only: Option<&Path>,
     key: toolhost::wasm::CacheKey,
-) -> anyhow::Result<std::sync::Arc<WasmBackend>> {
+) -> anyhow::Result<(
+    std::sync::Arc<WasmBackend>,
+    std::collections::HashSet<String>,
+)> {
     let backend = WasmBackend::new(&one_shot(config), config.limits, Some((cache_dir, key)))?;
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
@@ -500,7 +504,7 @@ async fn precompile(
             cache.prune(&keep);
         }
     }
-    Ok(backend)
+    Ok((backend, keep))
 }
 
 fn tempfile_dir() -> anyhow::Result<PathBuf> {
