@@ -7,9 +7,11 @@
 //! code generation), so a restart or a reload of known bytes skips the
 //! compiler.
 //!
-//! An entry is `<content hash>-<engine fingerprint>.cwasm`: a magic tag, an
-//! HMAC-SHA256 tag, then the payload. It is written to a temporary file and
-//! renamed into place, so a reader never sees half an entry.
+//! An entry is `<content hash>-<engine fingerprint>.cwasm`: a magic tag, a
+//! keyed BLAKE3 tag, then the payload. It is written to a temporary file and
+//! renamed into place, so a reader never sees half an entry. A reader
+//! copies the payload into a sealed memfd, checking the tag over the bytes
+//! as they are copied, and wasmtime maps that (see [`sealed`]).
 //!
 //! **An entry is native code**: `Component::deserialize` runs its bytes in
 //! the host process, outside every limit. So an entry is read only when its
@@ -29,15 +31,15 @@
 
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use crate::text::hex;
+
+mod sealed;
 
 /// The folder of a plugins directory where `toolhost precompile` (run by
 /// `make plugins` and `toolhost build`) puts compiled components, for
@@ -45,11 +47,12 @@ use crate::text::hex;
 /// directory). Hidden, so the watcher and the toolkit scan pass it by.
 pub const PRECOMPILED_DIR: &str = ".compile-cache";
 
-/// Version 2: authenticated (version 1 entries carried a bare checksum and
-/// are never read).
-const MAGIC: &[u8; 8] = b"THCWASM2";
+/// Version 3: keyed BLAKE3 (version 2's HMAC-SHA256 took five times as
+/// long over a 40 MB entry; version 1 carried a bare checksum). Entries of
+/// other versions are never read: their components are compiled again.
+const MAGIC: &[u8; 8] = b"THCWASM3";
 /// What the tag is computed over first, so it can mean nothing else.
-const DOMAIN: &[u8] = b"toolhost compile-cache entry v2\n";
+const DOMAIN: &[u8] = b"toolhost compile-cache entry v3\n";
 /// The key file the server makes in its data directory when none is given.
 pub const KEY_FILE: &str = "compile-cache.key";
 
@@ -139,10 +142,10 @@ impl CacheKey {
         Ok(CacheKey(bytes.try_into().expect("32 bytes")))
     }
 
-    /// The tag of `payload` as the compilation of the component with
-    /// `content_hash` by an engine with `fingerprint`.
-    fn mac(&self, content_hash: &str, fingerprint: &str, payload: &[u8]) -> Hmac<Sha256> {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("any key length");
+    /// The tag of a payload (hashed into it next) as the compilation of the
+    /// component with `content_hash` by an engine with `fingerprint`.
+    fn mac(&self, content_hash: &str, fingerprint: &str) -> blake3::Hasher {
+        let mut mac = blake3::Hasher::new_keyed(&self.0);
         mac.update(DOMAIN);
         for part in [
             content_hash.as_bytes(),
@@ -152,7 +155,6 @@ impl CacheKey {
         ] {
             mac.update(part);
         }
-        mac.update(payload);
         mac
     }
 }
@@ -260,20 +262,13 @@ impl CompileCache {
         path: &Path,
         own: bool,
     ) -> Option<Component> {
-        let bytes = std::fs::read(path).ok()?;
-        match self.verify(content_hash, &bytes) {
-            // SAFETY: the tag proves the payload was produced by
-            // `Component::serialize` of an engine with this fingerprint, from
-            // the component with this content hash, by a holder of the key
-            // (this server, or `toolhost precompile` run for it), and that
-            // not a byte changed since.
-            Some(payload) => match unsafe { Component::deserialize(engine, payload) } {
-                Ok(component) => return Some(component),
-                Err(e) => {
-                    tracing::warn!(entry = %path.display(), error = %format!("{e:#}"), "unusable cache entry; compiling again")
-                }
-            },
-            None => {
+        let mut file = std::fs::File::open(path).ok()?;
+        match self.read(engine, content_hash, &mut file) {
+            Ok(component) => return Some(component),
+            Err(Refused::Unusable(e)) => {
+                tracing::warn!(entry = %path.display(), error = %format!("{e:#}"), "unusable cache entry; compiling again")
+            }
+            Err(Refused::NotAuthentic) => {
                 tracing::warn!(entry = %path.display(), "cache entry refused (damaged, or not made with this server's key for this component); compiling again")
             }
         }
@@ -281,6 +276,56 @@ impl CompileCache {
             let _ = std::fs::remove_file(path);
         }
         None
+    }
+
+    /// The component in entry `file`, if its tag is this key's for
+    /// `content_hash` (compared in constant time) over the payload read.
+    fn read(
+        &self,
+        engine: &Engine,
+        content_hash: &str,
+        file: &mut std::fs::File,
+    ) -> Result<Component, Refused> {
+        let len = file.metadata().map_err(|_| Refused::NotAuthentic)?.len();
+        let mut header = [0u8; HEADER];
+        if len < HEADER as u64
+            || file.read_exact(&mut header).is_err()
+            || &header[..MAGIC.len()] != MAGIC
+        {
+            return Err(Refused::NotAuthentic);
+        }
+        let tag = blake3::Hash::from_bytes(header[MAGIC.len()..].try_into().expect("32 bytes"));
+        let mut mac = self.key.mac(content_hash, &self.fingerprint);
+        let len = len - HEADER as u64;
+        let Ok(memfd) = sealed::Sealed::create() else {
+            // No memfd here: read into memory, deserialized (copied) from there.
+            let mut payload = Vec::new();
+            sealed::copy_hashed(file, len, &mut mac, &mut payload)
+                .map_err(|_| Refused::NotAuthentic)?;
+            if mac.finalize() != tag {
+                return Err(Refused::NotAuthentic);
+            }
+            // SAFETY: as below; the payload is memory of ours.
+            return unsafe { Component::deserialize(engine, &payload) }.map_err(Refused::Unusable);
+        };
+        let payload = memfd
+            .fill(file, len, &mut mac)
+            .map_err(|_| Refused::NotAuthentic)?;
+        if mac.finalize() != tag {
+            return Err(Refused::NotAuthentic);
+        }
+        // SAFETY: the tag proves the payload was produced by
+        // `Component::serialize` of an engine with this fingerprint, from the
+        // component with this content hash, by a holder of the key (this
+        // server, or `toolhost precompile` run for it), and that not a byte
+        // changed since; the memfd holds exactly the bytes the tag was
+        // checked over, and its seals keep them so.
+        unsafe { Component::deserialize_file(engine, payload.path()) }.or_else(|e| {
+            tracing::debug!(error = %format!("{e:#}"), "cannot map the sealed entry: deserialized from memory");
+            let bytes = payload.to_vec().map_err(|_| Refused::NotAuthentic)?;
+            // SAFETY: as above: the sealed bytes.
+            unsafe { Component::deserialize(engine, &bytes) }.map_err(Refused::Unusable)
+        })
     }
 
     /// Delete the entry of the component with `content_hash`, if there is
@@ -332,13 +377,10 @@ impl CompileCache {
             .serialize()
             .map_err(|e| anyhow::anyhow!("{e:#}"))?;
         let mut tmp = tempfile::NamedTempFile::new_in(&self.dir)?;
-        let tag = self
-            .key
-            .mac(content_hash, &self.fingerprint, &payload)
-            .finalize()
-            .into_bytes();
+        let mut mac = self.key.mac(content_hash, &self.fingerprint);
+        mac.update(&payload);
         tmp.write_all(MAGIC)?;
-        tmp.write_all(&tag)?;
+        tmp.write_all(mac.finalize().as_bytes())?;
         tmp.write_all(&payload)?;
         tmp.as_file().sync_data()?;
         tmp.persist(self.path(content_hash))?;
@@ -378,20 +420,12 @@ fn left(entry: &std::fs::DirEntry) -> bool {
     })
 }
 
-impl CompileCache {
-    /// The payload of an entry whose header is right and whose tag is this
-    /// key's for `content_hash` (compared in constant time).
-    fn verify<'a>(&self, content_hash: &str, bytes: &'a [u8]) -> Option<&'a [u8]> {
-        if bytes.len() < HEADER || &bytes[..MAGIC.len()] != MAGIC {
-            return None;
-        }
-        let (tag, payload) = bytes[MAGIC.len()..].split_at(32);
-        self.key
-            .mac(content_hash, &self.fingerprint, payload)
-            .verify_slice(tag)
-            .ok()
-            .map(|()| payload)
-    }
+/// Why an entry was not used.
+enum Refused {
+    /// Damaged, or not this key's for this component.
+    NotAuthentic,
+    /// Authentic, but wasmtime would not load it.
+    Unusable(wasmtime::Error),
 }
 
 /// A short hex fingerprint of everything in `engine` that decides whether a
@@ -457,11 +491,67 @@ mod tests {
         // A version-1 entry: magic, SHA-256 of the payload, payload.
         let payload = component.serialize().unwrap();
         let mut v1 = b"THCWASM1".to_vec();
-        v1.extend_from_slice(&<Sha256 as sha2::Digest>::digest(&payload));
+        v1.extend_from_slice(&<sha2::Sha256 as sha2::Digest>::digest(&payload));
         v1.extend_from_slice(&payload);
         std::fs::write(writer.path("calc"), v1).unwrap();
         assert!(cache.get(&engine, "calc").is_none(), "a checksummed entry");
         assert!(writer.path("calc").exists(), "a seed is never changed");
+
+        // This version's entry under another version's magic.
+        writer.put("calc", &component);
+        let mut entry = std::fs::read(writer.path("calc")).unwrap();
+        entry[..MAGIC.len()].copy_from_slice(b"THCWASM2");
+        std::fs::write(writer.path("calc"), entry).unwrap();
+        assert!(
+            cache.get(&engine, "calc").is_none(),
+            "another version's entry"
+        );
+    }
+
+    /// An entry is run from its sealed copy (a memfd mapping, not memory
+    /// deserialized from a read), and the entry rewritten in place after it
+    /// was checked changes nothing that runs.
+    #[test]
+    fn an_entry_runs_from_its_sealed_copy_whatever_its_file_becomes() {
+        const ANSWER: &str = r#"(component
+            (core module $m (func (export "f") (result i32) i32.const 42))
+            (core instance $i (instantiate $m))
+            (func (export "f") (result u32) (canon lift (core func $i "f"))))"#;
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine();
+        let cache = CompileCache::open(dir.path(), &engine, key()).unwrap();
+        cache.put("abc", &Component::new(&engine, ANSWER).unwrap());
+        let loaded = cache.get(&engine, "abc").unwrap();
+
+        let code = loaded.image_range().start as usize;
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let mapping = maps.lines().find(|line| {
+            let range = line.split(' ').next().unwrap();
+            let (start, end) = range.split_once('-').unwrap();
+            let start = usize::from_str_radix(start, 16).unwrap();
+            let end = usize::from_str_radix(end, 16).unwrap();
+            (start..end).contains(&code)
+        });
+        assert!(
+            mapping.is_some_and(|line| line.contains("memfd:toolhost-cwasm")),
+            "the code is mapped from the sealed memfd: {mapping:?}"
+        );
+
+        let path = cache.path("abc");
+        let len = std::fs::metadata(&path).unwrap().len() as usize;
+        let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(HEADER as u64)).unwrap();
+        file.write_all(&vec![0xcc; len - HEADER]).unwrap();
+        file.sync_all().unwrap();
+
+        let mut store = wasmtime::Store::new(&engine, ());
+        let linker = wasmtime::component::Linker::<()>::new(&engine);
+        let instance = linker.instantiate(&mut store, &loaded).unwrap();
+        let f = instance
+            .get_typed_func::<(), (u32,)>(&mut store, "f")
+            .unwrap();
+        assert_eq!(f.call(&mut store, ()).unwrap(), (42,));
+        assert!(cache.get(&engine, "abc").is_none(), "the rewritten entry");
     }
 
     #[test]
