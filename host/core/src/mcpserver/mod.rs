@@ -368,7 +368,7 @@ impl McpBackend {
         let (folder, text) = folder_manifest(name, files)?;
         let manifest = manifest::parse(text)?;
         let m = &manifest.mcp;
-        let identity: String = files.iter().map(|f| content_hash(&f.bytes)).collect();
+        let identity: String = files.iter().map(|f| f.hash.as_str()).collect();
         // A stdio server's packages, checked against what was installed
         // from their locks before the server starts.
         // ... and its image, by the trust policy.

@@ -223,10 +223,10 @@ mod tests {
     use serde_json::json;
 
     fn files(text: &str) -> Vec<EntryFile> {
-        vec![EntryFile {
-            path: std::path::PathBuf::from("/p/weather/weather.toml"),
-            bytes: text.as_bytes().to_vec(),
-        }]
+        vec![EntryFile::new(
+            std::path::PathBuf::from("/p/weather/weather.toml"),
+            text.as_bytes().to_vec(),
+        )]
     }
 
     #[test]

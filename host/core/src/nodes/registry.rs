@@ -63,7 +63,7 @@ impl Backend for NodeBackend {
             // version too).
             let mut all = Vec::new();
             for f in &files {
-                all.extend_from_slice(content_hash(&f.bytes).as_bytes());
+                all.extend_from_slice(f.hash.as_bytes());
             }
             let version = content_hash(&all);
             // An image named by the manifest is judged by the trust policy

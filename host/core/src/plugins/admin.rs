@@ -49,14 +49,8 @@ impl PluginManager {
     ) -> Result<crate::backend::Loaded, String> {
         let backend = self.uploads().map_err(|e| e.to_string())?;
         let files = vec![
-            EntryFile {
-                path: self.dir.join(format!("{name}.wasm")),
-                bytes: wasm,
-            },
-            EntryFile {
-                path: self.dir.join(format!("{name}.toml")),
-                bytes: manifest,
-            },
+            EntryFile::new(self.dir.join(format!("{name}.wasm")), wasm),
+            EntryFile::new(self.dir.join(format!("{name}.toml")), manifest),
         ];
         backend.load(name, files, &|_| {}).await
     }
@@ -117,15 +111,9 @@ impl PluginManager {
                 ),
             });
         }
-        let mut files = vec![EntryFile {
-            path: wasm_path.clone(),
-            bytes: wasm,
-        }];
+        let mut files = vec![EntryFile::new(wasm_path.clone(), wasm)];
         if let Some(bytes) = manifest {
-            files.push(EntryFile {
-                path: toml_path.clone(),
-                bytes,
-            });
+            files.push(EntryFile::new(toml_path.clone(), bytes));
         }
         let signature_path = crate::wasm::provenance::signature_file(&self.dir, name);
         let bundle_path = crate::wasm::provenance::bundle_file(&self.dir, name);
@@ -135,7 +123,7 @@ impl PluginManager {
             (bundle_path, proofs.bundle),
         ] {
             match bytes {
-                Some(bytes) => files.push(EntryFile { path, bytes }),
+                Some(bytes) => files.push(EntryFile::new(path, bytes)),
                 None => stale.push(path),
             }
         }
@@ -221,6 +209,7 @@ fn copies(files: &[EntryFile]) -> Vec<EntryFile> {
         .map(|f| EntryFile {
             path: f.path.clone(),
             bytes: f.bytes.clone(),
+            hash: f.hash.clone(),
         })
         .collect()
 }

@@ -108,12 +108,7 @@ pub(super) fn stamps(paths: &[PathBuf]) -> Stamps {
 pub(super) fn read_all(paths: &[PathBuf]) -> std::io::Result<Vec<EntryFile>> {
     paths
         .iter()
-        .map(|path| {
-            Ok(EntryFile {
-                path: path.clone(),
-                bytes: std::fs::read(path)?,
-            })
-        })
+        .map(|path| Ok(EntryFile::new(path.clone(), std::fs::read(path)?)))
         .collect()
 }
 
@@ -125,7 +120,7 @@ pub(super) fn identity(files: &[EntryFile]) -> String {
             format!(
                 "{}={}",
                 f.path.file_name().unwrap_or_default().to_string_lossy(),
-                crate::backend::content_hash(&f.bytes)
+                f.hash
             )
         })
         .collect::<Vec<_>>()

@@ -4,8 +4,8 @@
 //! small Rust plugin, seconds for an 18 MB Python one). The cache keeps what
 //! `Component::serialize` produced, keyed by the component's content hash and a
 //! fingerprint of the engine (wasmtime version + every setting that affects
-//! code generation), so a restart or a reload of known bytes skips the
-//! compiler.
+//! code generation) and of the entry format, so a restart or a reload of
+//! known bytes skips the compiler.
 //!
 //! An entry is `<content hash>-<engine fingerprint>.cwasm`: a magic tag, a
 //! keyed BLAKE3 tag, then the payload. It is written to a temporary file and
@@ -437,6 +437,9 @@ fn fingerprint(engine: &Engine) -> String {
     let mut hasher = std::hash::SipHasher::new();
     engine.precompile_compatibility_hash().hash(&mut hasher);
     env!("CARGO_PKG_VERSION").hash(&mut hasher);
+    // Entries of another format have other names: pruned from the cache,
+    // never looked at in a seed.
+    MAGIC.hash(&mut hasher);
     format!("{:016x}", hasher.finish())
 }
 

@@ -107,6 +107,19 @@ impl LoadedPlugin {
     }
 }
 
+/// A component's bytes, and their content hash when it is known already
+/// (the plugins directory hashed the file as it read it).
+pub struct ComponentBytes {
+    pub bytes: Vec<u8>,
+    pub hash: Option<String>,
+}
+
+impl From<Vec<u8>> for ComponentBytes {
+    fn from(bytes: Vec<u8>) -> Self {
+        ComponentBytes { bytes, hash: None }
+    }
+}
+
 pub struct WasmBackend {
     /// Cranelift's engine and linker, the compile cache and the compile slots.
     cranelift: Cranelift,
@@ -206,7 +219,7 @@ impl WasmBackend {
         manifest: Option<&str>,
     ) -> Result<LoadedPlugin, LoadError> {
         let mut plugin = self
-            .load_reporting(name, bytes, manifest, None, &|_| {})
+            .load_reporting(name, ComponentBytes::from(bytes), manifest, None, &|_| {})
             .await?;
         if let Some(better) = plugin.better.take() {
             let (took, _) = better
@@ -224,7 +237,7 @@ impl WasmBackend {
     pub async fn load_reporting(
         &self,
         name: &str,
-        bytes: Vec<u8>,
+        component: ComponentBytes,
         manifest: Option<&str>,
         dir: Option<&std::path::Path>,
         report: &(dyn Fn(&'static str) + Sync),
@@ -240,8 +253,9 @@ impl WasmBackend {
             .limits
             .over(&self.defaults, self.max_memory_mb)
             .map_err(LoadError::Manifest)?;
+        let ComponentBytes { bytes, hash } = component;
         check_header(&bytes)?;
-        let version = loader::content_hash(&bytes);
+        let version = hash.unwrap_or_else(|| loader::content_hash(&bytes));
 
         let started = Instant::now();
         let bytes = Arc::new(bytes);
@@ -414,13 +428,17 @@ impl crate::backend::Backend for WasmBackend {
     ) -> crate::backend::BackendFuture<'a, Result<crate::backend::Loaded, String>> {
         Box::pin(async move {
             let mut parts = provenance::Parts::default();
+            let mut given = None;
             let dir = files
                 .first()
                 .and_then(|f| f.path.parent())
                 .map(std::path::Path::to_owned);
             for file in files {
                 match file.path.extension().and_then(|e| e.to_str()) {
-                    Some("wasm") => parts.component = Some(file.bytes),
+                    Some("wasm") => {
+                        given = Some(file.hash);
+                        parts.component = Some(file.bytes);
+                    }
                     // Not UTF-8: shown as is, the manifest parser says where.
                     Some("toml") => {
                         parts.manifest = Some(String::from_utf8_lossy(&file.bytes).into_owned())
@@ -434,7 +452,12 @@ impl crate::backend::Backend for WasmBackend {
             let manifest = parts.manifest.clone();
             let default = provenance::Provenance::default();
             let checks = self.provenance.get().map_or(&default, |p| &**p);
-            let (component, verdict) = checks.check(name, dir.as_deref(), parts, report).await?;
+            let checked = checks.check(name, dir.as_deref(), parts, report).await?;
+            let verdict = checked.verdict;
+            let component = ComponentBytes {
+                hash: given.filter(|_| !checked.pulled),
+                bytes: checked.component,
+            };
             let plugin = self
                 .load_reporting(name, component, manifest.as_deref(), dir.as_deref(), report)
                 .await

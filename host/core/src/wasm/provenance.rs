@@ -55,6 +55,16 @@ pub fn manifest_source(text: &str) -> Option<String> {
     table.get("source")?.as_str().map(str::to_owned)
 }
 
+/// The component an entry's provenance check lets load.
+#[derive(Debug)]
+pub(super) struct Checked {
+    pub component: Vec<u8>,
+    /// Fetched from a registry (not the entry's own `.wasm`).
+    pub pulled: bool,
+    /// The trust policy's verdict on it.
+    pub verdict: Verdict,
+}
+
 impl Provenance {
     /// The component of entry `name` (in `dir`), fetched if it must be, and
     /// the trust policy's verdict on it; or why it is refused.
@@ -64,7 +74,7 @@ impl Provenance {
         dir: Option<&Path>,
         parts: Parts,
         report: &(dyn Fn(&'static str) + Sync),
-    ) -> Result<(Vec<u8>, Verdict), String> {
+    ) -> Result<Checked, String> {
         let lock = parts
             .lock
             .as_deref()
@@ -94,7 +104,11 @@ impl Provenance {
                 }))
                 .collect();
             let verdict = self.trust.judge(&format!("file:{name}"), &evidence)?;
-            return Ok((component, verdict));
+            return Ok(Checked {
+                component,
+                pulled: false,
+                verdict,
+            });
         };
         let reference = Reference::parse(&text).map_err(|e| format!("{name}.toml source: {e}"))?;
         let lock = lock.filter(|l| l.reference == text);
@@ -137,7 +151,11 @@ impl Provenance {
         if fresh && let Some(dir) = dir {
             keep(dir, name, Some(&component), &lock);
         }
-        Ok((component, verdict))
+        Ok(Checked {
+            component,
+            pulled: fresh,
+            verdict,
+        })
     }
 
     /// The signatures the registry has for `lock`'s digest now, if they
@@ -220,11 +238,16 @@ mod tests {
             signature,
             ..Default::default()
         };
-        let (bytes, verdict) = provenance
+        let Checked {
+            component,
+            pulled,
+            verdict,
+        } = provenance
             .check("a", None, parts(Some(bundle), None), &|_| {})
             .await
             .unwrap();
-        assert_eq!(bytes, artifact);
+        assert_eq!(component, artifact);
+        assert!(!pulled);
         assert_eq!(verdict.source, "file:a");
         assert_eq!(
             verdict.signed_by,
