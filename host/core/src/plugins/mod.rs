@@ -172,6 +172,7 @@ impl PluginManager {
 
     /// Record the phase of entry `key`'s load.
     fn phase(&self, key: &Key, phase: &'static str) {
+        tracing::debug!(plugin = key.0, backend = key.1, phase, "load phase");
         self.update(key, |s| {
             if let Some(p) = &mut s.progress {
                 p.phase = phase;
@@ -335,6 +336,7 @@ impl PluginManager {
         if untouched {
             return;
         }
+        let started = std::time::Instant::now();
         let read = tokio::task::spawn_blocking(move || {
             read_all(&paths).map(|files| {
                 let identity = identity(&files);
@@ -343,6 +345,12 @@ impl PluginManager {
         })
         .await
         .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        tracing::debug!(
+            plugin = key.0,
+            backend = key.1,
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "files read and hashed"
+        );
         let (files, identity) = match read {
             Ok(read) => read,
             Err(e) => {
