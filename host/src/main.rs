@@ -429,10 +429,16 @@ async fn build_precompiled(
     let mut files: Vec<PathBuf> = std::fs::read_dir(staging.path())?
         .map(|e| e.map(|e| e.path()))
         .collect::<Result<_, _>>()?;
-    // The component last: its arrival is what a server loads on.
+    // The component last: its arrival is what a server loads on. A file
+    // the same as the one in place (the manifest, most builds) is not
+    // moved: its arrival alone would have a watching server reload the
+    // entry, reading the old component, just before the new one arrives.
     files.sort_by_key(|f| f == &built);
     for file in files {
         let to = out.join(file.file_name().unwrap_or_default());
+        if file != built && same_content(&file, &to) {
+            continue;
+        }
         std::fs::rename(&file, &to)
             .with_context(|| format!("cannot move {} to {}", file.display(), to.display()))?;
     }
@@ -505,6 +511,14 @@ async fn precompile(
         }
     }
     Ok((backend, keep))
+}
+
+/// Whether files `a` and `b` both exist with the same bytes.
+fn same_content(a: &Path, b: &Path) -> bool {
+    match (std::fs::read(a), std::fs::read(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
 }
 
 fn tempfile_dir() -> anyhow::Result<PathBuf> {

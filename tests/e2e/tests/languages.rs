@@ -431,12 +431,18 @@ fn a_new_plugin_in_each_language_builds_into_a_running_server() {
         "{:?}",
         entries()
     );
+    let manifest = s.plugins_dir().join("greeter-python.toml");
+    let inode = || std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&manifest).unwrap());
+    let manifest_before = inode();
     let current = version(&rebuild(
         "dear {name}",
         "dearest {name}",
         "Hello, dearest Ada.",
     ));
     assert_ne!(current, replaced);
+    // The manifest did not change: it is not moved in again (its arrival
+    // would have the server reload the entry with the old component first).
+    assert_eq!(inode(), manifest_before, "the same manifest moved in again");
     let left = entries();
     assert!(!left.iter().any(|e| e.starts_with(&replaced)), "{left:?}");
     assert!(left.iter().any(|e| e.starts_with(&current)), "{left:?}");
