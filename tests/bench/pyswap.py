@@ -13,8 +13,10 @@ an 18 MB componentize-py component):
 Each swap is timed from the moment the new component is in the plugins
 folder (the rename; for the build, seen by polling the folder every
 millisecond) to the first call answered by that version (the
-`x-toolhost-plugin-version` header). For the build, its own time is given
-beside (componentize-py and the compile it now does).
+`x-toolhost-plugin-version` header), the client calling in a loop from then
+on, as an agent would (not after the build command exits: it still cleans
+up). For the build, its own time is given beside (componentize-py and the
+compile it now does).
 
     target/venvs/httpapi/bin/python tests/bench/pyswap.py [--swaps 3]
 
@@ -29,7 +31,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 import httpx
@@ -59,26 +60,33 @@ def tagged(data, tag):
     return data + b"\x00" + leb(len(payload)) + payload
 
 
-def served(client, version, deadline=120):
-    """Call until the answer comes from `version`; the time it did (perf_counter)."""
+def served(client, new, deadline=120):
+    """Call until `new(version)` holds for the version that answered; that
+    time (perf_counter) and the version."""
     end = time.perf_counter() + deadline
     while time.perf_counter() < end:
         r = client.post(TOOL, json={"params": {"text": "a b c"}})
-        if r.headers.get("x-toolhost-plugin-version") == version:
-            return time.perf_counter()
+        version = r.headers.get("x-toolhost-plugin-version")
+        if new(version):
+            return time.perf_counter(), version
         time.sleep(0.001)
-    raise SystemExit(f"version {version[:12]} not served within {deadline} s")
+    raise SystemExit(f"no new version served within {deadline} s")
 
 
-def arrival(path, old_inode, found):
-    """Poll `path` every millisecond until its inode changes: the time then."""
+def arrival(path, old_inode, build):
+    """Poll `path` every millisecond until its inode changes: the time then
+    (none if `build` ended first without changing it)."""
     while True:
         try:
             if os.stat(path).st_ino != old_inode:
-                found.append(time.perf_counter())
-                return
+                return time.perf_counter()
         except FileNotFoundError:
             pass
+        if build.poll() is not None:
+            try:
+                return time.perf_counter() if os.stat(path).st_ino != old_inode else None
+            except FileNotFoundError:
+                return None
         time.sleep(0.001)
 
 
@@ -113,7 +121,8 @@ def main():
                 f.write(new)
             start = time.perf_counter()
             os.rename(tmp, target)
-            dropped.append((served(client, hashlib.sha256(new).hexdigest()) - start) * 1e3)
+            version = hashlib.sha256(new).hexdigest()
+            dropped.append((served(client, lambda v: v == version)[0] - start) * 1e3)
             print(f"dropped in {i}: {dropped[-1]:.0f} ms", flush=True)
             time.sleep(args.pause)
 
@@ -127,24 +136,26 @@ def main():
         for i in range(args.swaps):
             with open(app, "w") as f:
                 f.write(text + f"\n# pyswap {i} {time.time()}\n")
-            found = []
-            watcher = threading.Thread(
-                target=arrival, args=(target, os.stat(target).st_ino, found), daemon=True)
-            watcher.start()
+            old = client.post(TOOL, json={"params": {"text": "a b c"}}).headers[
+                "x-toolhost-plugin-version"]
+            old_inode = os.stat(target).st_ino
             began = time.perf_counter()
-            out = subprocess.run(
+            output = open(os.path.join(work, f"build-{i}.log"), "w+")
+            build = subprocess.Popen(
                 [BIN, "build", sources, "--out", plugins, "--cache-key", key],
-                capture_output=True, text=True,
+                stdout=output, stderr=subprocess.STDOUT,
                 env={**os.environ, "TOOLHOST_BUILD_CACHE": "off"})
-            if out.returncode != 0:
-                raise SystemExit(f"toolhost build failed:\n{out.stderr}")
-            watcher.join(timeout=5)
-            if not found:
-                raise SystemExit("the built component never reached the plugins folder")
-            version = hashlib.sha256(open(target, "rb").read()).hexdigest()
-            answered = served(client, version)
-            builds.append((found[0] - began) * 1e3)
-            built.append((answered - found[0]) * 1e3)
+            found = arrival(target, old_inode, build)
+            if found is not None:
+                answered, version = served(client, lambda v: v != old)
+            if build.wait() != 0 or found is None:
+                output.seek(0)
+                raise SystemExit(f"toolhost build failed:\n{output.read()}")
+            output.close()
+            if version != hashlib.sha256(open(target, "rb").read()).hexdigest():
+                raise SystemExit(f"version {version[:12]} answered: not the built component")
+            builds.append((found - began) * 1e3)
+            built.append((answered - found) * 1e3)
             print(f"built {i}: swap {built[-1]:.0f} ms (the build before it: {builds[-1] / 1e3:.1f} s)",
                   flush=True)
             time.sleep(1)
