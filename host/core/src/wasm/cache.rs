@@ -297,35 +297,38 @@ impl CompileCache {
         let tag = blake3::Hash::from_bytes(header[MAGIC.len()..].try_into().expect("32 bytes"));
         let mut mac = self.key.mac(content_hash, &self.fingerprint);
         let len = len - HEADER as u64;
-        let Ok(memfd) = sealed::Sealed::create() else {
+        let payload = match sealed::Unsealed::create() {
+            Ok(memfd) => memfd.fill(file, len, &mut mac).map(Payload::Sealed),
             // No memfd here: read into memory, deserialized (copied) from there.
-            let mut payload = Vec::new();
-            sealed::copy_hashed(file, len, &mut mac, &mut payload)
-                .map_err(|_| Refused::NotAuthentic)?;
-            if mac.finalize() != tag {
-                return Err(Refused::NotAuthentic);
+            Err(_) => {
+                let mut bytes = Vec::new();
+                sealed::copy_hashed(file, len, &mut mac, &mut bytes)
+                    .map(|()| Payload::Memory(bytes))
             }
-            // SAFETY: as below; the payload is memory of ours.
-            return unsafe { Component::deserialize(engine, &payload) }.map_err(Refused::Unusable);
-        };
-        let payload = memfd
-            .fill(file, len, &mut mac)
-            .map_err(|_| Refused::NotAuthentic)?;
+        }
+        .map_err(|_| Refused::NotAuthentic)?;
         if mac.finalize() != tag {
             return Err(Refused::NotAuthentic);
         }
-        // SAFETY: the tag proves the payload was produced by
-        // `Component::serialize` of an engine with this fingerprint, from the
-        // component with this content hash, by a holder of the key (this
+        // SAFETY (both calls below): the tag proves the payload was produced
+        // by `Component::serialize` of an engine with this fingerprint, from
+        // the component with this content hash, by a holder of the key (this
         // server, or `toolhost precompile` run for it), and that not a byte
-        // changed since; the memfd holds exactly the bytes the tag was
-        // checked over, and its seals keep them so.
-        unsafe { Component::deserialize_file(engine, payload.path()) }.or_else(|e| {
-            tracing::debug!(error = %format!("{e:#}"), "cannot map the sealed entry: deserialized from memory");
-            let bytes = payload.to_vec().map_err(|_| Refused::NotAuthentic)?;
-            // SAFETY: as above: the sealed bytes.
-            unsafe { Component::deserialize(engine, &bytes) }.map_err(Refused::Unusable)
-        })
+        // changed since; the memfd or memory of ours holds exactly the bytes
+        // the tag was checked over, and the memfd's seals keep them so.
+        let bytes = match payload {
+            Payload::Sealed(memfd) => {
+                match unsafe { Component::deserialize_file(engine, memfd.path()) } {
+                    Ok(component) => return Ok(component),
+                    Err(e) => {
+                        tracing::debug!(error = %format!("{e:#}"), "cannot map the sealed entry: deserialized from memory");
+                        memfd.to_vec().map_err(|_| Refused::NotAuthentic)?
+                    }
+                }
+            }
+            Payload::Memory(bytes) => bytes,
+        };
+        unsafe { Component::deserialize(engine, &bytes) }.map_err(Refused::Unusable)
     }
 
     /// Delete the entry of the component with `content_hash`, if there is
@@ -418,6 +421,14 @@ fn left(entry: &std::fs::DirEntry) -> bool {
         t.elapsed()
             .is_ok_and(|age| age > std::time::Duration::from_secs(60))
     })
+}
+
+/// An entry's payload, copied where its tag was checked.
+enum Payload {
+    /// Into a sealed memfd, which wasmtime maps.
+    Sealed(sealed::Sealed),
+    /// Into memory (where no memfd can be made).
+    Memory(Vec<u8>),
 }
 
 /// Why an entry was not used.

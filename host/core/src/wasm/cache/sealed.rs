@@ -30,17 +30,6 @@ const CHUNK: usize = 256 * 1024;
 pub(super) struct Sealed(File);
 
 impl Sealed {
-    /// An empty memfd to copy a payload into; an error where none can be
-    /// made.
-    pub fn create() -> std::io::Result<Unsealed> {
-        let flags = MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING;
-        // Linux 6.3+ wants to be told the memfd may be mapped executable
-        // (it logs a warning otherwise); older kernels refuse the flag.
-        let fd = rustix::fs::memfd_create("toolhost-cwasm", flags | MemfdFlags::EXEC)
-            .or_else(|_| rustix::fs::memfd_create("toolhost-cwasm", flags))?;
-        Ok(Unsealed(File::from(fd)))
-    }
-
     /// A path wasmtime opens the memfd by (the same file, seals and all).
     pub fn path(&self) -> PathBuf {
         PathBuf::from(format!("/proc/self/fd/{}", self.0.as_raw_fd()))
@@ -60,6 +49,17 @@ impl Sealed {
 pub(super) struct Unsealed(File);
 
 impl Unsealed {
+    /// An empty memfd to copy a payload into; an error where none can be
+    /// made.
+    pub fn create() -> std::io::Result<Unsealed> {
+        let flags = MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING;
+        // Linux 6.3+ wants to be told the memfd may be mapped executable
+        // (it logs a warning otherwise); older kernels refuse the flag.
+        let fd = rustix::fs::memfd_create("toolhost-cwasm", flags | MemfdFlags::EXEC)
+            .or_else(|_| rustix::fs::memfd_create("toolhost-cwasm", flags))?;
+        Ok(Unsealed(File::from(fd)))
+    }
+
     /// Copy `len` bytes of `from` in, hashing them into `tag`, then seal.
     pub fn fill(
         mut self,
@@ -110,7 +110,7 @@ mod tests {
         let mut source = payload.clone();
         source.extend_from_slice(b"after the payload: not copied");
         let mut tag = blake3::Hasher::new();
-        let sealed = Sealed::create()
+        let sealed = Unsealed::create()
             .unwrap()
             .fill(&mut source.as_slice(), payload.len() as u64, &mut tag)
             .unwrap();
@@ -141,7 +141,7 @@ mod tests {
     fn a_source_that_ends_early_is_an_error() {
         let mut tag = blake3::Hasher::new();
         let short = [1u8; 100];
-        let e = Sealed::create()
+        let e = Unsealed::create()
             .unwrap()
             .fill(&mut short.as_slice(), 200, &mut tag)
             .err()
