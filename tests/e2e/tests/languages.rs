@@ -276,6 +276,24 @@ fn a_new_plugin_in_each_language_builds_into_a_running_server() {
         )
     };
     let os = |s: &str| std::ffi::OsString::from(s);
+    // `toolhost build <dir> --out <the served folder>`, then `extra`.
+    let build_into = |dir: &std::path::Path, extra: &[&std::ffi::OsStr]| {
+        let mut args = vec![
+            std::ffi::OsStr::new("build"),
+            dir.as_os_str(),
+            std::ffi::OsStr::new("--out"),
+            s.plugins_dir().as_os_str(),
+        ];
+        args.extend_from_slice(extra);
+        toolhost(&args)
+    };
+    // The first `from` of `file` made `to`; `what` changed shape if none.
+    let edit = |file: &std::path::Path, from: &str, to: &str, what: &str| {
+        let text = std::fs::read_to_string(file).unwrap();
+        let edited = text.replacen(from, to, 1);
+        assert_ne!(text, edited, "{what} changed shape");
+        std::fs::write(file, edited).unwrap();
+    };
     for lang in ["python", "js", "c"] {
         let name = format!("greeter-{lang}");
         let (ok, err) = toolhost(&[
@@ -301,12 +319,7 @@ fn a_new_plugin_in_each_language_builds_into_a_running_server() {
             )
             .unwrap();
         }
-        let (ok, err) = toolhost(&[
-            &os("build"),
-            dir.as_os_str(),
-            &os("--out"),
-            s.plugins_dir().as_os_str(),
-        ]);
+        let (ok, err) = build_into(&dir, &[]);
         assert!(ok, "{lang}: {err}");
         let tool = format!("{name}_greet");
         let listed = wait_for(Duration::from_secs(180), || {
@@ -337,17 +350,14 @@ fn a_new_plugin_in_each_language_builds_into_a_running_server() {
     // A plugin whose schema is not JSON Schema is refused at load, with the
     // tool and the reason in GET /plugins; the others keep serving.
     let dir = work.path().join("greeter-c");
-    let app = std::fs::read_to_string(dir.join("app.c")).unwrap();
     // The schema is a C string literal: `\"type\": \"object\",` in the source.
-    let broken = app.replacen(r#"\"type\": \"object\","#, r#"\"type\": 12,"#, 1);
-    assert_ne!(app, broken, "the C template's schema changed shape");
-    std::fs::write(dir.join("app.c"), broken).unwrap();
-    let (ok, err) = toolhost(&[
-        &os("build"),
-        dir.as_os_str(),
-        &os("--out"),
-        s.plugins_dir().as_os_str(),
-    ]);
+    edit(
+        &dir.join("app.c"),
+        r#"\"type\": \"object\","#,
+        r#"\"type\": 12,"#,
+        "the C template's schema",
+    );
+    let (ok, err) = build_into(&dir, &[]);
     assert!(ok, "{err}");
     let refused = wait_for(Duration::from_secs(60), || {
         s.plugin("greeter-c").filter(|p| {
@@ -374,18 +384,16 @@ fn a_new_plugin_in_each_language_builds_into_a_running_server() {
     // app.py's `from` made `to`, built with the key into the served folder,
     // and called until the greeting is `answer`.
     let rebuild = |from: &str, to: &str, answer: &str| {
-        let app = std::fs::read_to_string(dir.join("app.py")).unwrap();
-        let edited = app.replacen(from, to, 1);
-        assert_ne!(app, edited, "the Python template's greeting changed shape");
-        std::fs::write(dir.join("app.py"), edited).unwrap();
-        let (ok, err) = toolhost(&[
-            &os("build"),
-            dir.as_os_str(),
-            &os("--out"),
-            s.plugins_dir().as_os_str(),
-            &os("--cache-key"),
-            key.as_os_str(),
-        ]);
+        edit(
+            &dir.join("app.py"),
+            from,
+            to,
+            "the Python template's greeting",
+        );
+        let (ok, err) = build_into(
+            &dir,
+            &[std::ffi::OsStr::new("--cache-key"), key.as_os_str()],
+        );
         assert!(ok, "{err}");
         let mut last = Value::Null;
         let swapped = wait_for(Duration::from_secs(30), || {
