@@ -16,9 +16,11 @@ millisecond) to the first call answered by that version (the
 `x-toolhost-plugin-version` header), the client calling in a loop from then
 on, as an agent would (not after the build command exits: it still cleans
 up). For the build, its own time is given beside (componentize-py and the
-compile it now does).
+compile it now does), and the swap timed from the moment its compiled entry
+appeared in `.compile-cache/` (which the server starts loading at once,
+before the component arrives).
 
-    target/venvs/httpapi/bin/python tests/bench/pyswap.py [--swaps 3]
+    target/venvs/httpapi/bin/python tests/bench/pyswap.py [--swaps 3] [--built-only]
 
 TOOLHOST_BIN picks the binary (default target/release/toolhost).
 """
@@ -73,20 +75,33 @@ def served(client, new, deadline=120):
     raise SystemExit(f"no new version served within {deadline} s")
 
 
-def arrival(path, old_inode, build):
-    """Poll `path` every millisecond until its inode changes: the time then
-    (none if `build` ended first without changing it)."""
+def inode(path):
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
+
+
+def entries(cache):
+    try:
+        return {n for n in os.listdir(cache) if n.endswith(".cwasm")}
+    except FileNotFoundError:
+        return set()
+
+
+def arrivals(path, old_inode, cache, build):
+    """Poll every millisecond until `path`'s inode changes: the time then
+    (none if `build` ended first without changing it), and the time a new
+    entry first appeared in `cache` (none if none did)."""
+    before, entry = entries(cache), None
     while True:
-        try:
-            if os.stat(path).st_ino != old_inode:
-                return time.perf_counter()
-        except FileNotFoundError:
-            pass
+        if entry is None and entries(cache) - before:
+            entry = time.perf_counter()
+        if inode(path) != old_inode:
+            return time.perf_counter(), entry
         if build.poll() is not None:
-            try:
-                return time.perf_counter() if os.stat(path).st_ino != old_inode else None
-            except FileNotFoundError:
-                return None
+            moved = inode(path) not in (old_inode, None)
+            return (time.perf_counter() if moved else None), entry
         time.sleep(0.001)
 
 
@@ -95,6 +110,8 @@ def main():
     ap.add_argument("--swaps", type=int, default=3)
     ap.add_argument("--pause", type=float, default=15.0,
                     help="seconds between swaps (Cranelift's build of a dropped-in one finishes)")
+    ap.add_argument("--built-only", action="store_true",
+                    help="only the swaps built with --cache-key")
     args = ap.parse_args()
     for need in (BIN, SOURCE):
         if not os.path.exists(need):
@@ -114,7 +131,7 @@ def main():
         original = open(SOURCE, "rb").read()
 
         dropped = []
-        for i in range(args.swaps):
+        for i in range(0 if args.built_only else args.swaps):
             new = tagged(original, f"swap-{i}-{time.time()}")
             tmp = os.path.join(plugins, ".textstats.wasm.part")
             with open(tmp, "wb") as f:
@@ -132,7 +149,7 @@ def main():
         app = os.path.join(sources, "app.py")
         text = open(app).read()
         key = os.path.join(data, "compile-cache.key")
-        built, builds = [], []
+        built, builds, overlapped = [], [], []
         for i in range(args.swaps):
             with open(app, "w") as f:
                 f.write(text + f"\n# pyswap {i} {time.time()}\n")
@@ -145,7 +162,8 @@ def main():
                 [BIN, "build", sources, "--out", plugins, "--cache-key", key],
                 stdout=output, stderr=subprocess.STDOUT,
                 env={**os.environ, "TOOLHOST_BUILD_CACHE": "off"})
-            found = arrival(target, old_inode, build)
+            found, entry = arrivals(target, old_inode, os.path.join(plugins, ".compile-cache"),
+                                    build)
             if found is not None:
                 answered, version = served(client, lambda v: v != old)
             if build.wait() != 0 or found is None:
@@ -156,15 +174,20 @@ def main():
                 raise SystemExit(f"version {version[:12]} answered: not the built component")
             builds.append((found - began) * 1e3)
             built.append((answered - found) * 1e3)
-            print(f"built {i}: swap {built[-1]:.0f} ms (the build before it: {builds[-1] / 1e3:.1f} s)",
-                  flush=True)
+            overlapped.append((answered - (entry or found)) * 1e3)
+            print(f"built {i}: swap {built[-1]:.0f} ms, {overlapped[-1]:.0f} ms from its entry's "
+                  f"arrival (the build before it: {builds[-1] / 1e3:.1f} s)", flush=True)
             time.sleep(1)
 
-        print(f"dropped in (compiled by the server): median {statistics.median(dropped):.0f} ms "
-              f"(min {min(dropped):.0f}, max {max(dropped):.0f}), {args.swaps} swaps")
+        if dropped:
+            print(f"dropped in (compiled by the server): median {statistics.median(dropped):.0f} ms "
+                  f"(min {min(dropped):.0f}, max {max(dropped):.0f}), {args.swaps} swaps")
         print(f"built with --cache-key (compiled by the build): median {statistics.median(built):.0f} ms "
               f"(min {min(built):.0f}, max {max(built):.0f}); the build itself median "
               f"{statistics.median(builds) / 1e3:.1f} s")
+        print(f"  the same swaps timed from the compiled entry's arrival in .compile-cache/: median "
+              f"{statistics.median(overlapped):.0f} ms (min {min(overlapped):.0f}, "
+              f"max {max(overlapped):.0f})")
     finally:
         server.stop()
         log.close()

@@ -233,6 +233,13 @@ pub trait Backend: Send + Sync + 'static {
         report: &'a (dyn Fn(&'static str) + Sync),
     ) -> BackendFuture<'a, Result<Loaded, String>>;
 
+    /// File `path`, anywhere under the plugins directory (its hidden folders
+    /// too), was just written whole or moved into place. A backend that can
+    /// start on such a file before any entry is reconciled does so, off the
+    /// caller's thread (the wasm backend loads a compile-cache entry that
+    /// arrives ahead of its component).
+    fn arrived(&self, _path: &Path) {}
+
     /// Entry `name` left the catalog (deleted, or replaced by a new version
     /// when `replaced`): release what the old version holds once its calls in
     /// flight are done.

@@ -107,6 +107,14 @@ impl PluginManager {
         &self.dir
     }
 
+    /// File `path` under the directory was just written whole or moved into
+    /// place: each backend may start on it ([`Backend::arrived`]).
+    pub fn arrived(&self, path: &Path) {
+        for backend in &self.backends {
+            backend.arrived(path);
+        }
+    }
+
     fn backend(&self, name: &str) -> Option<&Arc<dyn Backend>> {
         self.backends.iter().find(|b| b.name() == name)
     }

@@ -113,6 +113,9 @@ async fn run(
             signal = rx.recv() => match signal {
                 None => return,
                 Some(Signal::Paths { paths, complete }) => {
+                    if complete {
+                        paths.iter().for_each(|p| manager.arrived(p));
+                    }
                     let wait = if complete { debounce.min(settle) } else { debounce };
                     let due = Instant::now() + wait;
                     for name in paths.iter().flat_map(|p| manager.entries_of(p)) {

@@ -39,6 +39,7 @@ use wasmtime::component::Component;
 
 use crate::text::hex;
 
+mod prepared;
 mod sealed;
 
 /// The folder of a plugins directory where `toolhost precompile` (run by
@@ -171,6 +172,8 @@ pub struct CompileCache {
     seeds: std::sync::Arc<std::sync::RwLock<Vec<PathBuf>>>,
     /// Entries being written behind their loads ([`CompileCache::put_behind`]).
     writing: std::sync::Arc<(std::sync::Mutex<usize>, std::sync::Condvar)>,
+    /// Seed entries loaded as they arrived ([`CompileCache::prepare`]).
+    prepared: std::sync::Arc<prepared::Prepared>,
 }
 
 /// One write of [`CompileCache::put_behind`], counted until it is done (or
@@ -217,6 +220,7 @@ impl CompileCache {
             key,
             seeds: Default::default(),
             writing: Default::default(),
+            prepared: Default::default(),
         })
     }
 
@@ -244,6 +248,10 @@ impl CompileCache {
     /// one, from this cache or else a seed. A refused entry of this cache is
     /// deleted.
     pub fn get(&self, engine: &Engine, content_hash: &str) -> Option<Component> {
+        if let Some(component) = self.prepared.take(content_hash) {
+            tracing::debug!(content_hash, "cache entry taken as prepared on its arrival");
+            return Some(component);
+        }
         if let Some(component) = self.get_in(engine, content_hash, &self.path(content_hash), true) {
             return Some(component);
         }
@@ -253,6 +261,40 @@ impl CompileCache {
         seeds
             .iter()
             .find_map(|seed| self.get_in(engine, content_hash, &seed.join(file), false))
+    }
+
+    /// Load the entry at `path` now, if it is one of this engine's in a
+    /// seed (just written there, before its component: `toolhost build
+    /// --cache-key`), for the load of the component with the content hash
+    /// its name claims to take ([`prepared`]). Blocks while it reads.
+    pub fn prepare(&self, engine: &Engine, path: &Path) {
+        let Some(content_hash) = self.seed_entry(path) else {
+            return;
+        };
+        self.prepared.prepare(&content_hash, || {
+            let started = std::time::Instant::now();
+            let component = self.get_in(engine, &content_hash, path, false);
+            tracing::debug!(
+                entry = %path.display(),
+                ok = component.is_some(),
+                ms = started.elapsed().as_secs_f64() * 1000.0,
+                "cache entry prepared on its arrival"
+            );
+            component
+        });
+    }
+
+    /// The content hash the entry at `path` is named for, if it is an entry
+    /// of this engine's directly in a seed.
+    pub fn seed_entry(&self, path: &Path) -> Option<String> {
+        let name = path.file_name()?.to_str()?;
+        let hash = name.strip_suffix(&format!("-{}.{EXTENSION}", self.fingerprint))?;
+        let seeds = self.seeds.read().unwrap_or_else(|e| e.into_inner());
+        let in_seed = seeds
+            .iter()
+            .any(|seed| Some(seed.as_path()) == path.parent());
+        (in_seed && !hash.is_empty() && hash.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| hash.to_owned())
     }
 
     fn get_in(
@@ -566,6 +608,48 @@ mod tests {
             .unwrap();
         assert_eq!(f.call(&mut store, ()).unwrap(), (42,));
         assert!(cache.get(&engine, "abc").is_none(), "the rewritten entry");
+    }
+
+    /// A seed entry is loaded when it arrives, for its component's load to
+    /// take (the entry file may be gone by then); only this engine's entries
+    /// directly in a seed are, and a planted entry prepares nothing.
+    #[test]
+    fn a_seed_entry_is_prepared_on_arrival_for_its_component_only() {
+        let (dir, seed) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let engine = engine();
+        let (calc, other) = ("ca1c", "0e7a");
+        let writer = CompileCache::open(seed.path(), &engine, key()).unwrap();
+        writer.put(calc, &Component::new(&engine, WAT).unwrap());
+        let cache = CompileCache::open(dir.path(), &engine, key()).unwrap();
+
+        assert_eq!(cache.seed_entry(&writer.path(calc)), None, "not a seed yet");
+        cache.add_seed(seed.path());
+        assert_eq!(cache.seed_entry(&writer.path(calc)).as_deref(), Some(calc));
+        let elsewhere = seed
+            .path()
+            .join("sub")
+            .join(writer.path(calc).file_name().unwrap());
+        assert_eq!(cache.seed_entry(&elsewhere), None, "below a seed");
+        let foreign = seed
+            .path()
+            .join(format!("{calc}-0123456789abcdef.{EXTENSION}"));
+        assert_eq!(cache.seed_entry(&foreign), None, "another engine's");
+
+        cache.prepare(&engine, &writer.path(calc));
+        std::fs::remove_file(writer.path(calc)).unwrap();
+        assert!(
+            cache.get(&engine, other).is_none(),
+            "not another component's"
+        );
+        assert!(cache.get(&engine, calc).is_some(), "taken as prepared");
+        assert!(cache.get(&engine, calc).is_none(), "once");
+
+        // Another component's authentic entry under this one's name.
+        writer.put(other, &Component::new(&engine, WAT).unwrap());
+        std::fs::rename(writer.path(other), writer.path(calc)).unwrap();
+        cache.prepare(&engine, &writer.path(calc));
+        std::fs::remove_file(writer.path(calc)).unwrap();
+        assert!(cache.get(&engine, calc).is_none(), "a planted entry");
     }
 
     #[test]

@@ -392,6 +392,21 @@ impl crate::backend::Backend for WasmBackend {
         }
     }
 
+    /// A compile-cache entry landing in the plugins folder's seed is loaded
+    /// at once, on the blocking pool, for its component's load to take.
+    fn arrived(&self, path: &Path) {
+        let Some(cache) = self.cranelift.cache.clone() else {
+            return;
+        };
+        if cache.seed_entry(path).is_none() {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (engine, path) = (self.cranelift.engine.clone(), path.to_owned());
+            runtime.spawn_blocking(move || cache.prepare(&engine, &path));
+        }
+    }
+
     fn files(&self, dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
         let wasm = dir.join(format!("{name}.wasm"));
         let manifest = dir.join(format!("{name}.toml"));
