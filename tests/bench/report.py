@@ -42,6 +42,8 @@ PARTS = [
      [BENCH, "startup"]),
     ("hotload", "a component dropped in to its first call served; compile cache cold and warm",
      [BENCH, "hotload"]),
+    ("pyswap", "an 18 MB Python plugin's hot swap: dropped in, and built with the server's key (`toolhost build --cache-key`)",
+     [HTTPAPI_PY, "tests/bench/pyswap.py", "--swaps", "5", "--pause", "12"]),
     ("api", "an API toolkit's call against the same HTTP request straight (toolhost-bench's Rust client)",
      [BENCH, "api"]),
     ("api-httpx", "the same from a plain Python client (httpx, one keep-alive client per path)",
