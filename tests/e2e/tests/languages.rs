@@ -262,7 +262,14 @@ fn python_run_is_sandboxed_python_in_milliseconds() {
 /// language whose template builds without compiling a Rust crate graph.
 #[test]
 fn a_new_plugin_in_each_language_builds_into_a_running_server() {
-    let s = Server::start(PluginsDir::new());
+    // The compile cache at debug: whether a swap took the entry prepared as
+    // it arrived (below).
+    let s = Server::start_env(
+        PluginsDir::new(),
+        None,
+        &[("TOOLHOST_LOG", "info,toolhost_core::wasm::cache=debug")],
+    )
+    .unwrap();
     let work = tempfile::tempdir().unwrap();
     let toolhost = |args: &[&std::ffi::OsStr]| {
         let out = std::process::Command::new(toolhost_e2e::binary())
@@ -415,6 +422,18 @@ fn a_new_plugin_in_each_language_builds_into_a_running_server() {
         "Hello, dear Ada.",
     );
     assert_eq!(plugin["source"], "cache", "{plugin}\n{}", s.log());
+    // The entry landed before the component and was read as it arrived;
+    // the component's load took that reading instead of reading it again.
+    let version = plugin["version"].as_str().unwrap();
+    let took = s
+        .log()
+        .lines()
+        .any(|l| l.contains("cache entry taken as prepared on its arrival") && l.contains(version));
+    assert!(
+        took,
+        "the swap did not take the prepared entry\n{}",
+        s.log()
+    );
     let staged = std::fs::read_dir(s.plugins_dir())
         .unwrap()
         .flatten()

@@ -172,8 +172,34 @@ pub struct CompileCache {
     seeds: std::sync::Arc<std::sync::RwLock<Vec<PathBuf>>>,
     /// Entries being written behind their loads ([`CompileCache::put_behind`]).
     writing: std::sync::Arc<(std::sync::Mutex<usize>, std::sync::Condvar)>,
-    /// Seed entries loaded as they arrived ([`CompileCache::prepare`]).
+    /// Seed entries loaded as they arrived ([`CompileCache::preparing`]).
     prepared: std::sync::Arc<prepared::Prepared>,
+}
+
+/// A seed entry to read for the load of its component
+/// ([`CompileCache::preparing`]).
+pub struct Preparing {
+    cache: CompileCache,
+    content_hash: String,
+    path: PathBuf,
+    filling: prepared::Filling,
+}
+
+impl Preparing {
+    /// Read the entry (blocks while it reads: tens of ms for a large one).
+    pub fn read(self, engine: &Engine) {
+        let started = std::time::Instant::now();
+        let component = self
+            .cache
+            .get_in(engine, &self.content_hash, &self.path, false);
+        tracing::debug!(
+            entry = %self.path.display(),
+            ok = component.is_some(),
+            ms = started.elapsed().as_secs_f64() * 1000.0,
+            "cache entry prepared on its arrival"
+        );
+        self.filling.fill(component);
+    }
 }
 
 /// One write of [`CompileCache::put_behind`], counted until it is done (or
@@ -263,25 +289,21 @@ impl CompileCache {
             .find_map(|seed| self.get_in(engine, content_hash, &seed.join(file), false))
     }
 
-    /// Load the entry at `path` now, if it is one of this engine's in a
+    /// A reading of the entry at `path`, if it is one of this engine's in a
     /// seed (just written there, before its component: `toolhost build
-    /// --cache-key`), for the load of the component with the content hash
-    /// its name claims to take ([`prepared`]). Blocks while it reads.
-    pub fn prepare(&self, engine: &Engine, path: &Path) {
-        let Some(content_hash) = self.seed_entry(path) else {
-            return;
-        };
-        self.prepared.prepare(&content_hash, || {
-            let started = std::time::Instant::now();
-            let component = self.get_in(engine, &content_hash, path, false);
-            tracing::debug!(
-                entry = %path.display(),
-                ok = component.is_some(),
-                ms = started.elapsed().as_secs_f64() * 1000.0,
-                "cache entry prepared on its arrival"
-            );
-            component
-        });
+    /// --cache-key`) and not read already: from now until it is read, a load
+    /// of the component with the content hash its name claims waits for it
+    /// and takes it (module `prepared`). [`Preparing::read`] it off the caller's
+    /// thread.
+    pub fn preparing(&self, path: &Path) -> Option<Preparing> {
+        let content_hash = self.seed_entry(path)?;
+        let filling = self.prepared.begin(&content_hash)?;
+        Some(Preparing {
+            cache: self.clone(),
+            content_hash,
+            path: path.to_owned(),
+            filling,
+        })
     }
 
     /// The content hash the entry at `path` is named for, if it is an entry
@@ -635,7 +657,9 @@ mod tests {
             .join(format!("{calc}-0123456789abcdef.{EXTENSION}"));
         assert_eq!(cache.seed_entry(&foreign), None, "another engine's");
 
-        cache.prepare(&engine, &writer.path(calc));
+        let preparing = cache.preparing(&writer.path(calc)).unwrap();
+        assert!(cache.preparing(&writer.path(calc)).is_none(), "one reading");
+        preparing.read(&engine);
         std::fs::remove_file(writer.path(calc)).unwrap();
         assert!(
             cache.get(&engine, other).is_none(),
@@ -647,7 +671,7 @@ mod tests {
         // Another component's authentic entry under this one's name.
         writer.put(other, &Component::new(&engine, WAT).unwrap());
         std::fs::rename(writer.path(other), writer.path(calc)).unwrap();
-        cache.prepare(&engine, &writer.path(calc));
+        cache.preparing(&writer.path(calc)).unwrap().read(&engine);
         std::fs::remove_file(writer.path(calc)).unwrap();
         assert!(cache.get(&engine, calc).is_none(), "a planted entry");
     }

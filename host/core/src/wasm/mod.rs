@@ -395,15 +395,17 @@ impl crate::backend::Backend for WasmBackend {
     /// A compile-cache entry landing in the plugins folder's seed is loaded
     /// at once, on the blocking pool, for its component's load to take.
     fn arrived(&self, path: &Path) {
-        let Some(cache) = self.cranelift.cache.clone() else {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        if cache.seed_entry(path).is_none() {
-            return;
-        }
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let (engine, path) = (self.cranelift.engine.clone(), path.to_owned());
-            runtime.spawn_blocking(move || cache.prepare(&engine, &path));
+        if let Some(preparing) = self
+            .cranelift
+            .cache
+            .as_ref()
+            .and_then(|c| c.preparing(path))
+        {
+            let engine = self.cranelift.engine.clone();
+            runtime.spawn_blocking(move || preparing.read(&engine));
         }
     }
 
