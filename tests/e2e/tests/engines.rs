@@ -361,6 +361,33 @@ fn shell(s: &Server, session: &str, command: &str) -> (u16, Value) {
     s.invoke_in(session, "shell_run", json!({ "command": command }))
 }
 
+/// [`shell`] with a client that waits longer than any bound of the server
+/// (a node's start is given a minute to be ready): a call the server ends
+/// with an error shows that error, and one it never answers is reported
+/// by its session (status 0) instead of panicking a worker thread.
+fn shell_patiently(s: &Server, session: &str, command: &str) -> (u16, Value) {
+    static PATIENT: std::sync::OnceLock<reqwest::blocking::Client> = std::sync::OnceLock::new();
+    let client = PATIENT.get_or_init(|| {
+        reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(150))
+            .build()
+            .unwrap()
+    });
+    let begun = Instant::now();
+    let sent = client
+        .post(s.url("/tools/shell_run/invoke"))
+        .header("x-toolhost-session", session)
+        .json(&json!({ "params": { "command": command } }))
+        .send();
+    match sent {
+        Ok(r) => (r.status().as_u16(), r.json().unwrap_or(Value::Null)),
+        Err(e) => (
+            0,
+            json!({ "error": { "kind": "unanswered", "message": format!("{e} after {:?}", begun.elapsed()) } }),
+        ),
+    }
+}
+
 fn admin(s: &Server, method: reqwest::Method, path: &str) -> (u16, Value) {
     let r = s
         .client()
@@ -600,11 +627,16 @@ tls_key = "{key}"
             let (s, id, results) = (server.clone(), id.clone(), results.clone());
             std::thread::spawn(move || {
                 while Instant::now() < run_until {
-                    let (status, body) = shell(&s, &id, "sleep 0.4; echo $X");
+                    let (status, body) = shell_patiently(&s, &id, "sleep 0.4; echo $X");
                     let note = body["content"][0]["text"]
                         .as_str()
                         .is_some_and(|t| t.contains("fresh node"));
-                    let stdout = body["result"]["stdout"].as_str().unwrap_or("").to_owned();
+                    // A failure's message in its place (shown if asserted on).
+                    let stdout = body["result"]["stdout"]
+                        .as_str()
+                        .or(body["error"]["message"].as_str())
+                        .unwrap_or("")
+                        .to_owned();
                     let outcome = (status, kind(&body).to_owned(), note, stdout);
                     results
                         .lock()
