@@ -88,6 +88,10 @@ pub async fn run(plugins: &Path, swaps: usize) -> anyhow::Result<()> {
         let server = ServerProcess::start_in(dir.path(), data.path())?;
         let elapsed = started.elapsed();
         let tools = server.tool_count().await?;
+        // Cranelift's builds made (and written to the cache) before this
+        // server stops: a warm start is one from a filled cache, not one
+        // after a server stopped while its first answers ran on Winch's.
+        server.wait_built()?;
         println!(
             "{label}: ready in {:>7.1} ms ({tools} tools{})",
             elapsed.as_secs_f64() * 1000.0,
