@@ -265,8 +265,22 @@ impl CompileCache {
     }
 
     fn path(&self, content_hash: &str) -> PathBuf {
-        self.dir
-            .join(format!("{content_hash}-{}.{EXTENSION}", self.fingerprint))
+        self.dir.join(self.entry_name(content_hash))
+    }
+
+    /// The file name of the entry of the component with `content_hash`:
+    /// `<content hash>-<engine fingerprint>.cwasm`.
+    fn entry_name(&self, content_hash: &str) -> String {
+        format!("{content_hash}-{}.{EXTENSION}", self.fingerprint)
+    }
+
+    /// The content hash an entry file `name` is for, if it is named as this
+    /// engine's entries are ([`CompileCache::entry_name`] read back).
+    fn entry_hash<'a>(&self, name: &'a str) -> Option<&'a str> {
+        name.strip_suffix(EXTENSION)?
+            .strip_suffix('.')?
+            .strip_suffix(self.fingerprint.as_str())?
+            .strip_suffix('-')
     }
 
     /// The cached compilation of the component with `content_hash` (the
@@ -282,11 +296,10 @@ impl CompileCache {
             return Some(component);
         }
         let seeds = self.seeds.read().unwrap_or_else(|e| e.into_inner()).clone();
-        let file = self.path(content_hash);
-        let file = file.file_name()?;
+        let file = self.entry_name(content_hash);
         seeds
             .iter()
-            .find_map(|seed| self.get_in(engine, content_hash, &seed.join(file), false))
+            .find_map(|seed| self.get_in(engine, content_hash, &seed.join(&file), false))
     }
 
     /// A reading of the entry at `path`, if it is one of this engine's in a
@@ -309,8 +322,7 @@ impl CompileCache {
     /// The content hash the entry at `path` is named for, if it is an entry
     /// of this engine's directly in a seed.
     pub fn seed_entry(&self, path: &Path) -> Option<String> {
-        let name = path.file_name()?.to_str()?;
-        let hash = name.strip_suffix(&format!("-{}.{EXTENSION}", self.fingerprint))?;
+        let hash = self.entry_hash(path.file_name()?.to_str()?)?;
         let seeds = self.seeds.read().unwrap_or_else(|e| e.into_inner());
         let in_seed = seeds
             .iter()
@@ -460,12 +472,11 @@ impl CompileCache {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return 0;
         };
-        let suffix = format!("-{}.{EXTENSION}", self.fingerprint);
         let mut deleted = 0;
         for entry in entries.flatten() {
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
-            let stale = match name.strip_suffix(&suffix) {
+            let stale = match self.entry_hash(name) {
                 Some(hash) => !keep.contains(hash),
                 // Another engine's entry, or a temporary file left by a
                 // crash (not one a compile is writing now).
