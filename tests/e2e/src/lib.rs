@@ -349,15 +349,26 @@ impl Server {
     /// POST /tools/{tool}/invoke in `session` with the whole request `body`
     /// (`params`, and `input`, `limits`, ... as given) -> (status, body).
     pub fn invoke_body(&self, session: &str, tool: &str, body: Value) -> (u16, Value) {
-        let r = self
-            .http
+        self.try_invoke_with(&self.http, session, tool, body)
+            .expect("POST invoke")
+    }
+
+    /// [`Server::invoke_body`] sent by `client` (its own timeout, say); the
+    /// client's error when no answer came.
+    pub fn try_invoke_with(
+        &self,
+        client: &reqwest::blocking::Client,
+        session: &str,
+        tool: &str,
+        body: Value,
+    ) -> reqwest::Result<(u16, Value)> {
+        let r = client
             .post(self.url(&format!("/tools/{tool}/invoke")))
             .header("x-toolhost-session", session)
             .json(&body)
-            .send()
-            .expect("POST invoke");
+            .send()?;
         let status = r.status().as_u16();
-        (status, r.json().unwrap_or(Value::Null))
+        Ok((status, r.json().unwrap_or(Value::Null)))
     }
 
     /// Invoke in the session `test`.

@@ -374,13 +374,9 @@ fn shell_patiently(s: &Server, session: &str, command: &str) -> (u16, Value) {
             .unwrap()
     });
     let begun = Instant::now();
-    let sent = client
-        .post(s.url("/tools/shell_run/invoke"))
-        .header("x-toolhost-session", session)
-        .json(&json!({ "params": { "command": command } }))
-        .send();
-    match sent {
-        Ok(r) => (r.status().as_u16(), r.json().unwrap_or(Value::Null)),
+    let body = json!({ "params": { "command": command } });
+    match s.try_invoke_with(client, session, "shell_run", body) {
+        Ok(answer) => answer,
         Err(e) => (
             0,
             json!({ "error": { "kind": "unanswered", "message": format!("{e} after {:?}", begun.elapsed()) } }),
