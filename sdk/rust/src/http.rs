@@ -245,13 +245,23 @@ mod imp {
         request
             .set_path_with_query(Some(&path))
             .map_err(|()| bad("path"))?;
-        let outgoing = request
-            .body()
-            .map_err(|()| NetError::Failed("the request body was already taken".into()))?;
+        // A request without a body never opens one: the host then sends it
+        // as known empty. An opened body is of unknown length until it is
+        // finished, so it went out chunked, and a server answering before
+        // its end came closed the connection under the answer (lost to the
+        // reset the late end drew).
+        let outgoing = match req.body {
+            Some(_) => Some(
+                request
+                    .body()
+                    .map_err(|()| NetError::Failed("the request body was already taken".into()))?,
+            ),
+            None => None,
+        };
         let pending = outgoing_handler::handle(request, None).map_err(error)?;
         // The body is written once the request is under way, so that a body
         // larger than the host's buffer never blocks before anything reads it.
-        if let Some(body) = req.body {
+        if let (Some(outgoing), Some(body)) = (outgoing, req.body) {
             let stream = outgoing
                 .write()
                 .map_err(|()| NetError::Failed("cannot write the request body".into()))?;
@@ -261,8 +271,8 @@ mod imp {
                     .map_err(|e| NetError::Failed(format!("sending the body failed: {e:?}")))?;
             }
             drop(stream);
+            OutgoingBody::finish(outgoing, None).map_err(error)?;
         }
-        OutgoingBody::finish(outgoing, None).map_err(error)?;
         let response = loop {
             match pending.get() {
                 Some(Ok(Ok(response))) => break response,

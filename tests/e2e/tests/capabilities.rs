@@ -1,6 +1,7 @@
 //! Capabilities a manifest grants, denied otherwise: outbound HTTP through
 //! wasi:http with a host allow-list (the `fetch` plugin against pages served
-//! on 127.0.0.1 by this test), and environment variables by name.
+//! on 127.0.0.1 by this test; a body-less request sent without a body, from
+//! the conformance fixture's admin hook), and environment variables by name.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -10,10 +11,11 @@ use serde_json::json;
 use toolhost_e2e::{PluginsDir, Server, component, kind};
 
 /// A tiny HTTP server on 127.0.0.1: answers every request with `page` and
-/// records the request lines it saw.
+/// records the request lines it saw, and their header lines.
 struct PageServer {
     port: u16,
     seen: Arc<Mutex<Vec<String>>>,
+    headers: Arc<Mutex<Vec<Vec<String>>>>,
 }
 
 impl PageServer {
@@ -21,20 +23,24 @@ impl PageServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let log = seen.clone();
+        let headers = Arc::new(Mutex::new(Vec::new()));
+        let (log, heads) = (seen.clone(), headers.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(mut conn) = conn else { continue };
                 let mut reader = BufReader::new(conn.try_clone().unwrap());
                 let mut first = String::new();
                 let _ = reader.read_line(&mut first);
+                let mut head = Vec::new();
                 loop {
                     let mut line = String::new();
                     if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
                         break;
                     }
+                    head.push(line.trim().to_ascii_lowercase());
                 }
                 log.lock().unwrap().push(first.trim().to_owned());
+                heads.lock().unwrap().push(head);
                 let _ = write!(
                     conn,
                     "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\n\
@@ -43,7 +49,11 @@ impl PageServer {
                 );
             }
         });
-        PageServer { port, seen }
+        PageServer {
+            port,
+            seen,
+            headers,
+        }
     }
 
     fn hits(&self) -> usize {
@@ -87,6 +97,16 @@ fn outbound_http_reaches_only_the_allowed_hosts() {
         json!([{"text": "Next", "href": format!("http://127.0.0.1:{}/next?x=1", pages.port)}])
     );
     assert_eq!(pages.seen.lock().unwrap()[0], "GET /a/b HTTP/1.1");
+    // Sent as a request without a body (the SDK opens none): not chunked
+    // with an end still to come, which a server answering at once (and so
+    // closing) made hyper report as `IncompleteMessage`, the answer lost.
+    let head = pages.headers.lock().unwrap()[0].clone();
+    assert!(
+        !head
+            .iter()
+            .any(|h| h.starts_with("transfer-encoding") || h.starts_with("content-length")),
+        "a GET went out with a body: {head:?}"
+    );
 
     // Refused before any connection: another port, another name for the
     // same address, another scheme's default port.
@@ -117,6 +137,43 @@ fn outbound_http_reaches_only_the_allowed_hosts() {
     // Bad input is the agent's fault.
     let (status, out) = s.invoke("fetch_page", json!({"url": "file:///etc/passwd"}));
     assert_eq!((status, kind(&out)), (422, "invalid_input"), "{out}");
+}
+
+/// A plugin's request without a body goes out without one. The SDK once
+/// opened an empty body for every request and finished it after sending:
+/// a `DELETE` then went out chunked with its end still to come, and a
+/// server that answered at once closed the connection under its own answer
+/// (hyper reported `IncompleteMessage`, the conformance fixture's admin call
+/// failed under load).
+#[test]
+fn a_request_without_a_body_is_sent_without_one() {
+    let admin = PageServer::start("{}");
+    let (wasm, _) = component("conformance-fixture");
+    let manifest = format!(
+        "{}\n[config]\nadmin_url = \"http://127.0.0.1:{port}\"\n\
+         [http]\nallow = [\"127.0.0.1:{port}\"]\nmethods = [\"PUT\", \"DELETE\"]\n",
+        std::fs::read_to_string(
+            toolhost_e2e::repo_root().join("tests/fixtures/conformance/test.toml")
+        )
+        .unwrap(),
+        port = admin.port
+    );
+    let dir = PluginsDir::new()
+        .write("test.wasm", std::fs::read(wasm).unwrap())
+        .write("test.toml", manifest);
+    let s = Server::start(dir);
+    // Its list-changed hook removes plugin `hook-tool` (answered 200 here).
+    let (status, out) = s.invoke("test_trigger_tool_change", json!({}));
+    assert_eq!(status, 200, "{out}\n{}", s.log());
+    assert_eq!(
+        admin.seen.lock().unwrap()[0],
+        "DELETE /plugins/hook-tool HTTP/1.1"
+    );
+    let head = admin.headers.lock().unwrap()[0].clone();
+    assert!(
+        !head.iter().any(|h| h.starts_with("transfer-encoding")),
+        "a DELETE without a body went out chunked: {head:?}"
+    );
 }
 
 #[test]
