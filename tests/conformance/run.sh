@@ -108,14 +108,22 @@ for revision in "${revisions[@]}"; do
     # stays in target/conformance/<revision>.txt).
     grep -vE '^(=== Running|Running |Results saved|$)' "$work/$revision.txt" || true
     echo "conformance: $revision exited $code"
-    [ "$code" -eq 0 ] || status=1
+    failed=$code
     # The suite checks only its core scenarios against the baseline: a
     # failing extension scenario (tasks-*, ...) fails the phase here.
     while read -r scenario; do
         if ! grep -qE "^ *- ${scenario}(:| *$)" "$here/expected-failures.yaml"; then
             echo "conformance: $revision: scenario $scenario failed and is not in expected-failures.yaml"
-            status=1
+            failed=1
         fi
     done < <(sed -n 's/^✗ \([^:]*\):.*/\1/p' "$work/$revision.txt")
+    # What failed, said where CI shows it: each check not passed outside the
+    # baseline (its message), and the server's warnings and errors.
+    if [ "$failed" -ne 0 ]; then
+        status=1
+        python3 "$here/failed.py" "$work/results/$revision" "$here/expected-failures.yaml" || true
+        echo "conformance: the server's warnings and errors (whole log: $work/server.log):"
+        sed 's/\x1b\[[0-9;]*m//g' "$work/server.log" | grep -E ' (WARN|ERROR) |panicked' | cut -c1-400 | tail -40 || true
+    fi
 done
 exit $status
