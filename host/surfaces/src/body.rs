@@ -229,6 +229,56 @@ async fn linger_rest(chunks: &mut axum::body::BodyDataStream, bytes: u64, time: 
     read
 }
 
+/// Whether `request` is of a method whose routes read no body (`GET`,
+/// `HEAD`, `DELETE`, `OPTIONS`) and brings one anyway, or one of unknown
+/// length (chunked): see [`read_unasked`].
+pub fn brings_unasked(request: &Request) -> bool {
+    use axum::body::HttpBody as _;
+    use axum::http::Method;
+    matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::DELETE | Method::OPTIONS
+    ) && !request.body().is_end_stream()
+}
+
+/// `request` with its body read whole first ([`brings_unasked`]), at most
+/// `max` bytes and within its deadline ([`with_deadline`]): else the
+/// refusal. A route that answers without reading a body makes hyper close
+/// the connection under its answer when the body has not ended yet, and a
+/// client still sending it (hyper's own client: a `DELETE` whose empty body
+/// is chunked and ends a moment later, as plugins built with the SDK before
+/// 2026-11-30 sent) loses the answer (`IncompleteMessage`). Read first, the
+/// answer comes after the body's end, on a connection kept alive.
+pub async fn read_unasked(request: Request, max: usize) -> Result<Request, Response> {
+    let (parts, body) = request.into_parts();
+    let mut chunks = body.into_data_stream();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = chunks.next().await {
+        let refusal = match chunk {
+            Ok(chunk) if bytes.len() + chunk.len() <= max => {
+                bytes.extend_from_slice(&chunk);
+                continue;
+            }
+            // Over the limit: answered once the client is done sending
+            // (as [`refuse_declared`] does).
+            Ok(_) => {
+                drain_refused(&mut chunks).await;
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "invalid_input",
+                    format!(
+                        "the request body is over the limit of {max} bytes (`[server] max_body_kb`); \
+                         this request needs none"
+                    ),
+                )
+            }
+            Err(e) => read_error(StatusCode::BAD_REQUEST, &e),
+        };
+        return Err(close_unread(&parts.headers, refusal.into_response()));
+    }
+    Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
 /// `request` with a body that must arrive whole within `total` of now (a
 /// slow-loris body ends with 408; the connection and its task are freed). A
 /// deadline for the whole body, not per chunk, so a client trickling a byte

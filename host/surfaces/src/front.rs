@@ -1,7 +1,8 @@
 //! The checks every request passes before its route, in one service: the
 //! browser guard ([`super::guard`]), the caller's token
 //! ([`super::auth::admit`]), the declared body size and the body's
-//! deadline ([`super::body`]); and after it, XAgent's error shape
+//! deadline, a body sent where none is read read first ([`super::body`]);
+//! and after it, XAgent's error shape
 //! ([`super::xagent::detail`]) and the audit of refusals
 //! ([`super::observe::audit`]). Each check is its module's; only the order
 //! is here.
@@ -144,7 +145,14 @@ where
     let mut response = match body::declared_over(&request, checks.max_body_bytes) {
         Some(declared) => body::refuse_declared(request, declared, checks.max_body_bytes).await,
         None => {
-            let request = body::with_deadline(request, checks.body_timeout);
+            let unasked = body::brings_unasked(&request);
+            let mut request = body::with_deadline(request, checks.body_timeout);
+            if unasked {
+                request = match body::read_unasked(request, checks.max_body_bytes).await {
+                    Ok(request) => request,
+                    Err(refusal) => return refusal,
+                };
+            }
             match inner.call(request).await {
                 Ok(response) => response,
                 Err(never) => match never {},

@@ -188,6 +188,85 @@ fn bad_requests_get_clear_errors_and_the_server_carries_on() {
     assert_eq!((status, out["result"]["value"].as_f64()), (200, Some(2.0)));
 }
 
+/// A body sent where no route reads one (a `DELETE` whose body is chunked
+/// and ends a moment after its head, as plugins built with the SDK before
+/// 2026-11-30 sent) is read before the answer, and the connection stays
+/// open: answered at once, hyper closed the connection under the answer
+/// while the client was still sending (wasmtime's client reported
+/// `IncompleteMessage`, the answer lost). More than the body limit there is
+/// refused, and the refusal reaches a client still sending.
+#[test]
+fn a_body_where_none_is_read_is_read_before_the_answer() {
+    use std::io::{Read, Write};
+    let mut s = examples();
+    let addr = s
+        .url("/")
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        conn,
+        "DELETE /sessions/no-such-session HTTP/1.1\r\nhost: {addr}\r\n\
+         transfer-encoding: chunked\r\n\r\n"
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // The body's end, then a second request on the same connection.
+    let _ = write!(
+        conn,
+        "0\r\n\r\nGET /health HTTP/1.1\r\nhost: {addr}\r\n\r\n"
+    );
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("HTTP/1.1 200") {
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+        }
+    }
+    let seen = String::from_utf8_lossy(&seen).to_ascii_lowercase();
+    let first = seen.split("\r\n\r\n").next().unwrap_or_default();
+    assert!(first.starts_with("http/1.1 404"), "{seen}");
+    assert!(!first.contains("connection: close"), "{seen}");
+    assert!(
+        seen.contains("http/1.1 200"),
+        "the connection stayed open: {seen}"
+    );
+
+    /// A body of `size` bytes whose end comes 300 ms after the head.
+    struct Late {
+        size: usize,
+        slept: bool,
+    }
+    impl Read for Late {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if !self.slept {
+                self.slept = true;
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            let n = self.size.min(buf.len());
+            buf[..n].fill(b' ');
+            self.size -= n;
+            Ok(n)
+        }
+    }
+    // Over `[server] max_body_kb` (4 MiB): refused, and answered.
+    let r = s
+        .client()
+        .delete(s.url("/sessions/no-such-session"))
+        .body(reqwest::blocking::Body::new(Late {
+            size: 6 << 20,
+            slept: false,
+        }))
+        .send()
+        .expect("the refusal reached the client");
+    assert_eq!(r.status().as_u16(), 413);
+    assert!(s.is_alive());
+}
+
 #[test]
 fn sessions_own_their_workspace_and_files_stay_inside() {
     let s = examples();
