@@ -1,6 +1,9 @@
 //! The hot pool: pre-started nodes of `hot` toolkits, handed to new
-//! sessions with their spare workspace moved into the session's place.
+//! sessions with their spare workspace moved into the session's place. A
+//! node that finishes starting after its toolkit's version was replaced or
+//! removed goes at once, not into the pool.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -75,7 +78,9 @@ impl NodeBackend {
         tokio::spawn(async move {
             loop {
                 let have = lock(&this.pools).get(&spec.name).map_or(0, Vec::len);
-                if have >= spec.manifest.docker.hot_pool as usize {
+                if have >= spec.manifest.docker.hot_pool as usize
+                    || !served(&lock(&this.specs), &spec)
+                {
                     break;
                 }
                 let dir = this
@@ -93,10 +98,17 @@ impl NodeBackend {
                     Err(e) => Err(e),
                 };
                 match made {
-                    Ok((node, engine)) => lock(&this.pools)
-                        .entry(spec.name.clone())
-                        .or_default()
-                        .push(Pooled { node, dir, engine }),
+                    Ok((node, engine)) => {
+                        if let Some(stale) =
+                            this.pool_if_served(&spec, Pooled { node, dir, engine })
+                        {
+                            // Its version was replaced while it started: it
+                            // goes now, not at the monitor's next sweep.
+                            this.provider.release_later(&stale.node.container);
+                            let _ = tokio::fs::remove_dir_all(&stale.dir).await;
+                            break;
+                        }
+                    }
                     Err(e) => {
                         let _ = tokio::fs::remove_dir_all(&dir).await;
                         tracing::debug!(toolkit = %spec.name, error = %e, "cannot fill the hot pool now");
@@ -107,6 +119,30 @@ impl NodeBackend {
             lock(&this.refilling).remove(&spec.name);
         });
     }
+}
+
+impl NodeBackend {
+    /// Put `pooled` in the hot pool of `spec` if `spec` is still the version
+    /// its toolkit serves; else give it back. Checked and pushed under the
+    /// versions' lock: a new version registered ([`Self::serve`]) either
+    /// comes first (the node is given back) or drains the pool after the
+    /// push.
+    fn pool_if_served(&self, spec: &Arc<LoadedManifest>, pooled: Pooled) -> Option<Pooled> {
+        let specs = lock(&self.specs);
+        if !served(&specs, spec) {
+            return Some(pooled);
+        }
+        lock(&self.pools)
+            .entry(spec.name.clone())
+            .or_default()
+            .push(pooled);
+        None
+    }
+}
+
+/// Whether `spec` is the version of its toolkit that `specs` serve.
+fn served(specs: &HashMap<String, Arc<LoadedManifest>>, spec: &Arc<LoadedManifest>) -> bool {
+    specs.get(&spec.name).is_some_and(|s| Arc::ptr_eq(s, spec))
 }
 
 /// Move `pool_dir` into the place of a session workspace `target`: what the
