@@ -146,16 +146,18 @@ where
         Some(declared) => body::refuse_declared(request, declared, checks.max_body_bytes).await,
         None => {
             let unasked = body::brings_unasked(&request);
-            let mut request = body::with_deadline(request, checks.body_timeout);
-            if unasked {
-                request = match body::read_unasked(request, checks.max_body_bytes).await {
-                    Ok(request) => request,
-                    Err(refusal) => return refusal,
-                };
-            }
-            match inner.call(request).await {
-                Ok(response) => response,
-                Err(never) => match never {},
+            let request = body::with_deadline(request, checks.body_timeout);
+            let request = if unasked {
+                body::read_unasked(request, checks.max_body_bytes).await
+            } else {
+                Ok(request)
+            };
+            match request {
+                Ok(request) => match inner.call(request).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                },
+                Err(refusal) => refusal,
             }
         }
     };
