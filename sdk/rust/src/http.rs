@@ -250,18 +250,15 @@ mod imp {
         // finished, so it went out chunked, and a server answering before
         // its end came closed the connection under the answer (lost to the
         // reset the late end drew).
-        let outgoing = match req.body {
-            Some(_) => Some(
-                request
-                    .body()
-                    .map_err(|()| NetError::Failed("the request body was already taken".into()))?,
-            ),
-            None => None,
-        };
+        let outgoing = req
+            .body
+            .map(|body| request.body().map(|outgoing| (outgoing, body)))
+            .transpose()
+            .map_err(|()| NetError::Failed("the request body was already taken".into()))?;
         let pending = outgoing_handler::handle(request, None).map_err(error)?;
         // The body is written once the request is under way, so that a body
         // larger than the host's buffer never blocks before anything reads it.
-        if let (Some(outgoing), Some(body)) = (outgoing, req.body) {
+        if let Some((outgoing, body)) = outgoing {
             let stream = outgoing
                 .write()
                 .map_err(|()| NetError::Failed("cannot write the request body".into()))?;
