@@ -157,14 +157,9 @@ fn seed_004_image_compression_cold_hot_stateless_and_reaped() {
     // Ready in the pool, by the server's own count (a container that is
     // still starting is listed by Docker already).
     let pooled = wait_for(Duration::from_secs(30), || {
-        let metrics = s
-            .client()
-            .get(s.url("/metrics"))
-            .send()
-            .and_then(|r| r.text())
-            .unwrap_or_default();
         (scheduling(&s, "imagecompress_compress")["mode"] == "hot"
-            && metrics.contains(r#"toolhost_docker_nodes{state="pooled"} 1"#)
+            && s.metrics()
+                .contains(r#"toolhost_docker_nodes{state="pooled"} 1"#)
             && s.containers().len() == 1)
             .then_some(())
     });

@@ -119,9 +119,7 @@ impl NodeBackend {
             lock(&this.refilling).remove(&spec.name);
         });
     }
-}
 
-impl NodeBackend {
     /// Put `pooled` in the hot pool of `spec` if `spec` is still the version
     /// its toolkit serves; else give it back. Checked and pushed under the
     /// versions' lock: a new version registered ([`Self::serve`]) either
