@@ -29,6 +29,9 @@ pub struct Header {
     pub width: u32,
     pub height: u32,
     pub color: ColorType,
+    /// No EXIF orientation turns it (or none could be read, as `decode`
+    /// takes it).
+    pub upright: bool,
 }
 
 /// A decoded image and what it came from.
@@ -117,13 +120,17 @@ fn decoder(bytes: &[u8]) -> Result<(Format, impl ImageDecoder + '_), ToolError> 
 /// The header of `bytes`: format, dimensions and colour type, no pixels
 /// decoded (a truncated body goes unnoticed here).
 pub fn header(bytes: &[u8]) -> Result<Header, ToolError> {
-    let (format, decoder) = decoder(bytes)?;
+    let (format, mut decoder) = decoder(bytes)?;
     let (width, height) = decoder.dimensions();
+    let upright = decoder
+        .orientation()
+        .map_or(true, |o| o == Orientation::NoTransforms);
     Ok(Header {
         format,
         width,
         height,
         color: decoder.color_type(),
+        upright,
     })
 }
 

@@ -14,7 +14,8 @@
 //! - `rotate {degrees, flip?}`: clockwise by a multiple of 90°, lossless;
 //! - `convert {format, quality?}`;
 //! - `compress {quality?, format?}`: seed 004's answer (`original_size`,
-//!   `compressed_size`, `compression_ratio`, `output_path`).
+//!   `compressed_size`, `compression_ratio`, `output_path`); JPEG to JPEG is
+//!   written from the file's DCT coefficients where it can be ([`jpeg`]).
 //!
 //! Every tool but `info` answers a JSON item describing the result and the
 //! result itself as an image item, and writes it into the workspace
@@ -26,6 +27,7 @@
 pub mod decode;
 pub mod format;
 pub mod geometry;
+pub mod jpeg;
 pub mod resample;
 pub mod source;
 
@@ -209,14 +211,42 @@ pub fn info_in(root: &Path, input: &InfoInput) -> Result<Info, ToolError> {
 /// A finished operation: the image made, how it is written, and what the
 /// answer adds about it.
 struct Made<'a> {
-    image: Cow<'a, DynamicImage>,
+    out: Out<'a>,
     op: &'static str,
     format: Format,
     quality: Option<u8>,
     output: Option<String>,
     extra: Value,
-    /// The image already encoded as `format` (compress measures it first).
-    encoded: Option<Vec<u8>>,
+}
+
+/// What an operation made: pixels still to encode, or the file already
+/// written as `format` (compress measures it first).
+enum Out<'a> {
+    Pixels(Cow<'a, DynamicImage>),
+    Encoded {
+        bytes: Vec<u8>,
+        width: u32,
+        height: u32,
+    },
+}
+
+/// The image a tool read, as its answer describes it.
+struct Shape {
+    width: u32,
+    height: u32,
+    format: Format,
+    bytes: usize,
+}
+
+impl Shape {
+    fn of(decoded: &Decoded) -> Shape {
+        Shape {
+            width: decoded.image.width(),
+            height: decoded.image.height(),
+            format: decoded.format,
+            bytes: decoded.bytes,
+        }
+    }
 }
 
 /// The output format: the one asked for, else the `output` path's
@@ -244,19 +274,23 @@ fn out_format(
 fn finish(
     root: &Path,
     input: source::Input,
-    decoded: &Decoded,
+    source: Shape,
     made: Made<'_>,
 ) -> Result<Vec<Content>, ToolError> {
-    let (w, h) = (made.image.width(), made.image.height());
-    let bytes = match made.encoded {
-        Some(bytes) => bytes,
-        None => {
+    let (bytes, w, h) = match made.out {
+        Out::Encoded {
+            bytes,
+            width,
+            height,
+        } => (bytes, width, height),
+        Out::Pixels(image) => {
+            let (w, h) = (image.width(), image.height());
             host::progress(
                 &format!("encoding {w}×{h} {}", made.format.name()),
                 None,
                 None,
             );
-            format::encode(&made.image, made.format, made.quality)?
+            (format::encode(&image, made.format, made.quality)?, w, h)
         }
     };
     let output = match made.output.as_deref() {
@@ -274,10 +308,10 @@ fn finish(
         "output_path": output,
         "inline": inline,
         "source": {
-            "width": decoded.image.width(),
-            "height": decoded.image.height(),
-            "format": decoded.format.name(),
-            "bytes": decoded.bytes,
+            "width": source.width,
+            "height": source.height,
+            "format": source.format.name(),
+            "bytes": source.bytes,
             "path": input.path,
         },
     });
@@ -317,15 +351,14 @@ pub fn resize_in(root: &Path, i: ResizeInput) -> Result<Vec<Content>, ToolError>
     );
     let image = resample::resize(&decoded.image, w, h, filter);
     let made = Made {
-        image: Cow::Owned(image),
+        out: Out::Pixels(Cow::Owned(image)),
         op: "resize",
         format: out_format(i.format, i.output.as_deref(), decoded.format)?,
         quality: i.quality,
         output: i.output,
         extra: json!({}),
-        encoded: None,
     };
-    finish(root, input, &decoded, made)
+    finish(root, input, Shape::of(&decoded), made)
 }
 
 pub fn crop_in(root: &Path, i: CropInput) -> Result<Vec<Content>, ToolError> {
@@ -333,15 +366,14 @@ pub fn crop_in(root: &Path, i: CropInput) -> Result<Vec<Content>, ToolError> {
     let size = (decoded.image.width(), decoded.image.height());
     let (x, y, w, h) = geometry::crop_box(size, i.x, i.y, i.width, i.height)?;
     let made = Made {
-        image: Cow::Owned(decoded.image.crop_imm(x, y, w, h)),
+        out: Out::Pixels(Cow::Owned(decoded.image.crop_imm(x, y, w, h))),
         op: "crop",
         format: out_format(i.format, i.output.as_deref(), decoded.format)?,
         quality: i.quality,
         output: i.output,
         extra: json!({"box": {"x": x, "y": y, "width": w, "height": h}}),
-        encoded: None,
     };
-    finish(root, input, &decoded, made)
+    finish(root, input, Shape::of(&decoded), made)
 }
 
 pub fn zoom_in_in(root: &Path, i: ZoomInput) -> Result<Vec<Content>, ToolError> {
@@ -352,7 +384,7 @@ pub fn zoom_in_in(root: &Path, i: ZoomInput) -> Result<Vec<Content>, ToolError> 
     let region = decoded.image.crop_imm(l, t, r - l, b - t);
     let image = resample::resize(&region, w, h, Filter::Catmullrom);
     let made = Made {
-        image: Cow::Owned(image),
+        out: Out::Pixels(Cow::Owned(image)),
         op: "zoom",
         format: out_format(i.format, i.output.as_deref(), Format::Png)?,
         quality: None,
@@ -363,9 +395,8 @@ pub fn zoom_in_in(root: &Path, i: ZoomInput) -> Result<Vec<Content>, ToolError> 
             "box": [l, t, r, b],
             "label": i.label,
         }),
-        encoded: None,
     };
-    finish(root, input, &decoded, made)
+    finish(root, input, Shape::of(&decoded), made)
 }
 
 pub fn rotate_in(root: &Path, i: RotateInput) -> Result<Vec<Content>, ToolError> {
@@ -389,29 +420,27 @@ pub fn rotate_in(root: &Path, i: RotateInput) -> Result<Vec<Content>, ToolError>
         None => turned,
     };
     let made = Made {
-        image,
+        out: Out::Pixels(image),
         op: "rotate",
         format: out_format(i.format, i.output.as_deref(), decoded.format)?,
         quality: i.quality,
         output: i.output,
         extra: json!({"degrees": turn}),
-        encoded: None,
     };
-    finish(root, input, &decoded, made)
+    finish(root, input, Shape::of(&decoded), made)
 }
 
 pub fn convert_in(root: &Path, i: ConvertInput) -> Result<Vec<Content>, ToolError> {
     let (input, decoded) = open(root, i.source()?)?;
     let made = Made {
-        image: Cow::Borrowed(&decoded.image),
+        out: Out::Pixels(Cow::Borrowed(&decoded.image)),
         op: "convert",
         format: out_format(Some(i.format), i.output.as_deref(), i.format)?,
         quality: i.quality,
         output: i.output,
         extra: json!({}),
-        encoded: None,
     };
-    finish(root, input, &decoded, made)
+    finish(root, input, Shape::of(&decoded), made)
 }
 
 pub fn compress_in(root: &Path, i: CompressInput) -> Result<Vec<Content>, ToolError> {
@@ -423,17 +452,43 @@ pub fn compress_in(root: &Path, i: CompressInput) -> Result<Vec<Content>, ToolEr
         )));
     }
     let quality = i.quality.unwrap_or(75);
-    let (input, decoded) = open(root, i.source()?)?;
+    let input = source::load(root, i.source()?)?;
     host::progress(
         &format!("compressing to {} at quality {quality}", format.name()),
         None,
         None,
     );
-    let encoded = format::encode(&decoded.image, format, Some(quality))?;
-    let (original, compressed) = (decoded.bytes, encoded.len());
+    // JPEG to JPEG without pixels where the file allows (`jpeg`'s doc);
+    // an image its EXIF turns is turned in pixels.
+    let header = decode::header(&input.bytes)?;
+    let quick = (format == Format::Jpeg && header.format == Format::Jpeg && header.upright)
+        .then(|| jpeg::recompress(&input.bytes, quality))
+        .flatten();
+    let (source, bytes, (width, height)) = match quick {
+        Some(bytes) => {
+            let shape = Shape {
+                width: header.width,
+                height: header.height,
+                format: header.format,
+                bytes: input.bytes.len(),
+            };
+            (shape, bytes, (header.width, header.height))
+        }
+        None => {
+            let decoded = decode::decode(&input.bytes)?;
+            let bytes = format::encode(&decoded.image, format, Some(quality))?;
+            let size = (decoded.image.width(), decoded.image.height());
+            (Shape::of(&decoded), bytes, size)
+        }
+    };
+    let (original, compressed) = (source.bytes, bytes.len());
     let lossless = format == Format::Webp;
     let made = Made {
-        image: Cow::Borrowed(&decoded.image),
+        out: Out::Encoded {
+            bytes,
+            width,
+            height,
+        },
         op: "compressed",
         format,
         quality: Some(quality),
@@ -445,9 +500,8 @@ pub fn compress_in(root: &Path, i: CompressInput) -> Result<Vec<Content>, ToolEr
             "quality": if lossless { None } else { Some(quality) },
             "lossless": lossless,
         }),
-        encoded: Some(encoded),
     };
-    finish(root, input, &decoded, made)
+    finish(root, input, source, made)
 }
 
 fn root() -> &'static Path {
