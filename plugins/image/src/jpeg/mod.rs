@@ -62,25 +62,9 @@ pub const ZIGZAG: [usize; 64] = [
     52, 45, 38, 31, 39, 46, 53, 60, 61, 54, 47, 55, 62, 63,
 ];
 
-/// A block's non-zero coefficients as bits (bit `k` for `block[k]`): with
-/// wasm SIMD (the guests' build), eight lanes compared at a time.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-#[inline]
-pub fn nonzero(block: &Block) -> u64 {
-    use core::arch::wasm32::{i16x8, i16x8_bitmask, i16x8_eq, i16x8_splat};
-    let mut mask = 0u64;
-    for (i, c) in block.chunks_exact(8).enumerate() {
-        let lanes = i16x8(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]);
-        let zero = i16x8_bitmask(i16x8_eq(lanes, i16x8_splat(0)));
-        mask |= u64::from(!zero) << (8 * i);
-    }
-    mask
-}
-
 /// A block's non-zero coefficients as bits (bit `k` for `block[k]`), four
 /// at a time: each 16-bit lane's top bit set where the lane is not zero,
 /// then the four top bits gathered by one multiply.
-#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 #[inline]
 pub fn nonzero(block: &Block) -> u64 {
     const LOW: u64 = 0x7FFF_7FFF_7FFF_7FFF;
