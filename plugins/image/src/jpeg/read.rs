@@ -11,6 +11,12 @@ use crate::decode;
 /// Most bytes the coefficients of one image may take (two per coefficient).
 const MAX_COEFFICIENT_BYTES: usize = 192 << 20;
 
+#[cfg(test)]
+thread_local! {
+    /// MCU rows this thread's reads have walked (a test's count).
+    pub static ROWS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// What a scan's header says.
 struct Scan {
     /// Indexes into the frame's components, with their DC and AC tables.
@@ -300,6 +306,13 @@ impl Reader<'_> {
         };
         let mut left = self.restart;
         for y in 0..my {
+            // A file cut short (or a large frame declared over a few bytes)
+            // is given up at the end of the row it ran out in.
+            if !bits.whole() {
+                return None;
+            }
+            #[cfg(test)]
+            ROWS.with(|r| r.set(r.get() + 1));
             for x in 0..mx {
                 if self.restart > 0 {
                     if left == 0 {

@@ -343,3 +343,30 @@ fn nonzero_marks_exactly_the_non_zero_coefficients() {
         assert_eq!(super::nonzero(&block), want, "{block:?}");
     }
 }
+
+#[test]
+fn a_large_frame_over_a_few_bytes_is_given_up_early() {
+    // A 7000×7000 frame header (49 MP, within the pixel budget), then a scan
+    // of ten bytes: the reader stops at the first row it runs out in.
+    let small = jpeg_of(
+        &card(16, 16),
+        &Made {
+            sampling: SamplingFactor::F_2_2,
+            progressive: false,
+            restart: 0,
+            quality: 75,
+        },
+    );
+    let sof = small.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
+    let sos = small.windows(2).position(|w| w == [0xFF, 0xDA]).unwrap();
+    let mut bomb = small.clone();
+    bomb[sof + 5..sof + 9].copy_from_slice(&[0x1B, 0x58, 0x1B, 0x58]);
+    let header_end = sos + 2 + usize::from(u16::from_be_bytes([small[sos + 2], small[sos + 3]]));
+    bomb.truncate(header_end + 10);
+    bomb.extend_from_slice(&[0xFF, 0xD9]);
+    super::read::ROWS.with(|r| r.set(0));
+    assert!(recompress(&bomb, 75).is_none());
+    // The frame is 438 rows of MCUs; ten bytes last less than one.
+    let rows = super::read::ROWS.with(|r| r.get());
+    assert!(rows <= 2, "{rows} rows walked");
+}
