@@ -26,19 +26,20 @@ fn card(w: u32, h: u32) -> RgbImage {
     })
 }
 
-struct Made {
+/// `image` as jpeg-encoder writes it: `sampling`, progressive or not, a
+/// restart interval (0: none), `quality`.
+fn jpeg_of(
+    image: &RgbImage,
     sampling: SamplingFactor,
     progressive: bool,
     restart: u16,
     quality: u8,
-}
-
-fn jpeg_of(image: &RgbImage, m: &Made) -> Vec<u8> {
+) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut e = Encoder::new(&mut out, m.quality);
-    e.set_sampling_factor(m.sampling);
-    e.set_progressive(m.progressive);
-    e.set_restart_interval(m.restart);
+    let mut e = Encoder::new(&mut out, quality);
+    e.set_sampling_factor(sampling);
+    e.set_progressive(progressive);
+    e.set_restart_interval(restart);
     e.encode(
         image.as_raw(),
         image.width() as u16,
@@ -84,6 +85,35 @@ fn both(file: &[u8], quality: u8) -> ((f64, usize), (f64, usize)) {
     )
 }
 
+/// The coefficient path's output of `file` at `quality` decodes at most
+/// 0.5 dB further from the file's pixels than the pixel path's, and is at
+/// most 5 % larger.
+fn as_close_as_through_pixels(file: &[u8], quality: u8, what: &str) {
+    let ((ours, ours_len), (theirs, theirs_len)) = both(file, quality);
+    assert!(
+        ours > theirs - 0.5,
+        "{what}: {ours:.2} dB against the pixel path's {theirs:.2}"
+    );
+    assert!(
+        ours_len as f64 <= theirs_len as f64 * 1.05,
+        "{what}: {ours_len} bytes against the pixel path's {theirs_len}"
+    );
+}
+
+/// Blocks that differ between two reads of the same image. Only the blocks
+/// covering the image count: those past it (a whole MCU's padding) are
+/// coded by interleaved scans only, and a progressive file's AC scans skip
+/// them.
+fn differing_blocks(want: &super::Frame, got: &super::Frame) -> usize {
+    let mut differ = 0;
+    for (a, b) in want.components.iter().zip(&got.components) {
+        let (w, bw) = (a.coded_w, a.bw);
+        let coded = (0..a.coded_h).flat_map(|y| (0..w).map(move |x| y * bw + x));
+        differ += coded.filter(|&i| a.blocks[i] != b.blocks[i]).count();
+    }
+    differ
+}
+
 #[test]
 fn every_layout_comes_out_as_close_as_through_pixels() {
     // Odd sizes: partial MCUs at the right and bottom edges.
@@ -99,30 +129,11 @@ fn every_layout_comes_out_as_close_as_through_pixels() {
         (SamplingFactor::F_2_2, true, 3),
     ];
     for (sampling, progressive, restart) in layouts {
-        let file = jpeg_of(
-            &image,
-            &Made {
-                sampling,
-                progressive,
-                restart,
-                quality: 92,
-            },
-        );
+        let file = jpeg_of(&image, sampling, progressive, restart, 92);
         for quality in [30, 75, 89] {
-            let ((ours, ours_len), (theirs, theirs_len)) = both(&file, quality);
             let what =
                 format!("{sampling:?} progressive={progressive} restart={restart} q{quality}");
-            eprintln!(
-                "{what}: ours {ours:.2} dB {ours_len} B, pixels {theirs:.2} dB {theirs_len} B"
-            );
-            assert!(
-                ours > theirs - 0.5,
-                "{what}: {ours:.2} dB against the pixel path's {theirs:.2}"
-            );
-            assert!(
-                ours_len as f64 <= theirs_len as f64 * 1.05,
-                "{what}: {ours_len} bytes against the pixel path's {theirs_len}"
-            );
+            as_close_as_through_pixels(&file, quality, &what);
             let out = decoded(&recompress(&file, quality).unwrap());
             assert_eq!(out.dimensions(), image.dimensions(), "{what}");
         }
@@ -132,27 +143,11 @@ fn every_layout_comes_out_as_close_as_through_pixels() {
 #[test]
 fn from_quality_90_chroma_is_kept_whole() {
     let image = card(64, 48);
-    let whole = jpeg_of(
-        &image,
-        &Made {
-            sampling: SamplingFactor::F_1_1,
-            progressive: false,
-            restart: 0,
-            quality: 95,
-        },
-    );
+    let whole = jpeg_of(&image, SamplingFactor::F_1_1, false, 0, 95);
     let ((ours, _), (theirs, _)) = both(&whole, 92);
     assert!(ours > theirs - 0.5, "{ours:.2} against {theirs:.2}");
     // Halved chroma would have to be doubled again: that is the pixel path's.
-    let halved = jpeg_of(
-        &image,
-        &Made {
-            sampling: SamplingFactor::F_2_2,
-            progressive: false,
-            restart: 0,
-            quality: 95,
-        },
-    );
+    let halved = jpeg_of(&image, SamplingFactor::F_2_2, false, 0, 95);
     assert!(recompress(&halved, 92).is_none());
     assert!(recompress(&halved, 75).is_some());
 }
@@ -199,15 +194,7 @@ fn damaged_files_never_panic_and_cut_ones_are_refused() {
         (SamplingFactor::F_2_2, true, 0),
         (SamplingFactor::F_1_1, false, 4),
     ] {
-        let file = jpeg_of(
-            &image,
-            &Made {
-                sampling,
-                progressive,
-                restart,
-                quality: 85,
-            },
-        );
+        let file = jpeg_of(&image, sampling, progressive, restart, 85);
         // Cut anywhere in the entropy-coded data: never a file that decodes
         // with made-up bits.
         for len in (file.len() / 2..file.len() - 2).step_by(7) {
@@ -239,40 +226,16 @@ fn progressive_and_restarts_read_as_the_baseline_file() {
         SamplingFactor::F_2_1,
         SamplingFactor::F_2_2,
     ] {
-        let base = jpeg_of(
-            &image,
-            &Made {
-                sampling,
-                progressive: false,
-                restart: 0,
-                quality: 92,
-            },
-        );
+        let base = jpeg_of(&image, sampling, false, 0, 92);
         let want = super::read::read(&base).unwrap();
         for (progressive, restart) in [(false, 5), (true, 0), (true, 3), (true, 1)] {
-            let file = jpeg_of(
-                &image,
-                &Made {
-                    sampling,
-                    progressive,
-                    restart,
-                    quality: 92,
-                },
-            );
+            let file = jpeg_of(&image, sampling, progressive, restart, 92);
             let got = super::read::read(&file).unwrap();
-            // The blocks past the image (a whole MCU's padding) are coded
-            // only by interleaved scans: a progressive file's AC scans skip them.
-            for (a, b) in want.components.iter().zip(&got.components) {
-                let (w, bw) = (a.coded_w, a.bw);
-                let coded = (0..a.coded_h).flat_map(|y| (0..w).map(move |x| y * bw + x));
-                let differ = coded.filter(|&i| a.blocks[i] != b.blocks[i]).count();
-                assert_eq!(
-                    differ,
-                    0,
-                    "{sampling:?} progressive={progressive} restart={restart}: {differ} of {} blocks differ",
-                    a.blocks.len()
-                );
-            }
+            let differ = differing_blocks(&want, &got);
+            assert_eq!(
+                differ, 0,
+                "{sampling:?} progressive={progressive} restart={restart}: {differ} blocks differ"
+            );
         }
     }
 }
@@ -297,21 +260,9 @@ fn libjpeg_progressive_files_read_as_its_baseline_ones() {
             super::read::read(base).unwrap(),
             super::read::read(progressive).unwrap(),
         );
-        for (a, b) in want.components.iter().zip(&got.components) {
-            let (w, bw) = (a.coded_w, a.bw);
-            let coded = (0..a.coded_h).flat_map(|y| (0..w).map(move |x| y * bw + x));
-            assert_eq!(coded.filter(|&i| a.blocks[i] != b.blocks[i]).count(), 0);
-        }
+        assert_eq!(differing_blocks(&want, &got), 0);
         for quality in [40, 75] {
-            let ((ours, ours_len), (theirs, theirs_len)) = both(progressive, quality);
-            assert!(
-                ours > theirs - 0.5,
-                "q{quality}: {ours:.2} dB against {theirs:.2}"
-            );
-            assert!(
-                ours_len as f64 <= theirs_len as f64 * 1.05,
-                "q{quality}: {ours_len} against {theirs_len}"
-            );
+            as_close_as_through_pixels(progressive, quality, &format!("q{quality}"));
         }
     }
     let grey = include_bytes!("../../../../tests/fixtures/images/card-grey-progressive.jpg");
@@ -348,15 +299,7 @@ fn nonzero_marks_exactly_the_non_zero_coefficients() {
 fn a_large_frame_over_a_few_bytes_is_given_up_early() {
     // A 7000×7000 frame header (49 MP, within the pixel budget), then a scan
     // of ten bytes: the reader stops at the first row it runs out in.
-    let small = jpeg_of(
-        &card(16, 16),
-        &Made {
-            sampling: SamplingFactor::F_2_2,
-            progressive: false,
-            restart: 0,
-            quality: 75,
-        },
-    );
+    let small = jpeg_of(&card(16, 16), SamplingFactor::F_2_2, false, 0, 75);
     let sof = small.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
     let sos = small.windows(2).position(|w| w == [0xFF, 0xDA]).unwrap();
     let mut bomb = small.clone();
