@@ -496,7 +496,7 @@ fn progressive(
                 let c = &mut block[k];
                 if *c != 0 {
                     if bits.bit() && *c & p1 == 0 {
-                        *c += if *c >= 0 { p1 } else { m1 };
+                        *c = c.wrapping_add(if *c >= 0 { p1 } else { m1 });
                     }
                 } else {
                     r -= 1;
@@ -516,7 +516,7 @@ fn progressive(
         while k <= se {
             let c = &mut block[k];
             if *c != 0 && bits.bit() && *c & p1 == 0 {
-                *c += if *c >= 0 { p1 } else { m1 };
+                *c = c.wrapping_add(if *c >= 0 { p1 } else { m1 });
             }
             k += 1;
         }
