@@ -464,7 +464,7 @@ pub fn compress_in(root: &Path, i: CompressInput) -> Result<Vec<Content>, ToolEr
     let quick = (format == Format::Jpeg && header.format == Format::Jpeg && header.upright)
         .then(|| jpeg::recompress(&input.bytes, quality))
         .flatten();
-    let (source, bytes, (width, height)) = match quick {
+    let (source, bytes) = match quick {
         Some(bytes) => {
             let shape = Shape {
                 width: header.width,
@@ -472,22 +472,22 @@ pub fn compress_in(root: &Path, i: CompressInput) -> Result<Vec<Content>, ToolEr
                 format: header.format,
                 bytes: input.bytes.len(),
             };
-            (shape, bytes, (header.width, header.height))
+            (shape, bytes)
         }
         None => {
             let decoded = decode::decode(&input.bytes)?;
             let bytes = format::encode(&decoded.image, format, Some(quality))?;
-            let size = (decoded.image.width(), decoded.image.height());
-            (Shape::of(&decoded), bytes, size)
+            (Shape::of(&decoded), bytes)
         }
     };
     let (original, compressed) = (source.bytes, bytes.len());
     let lossless = format == Format::Webp;
     let made = Made {
+        // Compress keeps the size: the result's is the source's.
         out: Out::Encoded {
             bytes,
-            width,
-            height,
+            width: source.width,
+            height: source.height,
         },
         op: "compressed",
         format,

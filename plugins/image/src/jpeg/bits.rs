@@ -3,7 +3,6 @@
 
 /// A Huffman table: a 9-bit lookup for the short codes, Annex F's
 /// `maxcode`/`valptr` for the long ones.
-#[derive(Clone)]
 pub struct Huffman {
     /// `(length << 8) | symbol` for codes up to 9 bits, 0 where none starts.
     look: Box<[u16; 512]>,

@@ -40,7 +40,8 @@ pub struct Component {
     pub bw: usize,
     pub bh: usize,
     pub blocks: Vec<Block>,
-    /// The quantisation table, zigzag order.
+    /// The quantisation table, zigzag order (all zero until the reader
+    /// latches it at the component's first scan; no entry of a table is 0).
     pub table: [u16; 64],
 }
 

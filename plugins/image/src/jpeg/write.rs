@@ -114,10 +114,10 @@ fn block<S: Sink>(sink: &mut S, b: &Block, pred: &mut i16, t: usize) {
 /// Every block in the scan's order.
 fn walk<S: Sink>(f: &Frame, sink: &mut S) {
     let mut pred = vec![0i16; f.components.len()];
+    // One component: its scan walks its coded blocks, not whole MCUs.
     if let [c] = f.components.as_slice() {
-        let (w, h) = (f.width.div_ceil(8) as usize, f.height.div_ceil(8) as usize);
-        for y in 0..h {
-            for x in 0..w {
+        for y in 0..c.coded_h {
+            for x in 0..c.coded_w {
                 block(sink, &c.blocks[y * c.bw + x], &mut pred[0], c.tq);
             }
         }
