@@ -62,12 +62,12 @@ PHASE := tests/phase.sh
 test:
 	@$(PHASE) --reset
 	@tests/prepare.sh start $$PPID
-	@$(PHASE) build $(MAKE) --no-print-directory wasm-target host-bin
+	@$(PHASE) --compile build $(MAKE) --no-print-directory wasm-target host-bin
 	@$(PHASE) prepare tests/prepare.sh wait || true
-	@$(PHASE) plugins $(MAKE) --no-print-directory plugins fixtures LINT=1
+	@$(PHASE) --compile plugins $(MAKE) --no-print-directory plugins fixtures LINT=1
 	@$(PHASE) node-image $(MAKE) --no-print-directory node-image
 	@$(PHASE) fmt $(CARGO) fmt --all --check
-	@$(PHASE) audit sh -c 'python3 tests/audit.py --self-test && python3 tests/audit.py && python3 tests/licenses.py --self-test && python3 tests/licenses.py && python3 tests/profiles.py --self-test && python3 tests/profiles.py && python3 tests/bench/report.py --self-test'
+	@$(PHASE) audit sh -c 'tests/phase.sh --self-test && python3 tests/audit.py --self-test && python3 tests/audit.py && python3 tests/licenses.py --self-test && python3 tests/licenses.py && python3 tests/profiles.py --self-test && python3 tests/profiles.py && python3 tests/bench/report.py --self-test'
 	@$(PHASE) browser $(MAKE) --no-print-directory browser
 	@$(PHASE) registry $(MAKE) --no-print-directory registry
 	@$(PHASE) cargo-test $(CARGO) test --workspace --no-fail-fast $(LINTED)
