@@ -1,6 +1,6 @@
 //! The native REST API: health, tool discovery, schemas, invoke (JSON or SSE).
 
-use super::render::success_body;
+use super::render::{SuccessBody, success_body};
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::{Arc, LazyLock};
@@ -449,7 +449,7 @@ async fn invoke(
         } else {
             match result {
                 Ok(out) => {
-                    let mut r = Json(success_body(&out)).into_response();
+                    let mut r = Json(SuccessBody(&out)).into_response();
                     if let Ok(v) = HeaderValue::from_str(&out.version) {
                         r.headers_mut().insert(VERSION_HEADER, v);
                     }

@@ -132,7 +132,9 @@ pub struct Session {
     marked: AtomicU64,
     /// What the session's calls log for its clients (plugin logs, Docker
     /// nodes' notes): bounded, a slow listener loses the oldest records.
-    logs: tokio::sync::broadcast::Sender<LogRecord>,
+    /// Made by the first listener: a record sent before any is heard by
+    /// nobody either way, and most sessions (a request's own) never have one.
+    logs: OnceLock<tokio::sync::broadcast::Sender<LogRecord>>,
     /// Told of each write to the workspace while it is watched
     /// ([`Session::watch_changes`]).
     changes: tokio::sync::watch::Sender<u64>,
@@ -267,17 +269,22 @@ impl Session {
 
     /// Pass `record` to the session's log listeners, if any; never waits.
     pub fn log(&self, record: LogRecord) {
-        let _ = self.logs.send(record);
+        if let Some(logs) = self.logs.get() {
+            let _ = logs.send(record);
+        }
     }
 
-    /// Where a call of the session sends its log records.
-    pub fn log_sink(&self) -> tokio::sync::broadcast::Sender<LogRecord> {
-        self.logs.clone()
+    /// Whether anyone listens to the session's log records now (a record
+    /// nobody would hear need not be made).
+    pub fn logs_heard(&self) -> bool {
+        self.logs.get().is_some_and(|l| l.receiver_count() > 0)
     }
 
     /// Listen to the session's log records from now on.
     pub fn subscribe_logs(&self) -> tokio::sync::broadcast::Receiver<LogRecord> {
-        self.logs.subscribe()
+        self.logs
+            .get_or_init(|| tokio::sync::broadcast::channel(LOG_BUFFER).0)
+            .subscribe()
     }
 }
 
@@ -374,7 +381,7 @@ impl Sessions {
             created: OnceLock::new(),
             last_used: AtomicU64::new(self.now_ms()),
             marked: AtomicU64::new(0),
-            logs: tokio::sync::broadcast::channel(LOG_BUFFER).0,
+            logs: OnceLock::new(),
             changes: tokio::sync::watch::Sender::new(0),
             untold: self.replicas.into(),
         })
@@ -578,9 +585,10 @@ impl Sessions {
 }
 
 /// A server-made session id: 128 random bits, in hex.
+/// 128 random bits, from the thread's CSPRNG: ids are secrets a caller
+/// may come back with, and one is made for every request that names none.
 fn new_id() -> String {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).expect("the system's random source");
+    let bytes: [u8; 16] = rand::Rng::random(&mut rand::rng());
     crate::text::hex(&bytes)
 }
 

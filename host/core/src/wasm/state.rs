@@ -45,8 +45,8 @@ pub struct CallState {
     pub tool: String,
     pub session: String,
     pub progress: Option<ProgressSink>,
-    /// The session's log listeners (its MCP clients).
-    pub logs: Option<tokio::sync::broadcast::Sender<crate::sessions::LogRecord>>,
+    /// The session whose log listeners (its MCP clients) hear the call.
+    pub logs: Option<Arc<crate::sessions::Session>>,
     /// Who answers the tool's questions (`toolhost:input/ask`).
     pub ask: Option<Arc<dyn crate::input::Asker>>,
     /// The session whose workspace the call sees (`toolhost:workspace`).
@@ -173,7 +173,7 @@ impl host::Host for CallState {
             L::Warn => tracing::warn!(target: "plugin", plugin, tool, session, "{message}"),
             L::Error => tracing::error!(target: "plugin", plugin, tool, session, "{message}"),
         }
-        if let Some(logs) = &self.logs {
+        if let Some(session) = self.logs.as_ref().filter(|s| s.logs_heard()) {
             let level = match level {
                 L::Trace => tracing::Level::TRACE,
                 L::Debug => tracing::Level::DEBUG,
@@ -181,7 +181,7 @@ impl host::Host for CallState {
                 L::Warn => tracing::Level::WARN,
                 L::Error => tracing::Level::ERROR,
             };
-            let _ = logs.send(crate::sessions::LogRecord {
+            session.log(crate::sessions::LogRecord {
                 level,
                 logger: format!("{plugin}/{tool}"),
                 message: message.to_owned(),

@@ -213,7 +213,7 @@ impl WasmToolkit {
             session.map_or("-", |s| s.id()).to_owned(),
             progress,
         );
-        state.logs = session.map(|s| s.log_sink());
+        state.logs = session.cloned();
         state.ask = ask;
         // What `toolhost:workspace/changes` tells of: the workspace the
         // call sees, if it sees one.
