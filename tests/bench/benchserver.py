@@ -47,6 +47,23 @@ def work_with_plugins(prefix, names):
     return work, plugins
 
 
+# wrk's script for calc's invoke (`wrk -s`): one POST, the same body each time.
+CALC_INVOKE_LUA = """wrk.method = "POST"
+wrk.body = '{"params":{"expression":"1+2*3"}}'
+wrk.headers["Content-Type"] = "application/json"
+"""
+
+
+def calc_under_wrk(prefix):
+    """`work_with_plugins(prefix, ["calc"])` and wrk's script of its invoke
+    written there: (work, plugins, path of the script)."""
+    work, plugins = work_with_plugins(prefix, ["calc"])
+    lua = os.path.join(work, "invoke.lua")
+    with open(lua, "w") as f:
+        f.write(CALC_INVOKE_LUA)
+    return work, plugins, lua
+
+
 class BenchServer:
     def __init__(self, binary, plugins, data, log=None, level="warn"):
         """`log`: a file for the server's log (at `level`); none: dropped."""

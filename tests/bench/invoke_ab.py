@@ -12,6 +12,7 @@ a round). Needs `perf` and `wrk` (Debian: linux-perf, wrk).
 
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -19,13 +20,9 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests/bench"))
-from benchserver import BenchServer, work_with_plugins  # noqa: E402
+from benchserver import BenchServer, calc_under_wrk  # noqa: E402
 
 ROUNDS = int(os.environ.get("ROUNDS", "4"))
-LUA = """wrk.method = "POST"
-wrk.body = '{"params":{"expression":"1+2*3"}}'
-wrk.headers["Content-Type"] = "application/json"
-"""
 
 
 def load(server, url, extra):
@@ -46,15 +43,12 @@ def main():
     if len(builds) < 2 or any(len(b) != 2 for b in builds):
         sys.exit(__doc__)
     for tool in ("perf", "wrk"):
-        if subprocess.run(["which", tool], capture_output=True).returncode:
+        if not shutil.which(tool):
             sys.exit(f"invoke_ab.py: `{tool}` is not installed")
     runs = {name: [] for name, _ in builds}
     for r in range(ROUNDS):
         for name, binary in builds if r % 2 == 0 else builds[::-1]:
-            work, plugins = work_with_plugins("invoke-ab-", ["calc"])
-            lua = os.path.join(work, "invoke.lua")
-            with open(lua, "w") as f:
-                f.write(LUA)
+            work, plugins, lua = calc_under_wrk("invoke-ab-")
             server = BenchServer(binary, plugins, os.path.join(work, "data"))
             try:
                 server.wait_ready()
@@ -64,7 +58,7 @@ def main():
                 invoke = load(server, url, ["-s", lua])
             finally:
                 server.stop()
-                subprocess.run(["rm", "-rf", work])
+                shutil.rmtree(work, ignore_errors=True)
             runs[name].append((invoke, health))
             print(f"round {r} {name}: invoke {invoke[0]:.0f} req/s, {invoke[1]:.1f} us CPU a call; "
                   f"health {health[0]:.0f} req/s, {health[1]:.1f} us; ratio {invoke[0] / health[0]:.3f}", flush=True)

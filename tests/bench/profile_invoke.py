@@ -21,7 +21,7 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("TOOLHOST_BIN", os.path.join(ROOT, "target/release/toolhost"))
 sys.path.insert(0, os.path.join(ROOT, "tests/bench"))
-from benchserver import BenchServer, work_with_plugins  # noqa: E402
+from benchserver import BenchServer, calc_under_wrk  # noqa: E402
 
 BUCKETS = [
     ("wasm: sandbox torn down (store dropped, memory reset)", r"drop_in_place<wasmtime::runtime::store::StoreInner"),
@@ -44,11 +44,6 @@ BUCKETS = [
 ]
 OTHER = "other (kernel entry and exit, allocator outside the above)"
 
-LUA = """wrk.method = "POST"
-wrk.body = '{"params":{"expression":"1+2*3"}}'
-wrk.headers["Content-Type"] = "application/json"
-"""
-
 
 def cpu_ticks(pid):
     with open(f"/proc/{pid}/stat") as f:
@@ -60,10 +55,7 @@ def main():
     for tool in ("perf", "wrk"):
         if not shutil.which(tool):
             sys.exit(f"profile_invoke.py: `{tool}` is not installed")
-    work, plugins = work_with_plugins("profile-invoke-", ["calc"])
-    lua = os.path.join(work, "invoke.lua")
-    with open(lua, "w") as f:
-        f.write(LUA)
+    work, plugins, lua = calc_under_wrk("profile-invoke-")
     server = BenchServer(BIN, plugins, os.path.join(work, "data"))
     try:
         server.wait_ready()
