@@ -584,9 +584,9 @@ impl Sessions {
     }
 }
 
-/// A server-made session id: 128 random bits, in hex.
-/// 128 random bits, from the thread's CSPRNG: ids are secrets a caller
-/// may come back with, and one is made for every request that names none.
+/// A server-made session id: 128 random bits, in hex, from the thread's
+/// CSPRNG (ids are secrets a caller may come back with, and one is made for
+/// every request that names none: no system call each).
 fn new_id() -> String {
     let bytes: [u8; 16] = rand::Rng::random(&mut rand::rng());
     crate::text::hex(&bytes)
