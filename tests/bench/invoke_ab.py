@@ -26,16 +26,22 @@ ROUNDS = int(os.environ.get("ROUNDS", "4"))
 
 
 def load(server, url, extra):
-    """(requests a second, server CPU us a request) under 6 s of wrk, the
-    CPU read over 5 s of it."""
-    wrk = subprocess.Popen(["wrk", "-t2", "-c50", "-d6s", *extra, url], stdout=subprocess.PIPE, text=True)
+    """(requests a second, server CPU us a request, p99 latency ms) under
+    6 s of wrk, the CPU read over 5 s of it."""
+    wrk = subprocess.Popen(["wrk", "-t2", "-c50", "-d6s", "--latency", *extra, url], stdout=subprocess.PIPE, text=True)
     time.sleep(0.5)
     stat = subprocess.run(["perf", "stat", "-x,", "-e", "task-clock", "-p", str(server.pid), "--", "sleep", "5"],
                           capture_output=True, text=True).stderr
     out = wrk.communicate()[0]
     rps = float(re.search(r"Requests/sec:\s+(\S+)", out).group(1))
     ms = next(float(line.split(",")[0]) for line in stat.splitlines() if "task-clock" in line)
-    return rps, ms * 1e3 / 5 / rps
+    return rps, ms * 1e3 / 5 / rps, p99_ms(out)
+
+
+def p99_ms(out):
+    """wrk's 99th percentile latency (its `--latency` table), in ms."""
+    value, unit = re.search(r"^\s*99%\s+([\d.]+)(us|ms|s)\s*$", out, re.M).groups()
+    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
 
 
 def main():
@@ -60,12 +66,14 @@ def main():
                 server.stop()
                 shutil.rmtree(work, ignore_errors=True)
             runs[name].append((invoke, health))
-            print(f"round {r} {name}: invoke {invoke[0]:.0f} req/s, {invoke[1]:.1f} us CPU a call; "
+            print(f"round {r} {name}: invoke {invoke[0]:.0f} req/s, {invoke[1]:.1f} us CPU a call, "
+                  f"p99 {invoke[2]:.2f} ms; "
                   f"health {health[0]:.0f} req/s, {health[1]:.1f} us; ratio {invoke[0] / health[0]:.3f}", flush=True)
     for name, _ in builds:
         got = runs[name]
         print(f"{name}: server CPU a call median {statistics.median(i[1] for i, _ in got):.1f} us, "
               f"invoke {statistics.median(i[0] for i, _ in got):.0f} req/s, "
+              f"p99 {statistics.median(i[2] for i, _ in got):.2f} ms, "
               f"health {statistics.median(h[0] for _, h in got):.0f} req/s, "
               f"invoke/health {statistics.median(i[0] / h[0] for i, h in got):.3f}")
 
