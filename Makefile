@@ -7,7 +7,11 @@ CARGO        ?= cargo
 export CARGO_INCREMENTAL ?= 0
 BIND         ?= 127.0.0.1:8001
 WASM_TARGET  := wasm32-wasip2
-WASM_OUT     := target/$(WASM_TARGET)/plugin
+# The guests have a target directory of their own, so that `make run` can
+# build them beside the host's release build (one cargo at a time may hold
+# a target directory).
+GUEST_TARGET := target/guests
+WASM_OUT     := $(GUEST_TARGET)/$(WASM_TARGET)/plugin
 # Example plugins served by `make run`, and test fixtures (never served).
 PLUGINS      := calc files fetch storage web image doc
 FIXTURES     := hostile wrong-version conformance-fixture
@@ -38,14 +42,20 @@ TOOLKITS     := shell notebook browser imagecompress code
 ## The release build is CPU-bound; what waits on the network and the disk
 ## (`prepare`: the C toolchain, the embedding model, the Python and JavaScript
 ## plugins with their componentizers, Docker and the node image) runs beside
-## it, logged to target/prepare.log, and is checked again (up to date, or done
-## and reported) by the steps after the build.
+## it, logged to target/prepare.log, and so do the guests (target/guests.log),
+## whose compiler fills the moments the host's leaves a core idle (its last
+## crates, the guests' single-unit LTO). Both are checked again (up to date,
+## or done and reported) by the steps after the build.
 run:
 	@mkdir -p target
-	@echo "make run: the release build; beside it, \`make prepare\` (target/prepare.log)"
+	@$(MAKE) --no-print-directory wasm-target
+	@echo "make run: the release build; beside it, \`make prepare\` (target/prepare.log) and the guests (target/guests.log)"
 	@setsid $(MAKE) --no-print-directory prepare > target/prepare.log 2>&1 & prep=$$!; \
-	  trap 'kill -TERM -- -$$prep 2>/dev/null' INT TERM; \
+	  setsid $(MAKE) --no-print-directory guests > target/guests.log 2>&1 & guests=$$!; \
+	  trap 'kill -TERM -- -$$prep -$$guests 2>/dev/null' INT TERM; \
 	  $(MAKE) --no-print-directory build; built=$$?; \
+	  if kill -0 $$guests 2>/dev/null; then echo "make run: waiting for the guests (target/guests.log)"; fi; \
+	  wait $$guests && echo "make run: the guests built" || echo "make run: the guests' build failed (target/guests.log); retried below"; \
 	  if kill -0 $$prep 2>/dev/null; then echo "make run: waiting for \`make prepare\` (target/prepare.log)"; fi; \
 	  wait $$prep && tail -n 1 target/prepare.log || echo "make run: \`make prepare\` failed (target/prepare.log); its steps are retried below"; \
 	  exit $$built
@@ -121,7 +131,7 @@ c-toolchain:
 ## is the guests' (and the Rust SDK's) clippy pass for wasm32 too; a later
 ## build without it rebuilds the guests' own crates once.
 guests: wasm-target
-	$(CARGO) build --target $(WASM_TARGET) --profile plugin $(GUEST_PKGS:%=-p %) $(if $(LINT),$(LINTED))
+	$(CARGO) build --target-dir $(GUEST_TARGET) --target $(WASM_TARGET) --profile plugin $(GUEST_PKGS:%=-p %) $(if $(LINT),$(LINTED))
 
 ## Every example component + manifest into target/plugins/ (Rust, Python,
 ## JavaScript and C components, Docker toolkit folders), precompiled for this

@@ -27,6 +27,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # step name, a regular expression for the first line `make run` prints in it.
 STEPS = [
     ("release build (host)", r"cargo build --release -p toolhost|release-build:"),
+    ("waiting for the guests", r"make run: waiting for the guests"),
     ("guests (plugin profile)", r"--profile plugin"),
     ("embedding model", r"fetch-model|all-minilm"),
     ("Python plugins", r"componentize-py|sdk/python/build"),

@@ -13,7 +13,7 @@
 #   tests/conformance/run.sh --install         # only node and the suite (make test-prepare)
 #
 # Needs: target/debug/toolhost, the fixture's wasm
-# (target/wasm32-wasip2/plugin/conformance_fixture.wasm, `make fixtures`) and
+# (target/guests/wasm32-wasip2/plugin/conformance_fixture.wasm, `make fixtures`) and
 # calc's (`make plugins`), npm,
 # and Node >= 22: the machine's node when new enough, else the node binary of
 # the PyPI wheel pinned in requirements.txt (a venv made once by tests/venv.sh).
@@ -24,8 +24,8 @@ repo=$(cd "$here/../.." && pwd)
 source "$repo/sdk/build-common.sh" # with_retries
 work=$repo/target/conformance
 bin=${TOOLHOST_BIN:-$repo/target/debug/toolhost}
-wasm=$repo/target/wasm32-wasip2/plugin/conformance_fixture.wasm
-calc=$repo/target/wasm32-wasip2/plugin/calc.wasm
+wasm=$repo/target/guests/wasm32-wasip2/plugin/conformance_fixture.wasm
+calc=$repo/target/guests/wasm32-wasip2/plugin/calc.wasm
 install_only=
 [ "${1:-}" != --install ] || { install_only=1 && shift; }
 revisions=("$@")
