@@ -13,8 +13,8 @@
 #   tests/conformance/run.sh --install         # only node and the suite (make test-prepare)
 #
 # Needs: target/debug/toolhost, the fixture's wasm
-# (target/guests/wasm32-wasip2/plugin/conformance_fixture.wasm, `make fixtures`) and
-# calc's (`make plugins`), npm,
+# as `make fixtures` leaves it (target/fixtures/conformance-fixture.wasm) and
+# calc's as `make plugins` does (target/plugins/calc.wasm), npm,
 # and Node >= 22: the machine's node when new enough, else the node binary of
 # the PyPI wheel pinned in requirements.txt (a venv made once by tests/venv.sh).
 set -euo pipefail
@@ -24,8 +24,8 @@ repo=$(cd "$here/../.." && pwd)
 source "$repo/sdk/build-common.sh" # with_retries
 work=$repo/target/conformance
 bin=${TOOLHOST_BIN:-$repo/target/debug/toolhost}
-wasm=$repo/target/guests/wasm32-wasip2/plugin/conformance_fixture.wasm
-calc=$repo/target/guests/wasm32-wasip2/plugin/calc.wasm
+wasm=$repo/target/fixtures/conformance-fixture.wasm
+calc=$repo/target/plugins/calc.wasm
 install_only=
 [ "${1:-}" != --install ] || { install_only=1 && shift; }
 revisions=("$@")
