@@ -43,9 +43,10 @@ TOOLKITS     := shell notebook browser imagecompress code
 ## (`prepare`: the C toolchain, the embedding model, the Python and JavaScript
 ## plugins with their componentizers, Docker and the node image) runs beside
 ## it, logged to target/prepare.log, and so do the guests (target/guests.log),
-## whose compiler fills the moments the host's leaves a core idle (its last
-## crates, the guests' single-unit LTO). Both are checked again (up to date,
-## or done and reported) by the steps after the build.
+## whose compiler fills the moments the host's leaves a core idle (mostly its
+## last crates: alone, the guests keep both cores 98 % busy, so this saves
+## at most ~80 s, docs/benchmarks.md#build-time). Both are checked again (up
+## to date, or done and reported) by the steps after the build.
 run:
 	@mkdir -p target
 	@$(MAKE) --no-print-directory wasm-target
