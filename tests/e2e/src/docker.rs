@@ -31,6 +31,13 @@ pub fn require_docker() -> bool {
     false
 }
 
+/// A line for the `[mcp]` manifests of servers the tests start in a node
+/// container: their handshake (Python or Node starting in a fresh
+/// container, the SDK imported) is seconds of CPU, which a machine busy with
+/// other tests stretches past the 10 s default. What those tests check is
+/// not that bound (`mcpservers.rs` checks the bound itself, at 1.5 s).
+pub const CONTAINER_INIT_TIMEOUT: &str = "init_timeout_ms = 60000\n";
+
 /// Ids of the containers whose labels match every `label=value` filter.
 pub fn containers(filters: &[String]) -> Vec<String> {
     let mut cmd = Command::new("docker");

@@ -22,7 +22,7 @@ pub mod sources;
 pub mod traces;
 pub mod xagent;
 
-pub use docker::{containers, docker_available, require_docker};
+pub use docker::{CONTAINER_INIT_TIMEOUT, containers, docker_available, require_docker};
 pub use plugins_dir::{PluginsDir, component, sha256_hex, tagged, write_then_rename};
 
 use std::io::Read;

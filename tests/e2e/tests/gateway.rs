@@ -164,7 +164,7 @@ fn the_filesystem_server_looks_the_same_in_a_node() {
         .to_owned();
     let manifest = format!(
         "[mcp]\ncommand = [\"node\", \"/opt/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js\", \"/workspace\"]\n\
-         mount = \"{}\"\nper_session = true\n",
+         mount = \"{}\"\nper_session = true\n{CONTAINER_INIT_TIMEOUT}",
         install.display()
     );
     let s = Server::start(PluginsDir::new().folder("fsmcp", &[("fsmcp.toml", &manifest)]));

@@ -218,7 +218,7 @@ fn stdio_manifest(package: &str, args: &[&str]) -> String {
     ];
     command.extend(args.iter().map(|a| a.to_string()));
     format!(
-        "[mcp]\ncommand = {command:?}\nmount = \"{}\"\n",
+        "[mcp]\ncommand = {command:?}\nmount = \"{}\"\n{CONTAINER_INIT_TIMEOUT}",
         install.display()
     )
 }
@@ -345,7 +345,7 @@ fn python_manifest() -> String {
     let install = mcp_install();
     format!(
         "[mcp]\ncommand = [\"python3\", \"-m\", \"mcp_server_time\", \"--local-timezone\", \"UTC\"]\n\
-         mount = \"{}\"\nenv = {{ PYTHONPATH = \"/opt/mcp/python\" }}\n",
+         mount = \"{}\"\nenv = {{ PYTHONPATH = \"/opt/mcp/python\" }}\n{CONTAINER_INIT_TIMEOUT}",
         install.display()
     )
 }
@@ -541,7 +541,7 @@ fn misbehaving(extra: &str) -> (String, String) {
         std::fs::read_to_string(repo_root().join("tests/fixtures/mcp/misbehaving.py")).unwrap();
     let manifest = format!(
         "[mcp]\ncommand = [\"python3\", \"/toolkit/misbehaving.py\"]\nmount = \"{}\"\n\
-         env = {{ PYTHONPATH = \"/opt/mcp/python\" }}\n{extra}",
+         env = {{ PYTHONPATH = \"/opt/mcp/python\" }}\n{CONTAINER_INIT_TIMEOUT}{extra}",
         mcp_install().display()
     );
     (manifest, script)

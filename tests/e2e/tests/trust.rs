@@ -416,7 +416,7 @@ fn a_stdio_servers_packages_are_checked_against_their_locks() {
     assert!(ok);
     let manifest = format!(
         "[mcp]\ncommand = [\"node\", \"/opt/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js\", \"stdio\"]\n\
-         mount = \"{}\"\n",
+         mount = \"{}\"\n{CONTAINER_INIT_TIMEOUT}",
         mount.display()
     );
     let s = Server::start(PluginsDir::new().folder("evs", &[("evs.toml", &manifest)]));
