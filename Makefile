@@ -68,7 +68,8 @@ run:
 ## host-bin and guests), unit, router and end-to-end tests, with the Docker engine
 ## started and the node image built when missing.
 ## Each phase prints its duration, and a summary closes the run
-## (tests/phase.sh; the figures stay in target/test-phases.txt).
+## (tests/phase.sh; the figures stay in target/test-phases.txt). The test
+## binaries run two at a time (tests/lanes.py; TEST_LANES=1 for one at a time).
 PHASE := tests/phase.sh
 test:
 	@$(PHASE) --reset
@@ -78,10 +79,10 @@ test:
 	@$(PHASE) --compile plugins $(MAKE) --no-print-directory plugins fixtures LINT=1
 	@$(PHASE) node-image $(MAKE) --no-print-directory node-image
 	@$(PHASE) fmt $(CARGO) fmt --all --check
-	@$(PHASE) audit sh -c 'tests/phase.sh --self-test && python3 tests/audit.py --self-test && python3 tests/audit.py && python3 tests/licenses.py --self-test && python3 tests/licenses.py && python3 tests/profiles.py --self-test && python3 tests/profiles.py && python3 tests/bench/report.py --self-test'
+	@$(PHASE) audit sh -c 'tests/phase.sh --self-test && python3 tests/audit.py --self-test && python3 tests/audit.py && python3 tests/licenses.py --self-test && python3 tests/licenses.py && python3 tests/profiles.py --self-test && python3 tests/profiles.py && python3 tests/bench/report.py --self-test && python3 tests/lanes.py --self-test'
 	@$(PHASE) browser $(MAKE) --no-print-directory browser
 	@$(PHASE) registry $(MAKE) --no-print-directory registry
-	@$(PHASE) cargo-test $(CARGO) test --workspace --no-fail-fast $(LINTED)
+	@$(PHASE) cargo-test python3 tests/lanes.py --workspace $(LINTED)
 	@$(PHASE) conformance tests/conformance/run.sh
 	@$(PHASE) lang-units $(MAKE) --no-print-directory py-unit js-unit c-unit
 	@$(PHASE) py-client $(MAKE) --no-print-directory py-client

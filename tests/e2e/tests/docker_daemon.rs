@@ -1,7 +1,8 @@
 //! The Docker daemon stopped and started again under a running server: heavy
 //! tools answer `backend_unavailable` while it is down and recover, on a fresh
 //! node, when it is back. Its own test binary, so no other test shares the
-//! daemon's outage.
+//! daemon's outage, and run with no other binary beside it (`lanes: alone`,
+//! tests/lanes.py).
 
 use std::process::Command;
 use std::time::Duration;

@@ -11,6 +11,9 @@
 //! A command that cannot run here is in [`NOT_RUN`] with the reason, and
 //! each entry there must still name a command of its page: a new command
 //! is run unless someone says why not.
+//!
+//! The pages' builds (the Rust template, components) keep both cores busy:
+//! never beside another such binary (`lanes: heavy`, tests/lanes.py).
 
 use std::path::Path;
 use std::process::Command;

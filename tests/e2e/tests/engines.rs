@@ -9,7 +9,9 @@
 //! middle of a run of shell calls: only `b`'s sessions see `node_lost`
 //! (503), each recovers on its next call on `a`, `a`'s sessions and
 //! containers are untouched; `b` comes back and the server removes what it
-//! left there; nothing is left on either daemon at the end.
+//! left there; nothing is left on either daemon at the end. Two daemons
+//! loading the image keep both cores busy, within a bounded wait: never
+//! beside another such binary (`lanes: heavy`, tests/lanes.py).
 //!
 //! Every daemon, mount and directory goes in `Drop` guards, on failure too.
 //! Needs root (mount, dockerd), the node image on the main engine and its

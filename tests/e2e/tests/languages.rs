@@ -4,7 +4,9 @@
 //! `toolhost componentize` through `sdk/c/build.sh`), dropped into
 //! the plugins directory of a running server (hot load), listed, invoked, and
 //! made to fail: the plugin's own error, an unexpected exception, a limit.
-//! Includes `python_run`, sandboxed Python in wasm.
+//! Includes `python_run`, sandboxed Python in wasm. Its builds keep both
+//! cores busy: never beside another such binary (`lanes: heavy`,
+//! tests/lanes.py).
 
 use std::time::Duration;
 
