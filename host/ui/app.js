@@ -611,11 +611,25 @@ import { WINDOW_MS, ZERO, parseMetrics, sum, stats, chart } from './charts.js';
         h('button', { type: 'button', class: 'approve-all', text: 'Approve all', onclick: () => approve(null) })]
         : h('p', { class: 'muted', text: 'Nothing is held.' }));
   }
+  // A first click arms the delete for 4 s; kept by plugin name, so a table
+  // re-rendered meanwhile (polling, events) keeps the pending confirmation.
+  const armedUntil = new Map();
   function deleteButton(name) {
-    const b = h('button', { type: 'button', class: 'danger small', text: 'Delete', 'aria-label': `Delete plugin ${name}` });
-    let armed = false;
+    const armed = () => (armedUntil.get(name) || 0) > Date.now();
+    const b = h('button', { type: 'button', class: 'danger small', text: armed() ? 'Confirm delete' : 'Delete', 'aria-label': `Delete plugin ${name}` });
     b.addEventListener('click', async () => {
-      if (!armed) { armed = true; b.textContent = 'Confirm delete'; setTimeout(() => { armed = false; b.textContent = 'Delete'; }, 4000); return; }
+      if (!armed()) {
+        armedUntil.set(name, Date.now() + 4000);
+        b.textContent = 'Confirm delete';
+        setTimeout(() => {
+          if (armed()) return;
+          armedUntil.delete(name);
+          const now = document.querySelector(`button[aria-label="Delete plugin ${CSS.escape(name)}"]`);
+          if (now && !now.disabled) now.textContent = 'Delete';
+        }, 4000);
+        return;
+      }
+      armedUntil.delete(name);
       b.disabled = true;
       const r = await apiJson(`/plugins/${encodeURIComponent(name)}`, { method: 'DELETE' });
       pluginEvent(r.ok ? `${name} deleted by you` : `delete ${name}: ${errorText(r.body, r.status)}`, r.ok ? 'removed' : 'failed');

@@ -464,8 +464,14 @@ fn a_declared_probe_starts_a_node_at_each_look() {
         s.log()
     );
     assert_eq!(s.get("/tools/tiny_ok").1["health"]["state"], "running");
-    // The probe's containers go with its sessions.
-    std::thread::sleep(Duration::from_secs(2));
-    let starts = s.log().matches("node started").count();
-    assert!(starts >= 2, "a node started at each look: {starts}");
+    // A node started at each look (a look waits for its node, which a busy
+    // machine starts in seconds, so the looks are counted, not timed).
+    let again = wait_for(Duration::from_secs(30), || {
+        (s.log().matches("node started").count() >= 2).then_some(())
+    });
+    assert!(
+        again.is_some(),
+        "a node started at each look: {}",
+        s.log().matches("node started").count()
+    );
 }
