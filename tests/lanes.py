@@ -2,8 +2,8 @@
 lanes side by side instead of one after another as `cargo test` runs them.
 
 A test binary spends much of its time waiting (servers starting, Docker,
-componentizers, the network of its own fakes): run alone, the binaries kept
-1.4 of the two cores busy on average. Each lane takes the longest binary
+componentizers, the network of its own fakes): run one after another, the
+binaries kept 1.09 of the two cores busy on average. Each lane takes the longest binary
 still waiting (their last durations, kept in target/test-times.txt; the
 committed tests/test-times.txt on a fresh checkout), so the long ones start
 first and the short ones fill in at the end. A binary's output is printed
@@ -126,6 +126,12 @@ def run_job(job):
     (LOGS / f"{safe}.log").write_text(job.output)
 
 
+def ended_line(job, where):
+    """A job's heading when it ends, its output after it."""
+    mark = "" if job.status == 0 else f", FAILED (exit {job.status})"
+    return f"     {job.title} [{where}, {job.seconds:.1f} s{mark}]\n{job.output}"
+
+
 def run(jobs, lanes, report=print):
     """Runs the jobs that must be alone one by one, then the others in
     `lanes` threads, each taking the next waiting job (passing over a heavy
@@ -135,8 +141,7 @@ def run(jobs, lanes, report=print):
     for job in [j for j in jobs if j.alone]:
         run_job(job)
         ended.append(job)
-        mark = "" if job.status == 0 else f", FAILED (exit {job.status})"
-        report(f"     {job.title} [alone, {job.seconds:.1f} s{mark}]\n{job.output}")
+        report(ended_line(job, "alone"))
     waiting = [j for j in jobs if not j.alone]
     heavy_running = [False]
     turn = threading.Condition()
@@ -161,8 +166,7 @@ def run(jobs, lanes, report=print):
                     heavy_running[0] = False
                 turn.notify_all()
                 ended.append(job)
-                mark = "" if job.status == 0 else f", FAILED (exit {job.status})"
-                report(f"     {job.title} [lane {number}, {job.seconds:.1f} s{mark}]\n{job.output}")
+                report(ended_line(job, f"lane {number}"))
 
     threads = [threading.Thread(target=lane, args=(n + 1,)) for n in range(lanes)]
     for t in threads:
@@ -210,10 +214,12 @@ def main(argv):
 def alone_again(failed, report=print):
     """Runs each binary that failed beside another once more by itself: one
     that passes alone raced the load (a bounded wait, a shared thing) and is
-    named as such, loudly, to be fixed; one that fails again failed. Returns
-    the ones that failed alone."""
-    still = []
+    named as such, loudly, to be fixed; one that fails again failed. One that
+    ran alone already stays failed. Returns the ones that failed alone."""
+    still = [job for job in failed if job.alone]
     for job in failed:
+        if job.alone:
+            continue
         first = job.output
         run_job(job)
         if job.status == 0:
@@ -242,8 +248,8 @@ def self_test():
     lone.alone = True
     started = time.monotonic()
     seen = []
-    ended = run([job("s1", f"test ! -e {mark}; sleep 1; echo one"),
-                 job("s2", f"test ! -e {mark}; sleep 1; echo two"),
+    ended = run([job("s1", f"test ! -e {mark} && sleep 1 && echo one"),
+                 job("s2", f"test ! -e {mark} && sleep 1 && echo two"),
                  lone, job("bad", "echo 'test x ... FAILED'; exit 3")], 2, report=seen.append)
     took = time.monotonic() - started - 0.3
     assert took < 1.9, f"two lanes ran one after the other ({took:.1f} s)"
@@ -267,7 +273,8 @@ def self_test():
     broken = job("broken", "exit 1")
     ended = run([shy, busy, broken], 2, report=seen.append)
     assert shy.status != 0 and broken.status != 0, [(j.name, j.status) for j in ended]
-    assert [j.name for j in alone_again([shy, broken], report=seen.append)] == ["broken"]
+    lone.status = 1  # failed alone already: not run again
+    assert [j.name for j in alone_again([shy, broken, lone], report=seen.append)] == ["lone", "broken"]
     assert any(s.startswith("[lanes] RACED shy") for s in seen), seen
     assert any("FAILED (exit 3)" in s and "test x ... FAILED" in s for s in seen), seen
     assert failed_lines("ok\ntest x ... FAILED\ntest y ... ok\n") == ["test x ... FAILED"]

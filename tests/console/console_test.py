@@ -328,7 +328,7 @@ def scenario_hot_load(d):
     # The table re-renders as the plugin's optimised build swaps in: each
     # click finds the button again (the armed delete is kept across renders).
     delete = "tr[data-plugin=maths] button.danger"
-    wait(d, "maths' delete button", lambda d: visible(d, delete) and (visible(d, delete).click() or True))
+    wait(d, "maths' delete button", lambda d: (b := visible(d, delete)) and (b.click() or True))
     wait(d, "the confirmation", lambda d: q(d, delete).text == "Confirm delete")
     wait(d, "the confirming click", lambda d: q(d, delete).click() or True)
     wait(d, "maths gone", lambda d: not qs(d, "tr[data-plugin=maths]"))
